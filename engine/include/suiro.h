@@ -1,0 +1,255 @@
+/*
+ * suiro.h — the public C API of libsuiro, an embeddable task engine whose worker processes talk
+ * through shared memory.
+ *
+ * Conventions
+ *   - Handles are opaque. Functions return a suiro_status; SUIRO_ERR comes with a message from
+ *     suiro_last_error() (thread-local, valid until the next failing call on the same thread).
+ *   - Timeouts are seconds as a double: 0 polls, a negative value waits forever.
+ *   - TIMEOUT, CLOSED, PEER_GONE and FULL are outcomes, not failures: nothing was consumed.
+ *   - A pool handle is used by one thread at a time. Workers are processes, not threads.
+ */
+#ifndef SUIRO_H
+#define SUIRO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUIRO_VERSION_MAJOR 0
+#define SUIRO_VERSION_MINOR 1
+#define SUIRO_VERSION_PATCH 0
+
+const char *suiro_version(void);
+
+typedef enum suiro_status {
+  SUIRO_OK = 0,
+  SUIRO_TIMEOUT,   /* the wait ran out; retry later */
+  SUIRO_CLOSED,    /* the pool is stopping or stopped */
+  SUIRO_PEER_GONE, /* no live worker can serve the request */
+  SUIRO_FULL,      /* a ring or the result slots are full */
+  SUIRO_ERR        /* misuse or a system failure: see suiro_last_error() */
+} suiro_status;
+
+const char *suiro_status_name(suiro_status s);
+const char *suiro_last_error(void);
+
+/* Monotonic clock in seconds (nanosecond resolution). */
+double suiro_now(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Regions: named POSIX shared memory, mode 0600, named /suiro_<pid>_<start>_<counter> so that a
+ * later process can tell whether the creator still lives.
+ */
+typedef struct suiro_region suiro_region;
+
+suiro_status suiro_region_create(size_t size, suiro_region **out);
+suiro_status suiro_region_open(const char *name, int writable, suiro_region **out);
+void *suiro_region_addr(const suiro_region *r);
+size_t suiro_region_size(const suiro_region *r);
+const char *suiro_region_name(const suiro_region *r);
+/* Unmaps; with unlink != 0 also removes the name. */
+void suiro_region_close(suiro_region *r, int unlink);
+
+/* Removes every /dev/shm/suiro_* segment whose creating process is gone. Returns how many.
+ * Pool creation calls it, so a crashed host's segments never outlive the next start. */
+int suiro_reap(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Pools
+ */
+typedef struct suiro_pool suiro_pool;
+
+/* A task handle: result slot and generation packed in one word. */
+typedef uint64_t suiro_task;
+
+typedef struct suiro_pool_opts {
+  size_t size;             /* sizeof(suiro_pool_opts), set by suiro_pool_opts_init */
+  int workers;             /* workers started at create (default 1) */
+  int max_workers;         /* upper bound for spawn_workers (default max(workers, 16), <= 64) */
+  uint32_t ring_cap;       /* entries per submitter ring, power of two (default 4096) */
+  uint32_t slot_size;      /* bytes per ring entry, power of two 64..65536 (default 128) */
+  uint32_t result_slots;   /* result slots of the host submitter (default 131072) */
+  uint32_t result_size;    /* bytes per result slot, power of two 64..65536 (default 128) */
+  const char *exe;         /* worker executable (default: this program) */
+  const char *const *argv; /* worker argv, NULL-terminated (default: { exe }); the engine appends
+                              "--suiro-worker" TOKEN */
+  const char *const *env;  /* extra KEY=VALUE entries for workers, NULL-terminated */
+  const char *const *env_keep; /* variables passed through from the host (default: a whitelist) */
+  int respawn;             /* 1: replace a worker that dies (default 0) */
+  double start_timeout;    /* wait this long at create for workers to attach (default 10 s;
+                              0: do not wait) */
+} suiro_pool_opts;
+
+void suiro_pool_opts_init(suiro_pool_opts *o);
+
+suiro_status suiro_pool_create(const suiro_pool_opts *o, suiro_pool **out);
+/* Stops workers (waiting up to timeout for them to finish their current task, then killing them),
+ * removes the pool's shared memory and frees the handle. Pending tasks are dropped. */
+suiro_status suiro_pool_stop(suiro_pool *p, double timeout);
+/* The name another process passes to suiro_pool_attach (not yet implemented across processes). */
+const char *suiro_pool_name(const suiro_pool *p);
+
+/* Function codes. 0 is the binding executor (suiro_set_executor); other codes name native
+ * functions registered with suiro_register. */
+#define SUIRO_FN_BINDING 0u
+uint64_t suiro_fn_id(const char *name);
+
+/* Submit one task; its argument bytes are copied. Waits up to timeout for ring space (FULL when
+ * there is none). */
+suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t len,
+                          suiro_task *out, double timeout);
+
+typedef struct suiro_task_spec {
+  uint64_t fn;
+  const void *arg;
+  size_t len;
+} suiro_task_spec;
+
+/* Submit n tasks with one publication per run of free entries. *accepted tells how many went in
+ * (in order); FULL or TIMEOUT when fewer than n did. */
+suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, size_t n,
+                                suiro_task *out, size_t *accepted, double timeout);
+
+typedef enum suiro_result_kind {
+  SUIRO_RESULT_VALUE = 1,     /* the task returned data */
+  SUIRO_RESULT_ERROR = 2,     /* the task failed; data is the error payload (UTF-8 for native) */
+  SUIRO_RESULT_DIED = 3,      /* the worker running it died; data is a message */
+  SUIRO_RESULT_CANCELLED = 4  /* cancelled before it started */
+} suiro_result_kind;
+
+typedef struct suiro_result {
+  int kind;            /* suiro_result_kind */
+  const void *data;    /* valid until the next collect on this handle */
+  size_t len;
+  int worker_slot;     /* the worker that ran it (or died running it), -1 if none */
+  int worker_pid;
+} suiro_result;
+
+/* Waits for one task. On OK the handle is consumed. */
+suiro_status suiro_collect(suiro_pool *p, suiro_task t, suiro_result *res, double timeout);
+/* Waits for the first of n tasks to finish; consumes it and tells its index. */
+suiro_status suiro_collect_any(suiro_pool *p, const suiro_task *tasks, size_t n, size_t *index,
+                               suiro_result *res, double timeout);
+/* Waits until all n tasks have finished, then hands each result to sink in input order and
+ * consumes them. A timeout consumes nothing. A nonzero return from sink stops the delivery
+ * (the remaining tasks stay uncollected) and collect_all returns SUIRO_ERR. */
+typedef int (*suiro_sink_fn)(void *ctx, size_t index, const suiro_result *res);
+suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
+                               suiro_sink_fn sink, void *ctx, double timeout);
+/* Nonzero when the task has a result waiting (does not consume it). */
+int suiro_task_ready(suiro_pool *p, suiro_task t);
+/* Advisory: returns 1 when the task will not start (it completes as CANCELLED), 0 when it has
+ * started or finished already. A running task may poll suiro_cancelled(). */
+int suiro_cancel(suiro_pool *p, suiro_task t);
+/* Gives up a handle that will never be collected (finalizer path): its slot is recycled once the
+ * task finishes. */
+void suiro_task_release(suiro_pool *p, suiro_task t);
+
+/* Event loop integration: a file descriptor that becomes readable when a result arrives. A burst
+ * of completions makes it readable once. After it fires call suiro_pool_event_ack (which drains
+ * and re-arms it) and only then collect with timeout 0. */
+int suiro_pool_eventfd(suiro_pool *p);
+void suiro_pool_event_ack(suiro_pool *p);
+
+/* Growing and shrinking (host only). */
+suiro_status suiro_pool_spawn_workers(suiro_pool *p, int n);
+/* The worker in `slot` finishes its current task and exits; waits up to timeout for it. */
+suiro_status suiro_pool_retire(suiro_pool *p, int slot, double timeout);
+
+typedef enum suiro_worker_state {
+  SUIRO_WORKER_EMPTY = 0,  /* slot unused */
+  SUIRO_WORKER_STARTING,   /* spawned, not attached yet */
+  SUIRO_WORKER_IDLE,       /* attached, waiting for work */
+  SUIRO_WORKER_BUSY,       /* running a task */
+  SUIRO_WORKER_RETIRING,   /* asked to exit after its current task */
+  SUIRO_WORKER_EXITED,     /* exited cleanly */
+  SUIRO_WORKER_DEAD        /* died (signal or unexpected exit) */
+} suiro_worker_state;
+
+const char *suiro_worker_state_name(int state);
+
+typedef struct suiro_worker_info {
+  int slot;
+  int pid;
+  int state;            /* suiro_worker_state */
+  uint64_t tasks;       /* tasks run */
+  uint64_t steals;      /* tasks taken from another worker's queue */
+  uint64_t parks;       /* times it went to sleep */
+} suiro_worker_info;
+
+typedef struct suiro_pool_stats {
+  int workers;          /* live workers (starting, idle, busy) */
+  int max_workers;
+  uint64_t submitted;   /* by the host handle */
+  uint64_t collected;
+  uint64_t tasks;       /* run by all workers */
+  uint64_t steals;
+  uint64_t parks;       /* worker parks */
+  uint64_t host_parks;  /* parks of the host while collecting */
+  uint64_t deaths;      /* workers that died */
+  uint64_t respawns;
+  uint64_t wakes;       /* times a submitter woke parked workers */
+} suiro_pool_stats;
+
+/* Fills stats and up to cap worker records (slots in use); returns the number of records. */
+int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info *workers, int cap);
+
+/* ---------------------------------------------------------------------------------------------
+ * Task functions and workers
+ */
+typedef struct suiro_out suiro_out;
+
+/* A native task function: reads its argument bytes, writes its result with suiro_out_*.
+ * Returns 0 on success; nonzero marks the task failed (with the message from suiro_out_error,
+ * or a generic one). */
+typedef int (*suiro_native_fn)(const void *arg, size_t len, suiro_out *out, void *ud);
+
+/* Registers a named native function in this process. Host and workers register the same names
+ * (typically the host re-executes itself as its workers). */
+suiro_status suiro_register(const char *name, suiro_native_fn fn, void *ud);
+
+/* The binding executor: runs tasks with fn == SUIRO_FN_BINDING, and codes that match no
+ * registered native function. */
+typedef int (*suiro_exec_fn)(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud);
+void suiro_set_executor(suiro_exec_fn fn, void *ud);
+
+/* Result writers (valid only inside a task function). */
+int suiro_out_write(suiro_out *o, const void *data, size_t n); /* appends; 0 or -1 (no memory) */
+void *suiro_out_reserve(suiro_out *o, size_t n);  /* room for n more bytes, then suiro_out_commit */
+void suiro_out_commit(suiro_out *o, size_t n);
+void suiro_out_reset(suiro_out *o);               /* drops what was written */
+/* Marks the task failed with a message (printf-style); returns -1 for `return suiro_out_error(...)`. */
+int suiro_out_error(suiro_out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Marks the task failed with a binding-defined error payload. */
+int suiro_out_error_bytes(suiro_out *o, const void *data, size_t n);
+
+/* Inside a worker: a handle on its own pool for nested submissions (NULL in a host). Waiting on a
+ * nested result runs other tasks meanwhile, so nesting never deadlocks. Do not stop it. */
+suiro_pool *suiro_current_pool(void);
+/* Inside a worker: its slot, or -1. */
+int suiro_worker_slot(void);
+/* Inside a task: nonzero when the host asked to cancel it. */
+int suiro_cancelled(void);
+
+/* Worker entry point. Returns -1 at once when argv is not a worker invocation (no
+ * "--suiro-worker TOKEN"); otherwise runs the worker until the pool stops and returns the exit
+ * status. A host that re-executes itself calls this first thing in main():
+ *     int rc = suiro_worker_main(argc, argv); if (rc >= 0) return rc;            */
+int suiro_worker_main(int argc, char **argv);
+/* The same, with the token already extracted. */
+int suiro_worker_run(const char *token);
+/* Finds the token in argv (NULL if this is not a worker invocation). */
+const char *suiro_worker_token(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SUIRO_H */

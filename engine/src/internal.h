@@ -1,0 +1,66 @@
+/* internal.h — helpers shared by the engine's modules (not installed). */
+#ifndef SUIRO_INTERNAL_H
+#define SUIRO_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "suiro.h"
+
+#define SUIRO_CACHELINE 64
+#define SUIRO_ALIGNED _Alignas(SUIRO_CACHELINE)
+
+#define SUIRO_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SUIRO_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SUIRO_COLD __attribute__((cold, noinline))
+
+/* Relaxed/acquire/release shorthands: every shared word is _Atomic, and each access names its
+ * ordering so the reasoning in each module's header comment can be checked line by line. */
+#define ld_rlx(p) atomic_load_explicit((p), memory_order_relaxed)
+#define ld_acq(p) atomic_load_explicit((p), memory_order_acquire)
+#define st_rlx(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define st_rel(p, v) atomic_store_explicit((p), (v), memory_order_release)
+
+static inline uint64_t suiro_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Deadline helpers: timeout in seconds, <0 forever, 0 poll. */
+static inline uint64_t deadline_from(double timeout) {
+  if (timeout < 0) return UINT64_MAX;
+  if (timeout > 1e9) return UINT64_MAX;
+  return suiro_ns() + (uint64_t)(timeout * 1e9);
+}
+
+/* Error reporting: a thread-local message for suiro_last_error(). Returns SUIRO_ERR (or the given
+ * status) so call sites can `return set_error(...)`. */
+suiro_status suiro_set_error(suiro_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+suiro_status suiro_set_errno(const char *what); /* "<what>: strerror(errno)" */
+
+/* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
+int suiro_ncpu(void);
+
+/* Start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 if gone. */
+uint64_t suiro_proc_start(int pid);
+
+/* 64-bit FNV-1a. */
+static inline uint64_t suiro_hash64(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+#endif

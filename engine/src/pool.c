@@ -1,0 +1,1026 @@
+/*
+ * pool.c — pools: layout, submit, collect, cancel, status (host and nested submitters).
+ *
+ * Layout of the pool region (pool.h): header, worker records, submitter records, one task queue
+ * per submitter (taskq.c), then result slots partitioned by submitter. There is no dispatcher:
+ * a submitter writes a task into its own queue and workers claim it.
+ *
+ * Ownership
+ *   - A submitter's queue has one producer: the submitter. Its result slots are allocated and
+ *     freed only by that submitter (a private free stack), so allocation needs no atomics.
+ *   - A result slot's state word arbitrates everything else: the submitter stores PENDING(gen)
+ *     before publishing the task; the worker that claims the task CASes PENDING -> RUNNING(gen, w)
+ *     (a cancel CASes PENDING -> CANCELLED, so exactly one of the two wins); only the RUNNING
+ *     worker writes the slot's data, then stores the terminal state with release. After a worker
+ *     dies, the host's monitor (peer.c) CASes its PENDING/RUNNING slots to DIED.
+ *
+ * Memory ordering
+ *   - PENDING store (relaxed) precedes the queue entry's READY release store; the claimer's
+ *     acquire on the entry therefore sees PENDING.
+ *   - Result data is written before the terminal state (release); the collector loads the state
+ *     with acquire before reading data.
+ *   - Wake-ups use the announce / re-check / park protocol of park.c: waiters announce with a
+ *     seq_cst RMW, wakers issue a seq_cst fence after publishing and only then read the announce
+ *     word. No system call happens unless somebody sleeps.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define PAGE 4096u
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
+
+void suiro_pool_opts_init(suiro_pool_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->workers = 1;
+  o->max_workers = 0;
+  o->ring_cap = 4096;
+  o->slot_size = 128;
+  o->result_slots = 131072;
+  o->result_size = 128;
+  o->respawn = 0;
+  o->start_timeout = 10.0;
+}
+
+/* ---- mapping a pool region into a handle -------------------------------------------------- */
+
+suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
+  pool_hdr *h = suiro_region_addr(r);
+  char *base = (char *)h;
+  p->region = r;
+  p->hdr = h;
+  p->workers = (worker_rec *)(base + h->off_workers);
+  p->subs = (sub_rec *)(base + h->off_subs);
+  p->results = base + h->off_results;
+  p->result_size = h->result_size;
+  p->sub = sub;
+  p->queues = calloc((size_t)h->nsubs, sizeof *p->queues);
+  if (!p->queues) return suiro_set_error(SUIRO_ERR, "out of memory");
+  for (int i = 0; i < h->nsubs; i++)
+    taskq_init_view(&p->queues[i], base + h->off_queues + (size_t)i * h->queue_stride,
+                    h->ring_cap, h->slot_size);
+  sub_rec *s = &p->subs[sub];
+  uint32_t n = s->nresults;
+  p->free_stack = malloc(sizeof(uint32_t) * n);
+  p->gen = malloc(sizeof(uint64_t) * n);
+  p->outstanding = calloc(n, 1);
+  if (!p->free_stack || !p->gen || !p->outstanding) return suiro_set_error(SUIRO_ERR, "out of memory");
+  /* A worker adopting the slot of a dead predecessor resumes its generations; slots still being
+   * run for the predecessor are reclaimed once they finish. */
+  p->nfree = 0;
+  p->nreleased = 0;
+  uint32_t hi = ld_acq(&s->hiwater);
+  if (hi > n) hi = n;
+  for (uint32_t i = n; i-- > hi;) { /* never used: generation 0 */
+    p->gen[i] = 0;
+    p->free_stack[p->nfree++] = i;
+  }
+  for (uint32_t i = hi; i-- > 0;) {
+    uint64_t st = ld_acq(&pool_result(p, s->result_base + i)->state);
+    p->gen[i] = rs_gen(st);
+    if (st != 0 && !rs_terminal(rs_kind(st))) {
+      p->outstanding[i] = 2;
+      p->nreleased++;
+    } else {
+      p->free_stack[p->nfree++] = i;
+    }
+  }
+  p->tail = ld_rlx(&p->queues[sub].q->tail);
+  p->collect_spin.gap_ns = 2000;
+  return SUIRO_OK;
+}
+
+void pool_unmap(suiro_pool *p) {
+  free(p->queues);
+  free(p->free_stack);
+  free(p->gen);
+  free(p->outstanding);
+  free(p->scratch);
+  p->queues = NULL;
+  p->free_stack = NULL;
+  p->gen = NULL;
+  p->outstanding = NULL;
+  p->scratch = NULL;
+}
+
+/* ---- create / stop ------------------------------------------------------------------------ */
+
+static char *dupstr(const char *s) { return s ? strdup(s) : NULL; }
+
+static char **dupvec(const char *const *v) {
+  if (!v) return NULL;
+  size_t n = 0;
+  while (v[n]) n++;
+  char **out = calloc(n + 1, sizeof *out);
+  if (!out) return NULL;
+  for (size_t i = 0; i < n; i++) out[i] = strdup(v[i]);
+  return out;
+}
+
+static void freevec(char **v) {
+  if (!v) return;
+  for (char **q = v; *q; q++) free(*q);
+  free(v);
+}
+
+static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double timeout);
+
+suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
+  *out = NULL;
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  if (user) {
+    if (user->size != sizeof o)
+      return suiro_set_error(SUIRO_ERR, "suiro_pool_create: opts not initialised with suiro_pool_opts_init");
+    o = *user;
+  }
+  if (o.workers < 0 || o.workers > POOL_MAX_WORKERS)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: workers must be in 0..%d, got %d",
+                           POOL_MAX_WORKERS, o.workers);
+  if (o.max_workers <= 0) o.max_workers = o.workers > 16 ? o.workers : 16;
+  if (o.max_workers < o.workers || o.max_workers > POOL_MAX_WORKERS)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: max_workers must be in workers..%d, got %d",
+                           POOL_MAX_WORKERS, o.max_workers);
+  if (!is_pow2(o.ring_cap) || o.ring_cap < 2 || o.ring_cap > (1u << 20))
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: ring_cap must be a power of two in 2..2^20, got %u", o.ring_cap);
+  if (!is_pow2(o.slot_size) || o.slot_size < 64 || o.slot_size > 65536)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: slot_size must be a power of two in 64..65536, got %u", o.slot_size);
+  if (!is_pow2(o.result_size) || o.result_size < 64 || o.result_size > 65536)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: result_size must be a power of two in 64..65536, got %u", o.result_size);
+  if (o.result_slots < 1 || o.result_slots > (1u << 22))
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: result_slots must be in 1..2^22, got %u", o.result_slots);
+
+  suiro_reap(); /* segments of crashed hosts go first */
+
+  const uint32_t worker_results = 16384;
+  int nsubs = 1 + o.max_workers;
+  size_t off_workers = round_up(sizeof(pool_hdr), PAGE);
+  size_t off_subs = off_workers + round_up(sizeof(worker_rec) * (size_t)o.max_workers, SUIRO_CACHELINE);
+  size_t off_queues = round_up(off_subs + sizeof(sub_rec) * (size_t)nsubs, PAGE);
+  size_t qstride = round_up(taskq_bytes(o.ring_cap, o.slot_size), PAGE);
+  size_t off_results = off_queues + qstride * (size_t)nsubs;
+  size_t nres = (size_t)o.result_slots + (size_t)worker_results * (size_t)o.max_workers;
+  if (nres >= (1u << 24))
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: too many result slots (%zu)", nres);
+  size_t size = round_up(off_results + nres * o.result_size, PAGE);
+
+  suiro_pool *p = calloc(1, sizeof *p);
+  if (!p) return suiro_set_error(SUIRO_ERR, "out of memory");
+  p->evfd = -1;
+  p->monitor_ctl = -1;
+  p->epfd = -1;
+  p->worker_slot = -1;
+  p->is_host = 1;
+  for (int i = 0; i < POOL_MAX_WORKERS; i++) p->pidfds[i] = -1;
+  pthread_mutex_init(&p->lock, NULL);
+
+  int pid;
+  uint64_t start;
+  shm_self_identity(&pid, &start);
+  suiro_region *r;
+  suiro_status st = shm_create_owned(size, pid, start, "", &r);
+  if (st != SUIRO_OK) {
+    free(p);
+    return st;
+  }
+  pool_hdr *h = suiro_region_addr(r);
+  h->magic = POOL_MAGIC;
+  h->version = POOL_VERSION;
+  h->hdr_size = sizeof(pool_hdr);
+  h->size = size;
+  h->host_pid = pid;
+  h->host_start = start;
+  h->ncpu = suiro_ncpu();
+  h->max_workers = o.max_workers;
+  h->nsubs = nsubs;
+  h->ring_cap = o.ring_cap;
+  h->slot_size = o.slot_size;
+  h->result_size = o.result_size;
+  h->host_results = o.result_slots;
+  h->worker_results = worker_results;
+  h->off_workers = off_workers;
+  h->off_subs = off_subs;
+  h->off_queues = off_queues;
+  h->off_results = off_results;
+  h->queue_stride = qstride;
+  sub_rec *subs = (sub_rec *)((char *)h + off_subs);
+  subs[0].result_base = 0;
+  subs[0].nresults = o.result_slots;
+  for (int i = 1; i < nsubs; i++) {
+    subs[i].result_base = o.result_slots + (uint32_t)(i - 1) * worker_results;
+    subs[i].nresults = worker_results;
+  }
+
+  p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (p->evfd < 0) {
+    st = suiro_set_errno("eventfd");
+    goto fail;
+  }
+  h->evfd = p->evfd;
+  st = pool_map(p, r, 0);
+  if (st != SUIRO_OK) goto fail;
+
+  p->opts = o;
+  p->exe = dupstr(o.exe);
+  p->argv = dupvec(o.argv);
+  p->env = dupvec(o.env);
+  p->opts.exe = NULL;
+  p->opts.argv = NULL;
+  p->opts.env = NULL;
+  p->opts.env_keep = NULL;
+  if (o.env_keep) { /* keep a private copy: stored in opts as a vector we own */
+    char **keep = dupvec(o.env_keep);
+    p->opts.env_keep = (const char *const *)keep;
+  }
+  if (!p->exe) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) {
+      st = suiro_set_errno("readlink /proc/self/exe");
+      goto fail;
+    }
+    buf[n] = 0;
+    p->exe = strdup(buf);
+  }
+
+  st = peer_start_monitor(p);
+  if (st != SUIRO_OK) goto fail;
+  for (int i = 0; i < o.workers; i++) {
+    pthread_mutex_lock(&p->lock);
+    st = peer_spawn(p, i);
+    pthread_mutex_unlock(&p->lock);
+    if (st != SUIRO_OK) goto fail;
+  }
+  if (o.workers > 0 && o.start_timeout > 0) {
+    st = wait_workers_ready(p, 0, o.workers, o.start_timeout);
+    if (st != SUIRO_OK) goto fail;
+  }
+  *out = p;
+  return SUIRO_OK;
+
+fail: {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", suiro_last_error());
+    suiro_pool_stop(p, 0.5);
+    return suiro_set_error(st == SUIRO_OK ? SUIRO_ERR : st, "%s", msg);
+  }
+}
+
+const char *suiro_pool_name(const suiro_pool *p) { return suiro_region_name(p->region); }
+
+/* Waits until workers in [from, to) have attached, or one of them died trying. */
+static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double timeout) {
+  uint64_t deadline = deadline_from(timeout);
+  pool_hdr *h = p->hdr;
+  for (;;) {
+    uint32_t seq = ld_acq(&h->state_seq);
+    int ready = 1;
+    for (int i = from; i < to; i++) {
+      int s = ld_acq(&p->workers[i].state);
+      if (s == SUIRO_WORKER_STARTING) ready = 0;
+      else if (s == SUIRO_WORKER_DEAD || s == SUIRO_WORKER_EXITED || s == SUIRO_WORKER_EMPTY) {
+        char why[160];
+        pthread_mutex_lock(&p->lock);
+        snprintf(why, sizeof why, "%s", p->exit_reported[i] ? "it exited before attaching" : "it died");
+        pthread_mutex_unlock(&p->lock);
+        return suiro_set_error(SUIRO_PEER_GONE,
+                               "worker %d failed to start (%s %s): %s; check the worker command",
+                               i, p->exe, p->argv && p->argv[0] ? p->argv[0] : "", why);
+      }
+    }
+    if (ready) return SUIRO_OK;
+    if (suiro_ns() >= deadline)
+      return suiro_set_error(SUIRO_TIMEOUT, "workers did not attach within %.3g s", timeout);
+    park_wait(&h->state_seq, seq, deadline);
+  }
+}
+
+suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
+  if (!p) return SUIRO_OK;
+  if (!p->is_host) return suiro_set_error(SUIRO_ERR, "suiro_pool_stop: a worker cannot stop its pool");
+  pool_hdr *h = p->hdr;
+  if (h) {
+    atomic_store(&h->closing, 1);
+    pool_wake_workers(h, -1);
+    uint64_t deadline = deadline_from(timeout);
+    /* Wait for workers to leave; the monitor records each exit. */
+    for (;;) {
+      uint32_t seq = ld_acq(&h->state_seq);
+      if (ld_acq(&h->live) <= 0) break;
+      if (suiro_ns() >= deadline) break;
+      park_wait(&h->state_seq, seq, deadline);
+    }
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < h->max_workers; i++) {
+      int pid = ld_rlx(&p->workers[i].pid);
+      if (p->pidfds[i] >= 0 && pid > 0) kill(pid, SIGKILL);
+    }
+    pthread_mutex_unlock(&p->lock);
+    /* Killed workers are reaped by the monitor; give it a moment, bounded. */
+    uint64_t kill_deadline = suiro_ns() + 2000000000ull;
+    for (;;) {
+      uint32_t seq = ld_acq(&h->state_seq);
+      if (ld_acq(&h->live) <= 0 || suiro_ns() >= kill_deadline) break;
+      park_wait(&h->state_seq, seq, kill_deadline);
+    }
+  }
+  peer_stop_monitor(p);
+  if (p->region) {
+    /* Spill regions of this pool carry its name as a prefix. */
+    char prefix[SUIRO_NAME_MAX + 2];
+    snprintf(prefix, sizeof prefix, "%ss", suiro_region_name(p->region) + 1);
+    shm_unlink_prefix(prefix);
+    suiro_region_close(p->region, 1);
+    p->region = NULL;
+  }
+  if (p->evfd >= 0) close(p->evfd);
+  pool_unmap(p);
+  free(p->exe);
+  freevec(p->argv);
+  freevec(p->env);
+  freevec((char **)p->opts.env_keep);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+  return SUIRO_OK;
+}
+
+/* ---- waking ------------------------------------------------------------------------------- */
+
+void pool_wake_workers(pool_hdr *h, int n) {
+  atomic_fetch_add_explicit(&h->wakes, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->work_seq, 1, memory_order_release);
+  park_wake(&h->work_seq, n);
+}
+
+/* Wake policy, after tasks were published into queue q (producer position `tail`):
+ *   - nobody parked, or idle spinners outnumber the backlog: nothing to do (no system call);
+ *   - a wake already in flight: nothing (the woken worker chain-wakes more if work remains);
+ *   - as many workers awake as CPUs: waking more would only time-slice them against each other,
+ *     so the host's monitor is asked to watch instead; it wakes a sleeper when the awake workers
+ *     stop making progress (tasks that block or run long), see pool_backlog_tick.
+ * A woken worker that finds more queued work repeats the decision (chain wake), so a burst
+ * ramps up one wake at a time instead of a thundering herd. */
+static void request_monitor(suiro_pool *p) {
+  pool_hdr *h = p->hdr;
+  if (ld_rlx(&h->monitor_ticking)) return;
+  uint32_t zero = 0;
+  if (!atomic_compare_exchange_strong(&h->monitor_ticking, &zero, 1)) return;
+  uint64_t one = 1;
+  ssize_t w = write(p->monitor_ctl, &one, sizeof one);
+  (void)w;
+}
+
+void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
+  pool_hdr *h = p->hdr;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (SUIRO_LIKELY(ld_rlx(&h->sleepers) <= 0)) return;
+  int64_t backlog = (int64_t)(tail - ld_rlx(&q->q->head));
+  if (backlog <= (int64_t)ld_rlx(&h->idle_spinners)) return; /* a spinner will find them */
+  if (ld_rlx(&h->wake_pending)) return;
+  if (ld_rlx(&h->awake) >= h->ncpu) {
+    if (p->is_host) request_monitor(p);
+    return;
+  }
+  uint32_t zero = 0;
+  if (atomic_compare_exchange_strong(&h->wake_pending, &zero, 1)) pool_wake_workers(h, 1);
+}
+
+int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks) {
+  pool_hdr *h = p->hdr;
+  int64_t backlog = 0;
+  for (int i = 0; i < h->nsubs; i++) {
+    const taskq_view *q = &p->queues[i];
+    if (taskq_maybe_ready(q)) backlog += (int64_t)(ld_rlx(&q->q->tail) + 1 - ld_rlx(&q->q->head));
+  }
+  if (backlog <= 0 || ld_rlx(&h->sleepers) <= 0 || ld_acq(&h->closing)) {
+    st_rlx(&h->monitor_ticking, 0);
+    return 0;
+  }
+  /* Workers busy on the same task since the last tick are blocked or running long: they do not
+   * count against the CPUs. */
+  int stuck = 0;
+  for (int i = 0; i < h->max_workers; i++) {
+    uint64_t t = ld_rlx(&p->workers[i].tasks);
+    if (ld_rlx(&p->workers[i].state) == SUIRO_WORKER_BUSY && t == last_tasks[i]) stuck++;
+    last_tasks[i] = t;
+  }
+  if (!ld_rlx(&h->wake_pending) && ld_rlx(&h->awake) - stuck < h->ncpu) {
+    uint32_t zero = 0;
+    if (atomic_compare_exchange_strong(&h->wake_pending, &zero, 1)) pool_wake_workers(h, 1);
+  }
+  return 1;
+}
+
+void pool_notify_result(suiro_pool *p, int sub) {
+  sub_rec *s = &p->subs[sub];
+  atomic_thread_fence(memory_order_seq_cst);
+  if (ld_rlx(&s->waiting)) {
+    atomic_fetch_add_explicit(&s->result_seq, 1, memory_order_release);
+    park_wake(&s->result_seq, -1);
+  }
+  if (sub == 0 && ld_rlx(&s->ev_armed) &&
+      atomic_exchange_explicit(&s->ev_armed, 0, memory_order_acq_rel)) {
+    uint64_t one = 1;
+    ssize_t w = write(p->hdr->evfd, &one, sizeof one);
+    (void)w;
+  }
+}
+
+/* ---- submitting --------------------------------------------------------------------------- */
+
+static void reclaim_released(suiro_pool *p) {
+  sub_rec *s = &p->subs[p->sub];
+  for (uint32_t i = 0; i < s->nresults && p->nreleased; i++) {
+    if (p->outstanding[i] != 2) continue;
+    result_slot *r = pool_result(p, s->result_base + i);
+    uint64_t st = ld_acq(&r->state);
+    if (!rs_terminal(rs_kind(st))) continue;
+    if (r->flags & RSF_SPILLED) {
+      char name[SUIRO_NAME_MAX];
+      snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
+      shm_unlink(name);
+    }
+    p->gen[i] = rs_gen(st);
+    p->outstanding[i] = 0;
+    p->nreleased--;
+    p->free_stack[p->nfree++] = i;
+  }
+}
+
+static inline int alloc_slot(suiro_pool *p, uint32_t *local) {
+  if (SUIRO_UNLIKELY(p->nfree == 0)) {
+    if (p->nreleased) reclaim_released(p);
+    if (p->nfree == 0) return -1;
+  }
+  uint32_t l = p->free_stack[--p->nfree];
+  *local = l;
+  sub_rec *s = &p->subs[p->sub];
+  if (SUIRO_UNLIKELY(l >= ld_rlx(&s->hiwater))) st_rlx(&s->hiwater, l + 1);
+  return 0;
+}
+
+static inline void free_slot(suiro_pool *p, uint32_t local) {
+  p->outstanding[local] = 0;
+  p->free_stack[p->nfree++] = local;
+}
+
+/* Sleeps until a result for this submitter lands (or the deadline/slice passes). */
+static void park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *), void *ctx) {
+  sub_rec *s = &p->subs[p->sub];
+  atomic_exchange(&s->waiting, 1); /* seq_cst RMW: the announce */
+  uint32_t seq = ld_acq(&s->result_seq);
+  if (!ready(ctx) && !ld_acq(&p->hdr->closing)) {
+    uint64_t slice = suiro_ns() + 100000000ull; /* re-check liveness every 100 ms */
+    park_wait(&s->result_seq, seq, deadline < slice ? deadline : slice);
+    if (p->is_host) p->host_parks++;
+  }
+  atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
+}
+
+struct slot_ready_ctx { suiro_pool *p; const taskq_view *q; uint64_t pos; };
+static int queue_slot_free(void *c) {
+  struct slot_ready_ctx *x = c;
+  return taskq_reserve(x->q, x->pos) != NULL;
+}
+
+/* Reserves the producer's next queue entry, waiting up to the deadline for room. */
+static taskq_entry *reserve_entry(suiro_pool *p, uint64_t deadline) {
+  const taskq_view *q = &p->queues[p->sub];
+  taskq_entry *e = taskq_reserve(q, p->tail);
+  if (SUIRO_LIKELY(e != NULL)) return e;
+  struct slot_ready_ctx c = { p, q, p->tail };
+  uint64_t spin_until = suiro_ns() + 20000;
+  for (;;) {
+    if (ld_acq(&p->hdr->closing)) return NULL;
+    if ((e = taskq_reserve(q, p->tail)) != NULL) return e;
+    uint64_t now = suiro_ns();
+    if (now >= deadline) return NULL;
+    if (!p->is_host) {
+      /* A worker whose own queue is full runs one of its queued tasks itself. */
+      if (worker_claim_and_run(p, 1)) continue;
+    }
+    if (now < spin_until) {
+      cpu_relax();
+      continue;
+    }
+    /* Ring full: entries free up as workers claim tasks, and claimed tasks end in results, so
+     * sleeping until the next result (bounded) cannot miss progress. */
+    park_for_results(p, deadline, queue_slot_free, &c);
+  }
+}
+
+static suiro_status fill_entry(suiro_pool *p, taskq_entry *e, suiro_task t, uint64_t fn,
+                               const void *arg, size_t len) {
+  e->task = t;
+  e->fn = fn;
+  size_t cap = taskq_payload_cap(p->hdr->slot_size);
+  unsigned char *payload = (unsigned char *)(e + 1);
+  if (len <= cap) {
+    if (len) memcpy(payload, arg, len);
+    e->len = (uint32_t)len;
+    e->flags = 0;
+    return SUIRO_OK;
+  }
+  if (len > UINT32_MAX) return suiro_set_error(SUIRO_ERR, "submit: argument of %zu bytes is too large", len);
+  suiro_status st = spill_write(p, arg, len, (char *)payload, cap);
+  if (st != SUIRO_OK) return st;
+  e->len = (uint32_t)len;
+  e->flags = TQ_SPILLED;
+  return SUIRO_OK;
+}
+
+static suiro_status check_open(suiro_pool *p, const char *verb) {
+  if (SUIRO_UNLIKELY(!p)) return suiro_set_error(SUIRO_ERR, "%s: pool is NULL", verb);
+  if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->closing)))
+    return suiro_set_error(SUIRO_CLOSED, "%s: the pool is stopping", verb);
+  return SUIRO_OK;
+}
+
+suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t len,
+                          suiro_task *out, double timeout) {
+  suiro_status st = check_open(p, "submit");
+  if (st != SUIRO_OK) return st;
+  uint32_t local;
+  if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0))
+    return suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
+                           p->subs[p->sub].nresults);
+  sub_rec *s = &p->subs[p->sub];
+  uint32_t rs = s->result_base + local;
+  uint64_t gen = (p->gen[local] + 1) & GEN_MASK;
+  if (gen == 0) gen = 1;
+  suiro_task t = task_make(rs, gen);
+  taskq_entry *e = reserve_entry(p, timeout == 0 ? 0 : deadline_from(timeout));
+  if (SUIRO_UNLIKELY(!e)) {
+    p->free_stack[p->nfree++] = local;
+    if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "submit: the pool is stopping");
+    return suiro_set_error(SUIRO_FULL, "submit: the task ring is full (%u tasks waiting)", p->hdr->ring_cap);
+  }
+  st = fill_entry(p, e, t, fn, arg, len);
+  if (SUIRO_UNLIKELY(st != SUIRO_OK)) {
+    p->free_stack[p->nfree++] = local;
+    return st;
+  }
+  p->gen[local] = gen;
+  p->outstanding[local] = 1;
+  st_rlx(&pool_result(p, rs)->state, rs_state(gen, RS_NOWORKER, RS_PENDING));
+  const taskq_view *q = &p->queues[p->sub];
+  taskq_publish(q, e, p->tail);
+  p->tail++;
+  taskq_set_tail(q, p->tail);
+  p->submitted++;
+  pool_maybe_wake(p, q, p->tail);
+  *out = t;
+  return SUIRO_OK;
+}
+
+suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, size_t n,
+                                suiro_task *out, size_t *accepted, double timeout) {
+  size_t done = 0;
+  if (accepted) *accepted = 0;
+  suiro_status st = check_open(p, "submit_batch");
+  if (st != SUIRO_OK) return st;
+  const taskq_view *q = &p->queues[p->sub];
+  sub_rec *s = &p->subs[p->sub];
+  uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);
+  while (done < n) {
+    /* Fill as many free entries as there are, then publish them with one wake decision. */
+    size_t run = 0;
+    while (done + run < n) {
+      uint32_t local;
+      taskq_entry *e = taskq_reserve(q, p->tail);
+      if (!e) break;
+      if (alloc_slot(p, &local) != 0) {
+        st = suiro_set_error(SUIRO_FULL, "submit_batch: all %u result slots hold uncollected tasks", s->nresults);
+        goto out;
+      }
+      const suiro_task_spec *sp = &specs[done + run];
+      uint32_t rs = s->result_base + local;
+      uint64_t gen = (p->gen[local] + 1) & GEN_MASK;
+      if (gen == 0) gen = 1;
+      suiro_task t = task_make(rs, gen);
+      st = fill_entry(p, e, t, sp->fn, sp->arg, sp->len);
+      if (st != SUIRO_OK) {
+        p->free_stack[p->nfree++] = local;
+        goto out;
+      }
+      p->gen[local] = gen;
+      p->outstanding[local] = 1;
+      st_rlx(&pool_result(p, rs)->state, rs_state(gen, RS_NOWORKER, RS_PENDING));
+      taskq_publish(q, e, p->tail);
+      p->tail++;
+      out[done + run] = t;
+      run++;
+    }
+    if (run) {
+      done += run;
+      if (accepted) *accepted = done;
+      p->submitted += run;
+      taskq_set_tail(q, p->tail);
+      pool_maybe_wake(p, q, p->tail);
+      continue;
+    }
+    /* Ring full: wait for room like a single submit would. */
+    taskq_entry *e = reserve_entry(p, deadline);
+    if (!e) {
+      if (ld_rlx(&p->hdr->closing)) st = suiro_set_error(SUIRO_CLOSED, "submit_batch: the pool is stopping");
+      else st = suiro_set_error(timeout == 0 ? SUIRO_FULL : SUIRO_TIMEOUT,
+                                "submit_batch: the task ring stayed full; %zu of %zu tasks submitted", done, n);
+      goto out;
+    }
+  }
+out:
+  if (accepted) *accepted = done;
+  return done == n ? SUIRO_OK : st;
+}
+
+/* ---- collecting --------------------------------------------------------------------------- */
+
+static suiro_status check_task(suiro_pool *p, suiro_task t, uint32_t *local, const char *verb) {
+  sub_rec *s = &p->subs[p->sub];
+  uint32_t rs = task_rs(t);
+  if (SUIRO_UNLIKELY(rs < s->result_base || rs >= s->result_base + s->nresults))
+    return suiro_set_error(SUIRO_ERR, "%s: task handle %#llx does not belong to this pool handle", verb,
+                           (unsigned long long)t);
+  uint32_t l = rs - s->result_base;
+  if (SUIRO_UNLIKELY(p->outstanding[l] != 1 || p->gen[l] != task_gen(t)))
+    return suiro_set_error(SUIRO_ERR, "%s: task handle %#llx is not outstanding (collected or released already)",
+                           verb, (unsigned long long)t);
+  *local = l;
+  return SUIRO_OK;
+}
+
+static inline int is_done(uint64_t st, uint64_t gen) {
+  return rs_gen(st) == gen && rs_terminal(rs_kind(st));
+}
+
+/* No worker can run this pending task: every worker is gone and none will come back. */
+static int nobody_left(suiro_pool *p, uint64_t st) {
+  if (ld_acq(&p->hdr->live) > 0) return 0;
+  if (rs_kind(st) != RS_PENDING) return 0;
+  if (p->is_host && p->opts.respawn) return 0;
+  return 1;
+}
+
+static int ensure_scratch(suiro_pool *p, size_t n) {
+  if (n <= p->scratch_cap) return 0;
+  size_t cap = p->scratch_cap ? p->scratch_cap : 256;
+  while (cap < n) cap *= 2;
+  unsigned char *b = realloc(p->scratch, cap);
+  if (!b) return -1;
+  p->scratch = b;
+  p->scratch_cap = cap;
+  return 0;
+}
+
+static suiro_status take_result(suiro_pool *p, uint32_t local, suiro_result *res) {
+  sub_rec *s = &p->subs[p->sub];
+  result_slot *r = pool_result(p, s->result_base + local);
+  uint64_t st = ld_acq(&r->state);
+  unsigned kind = rs_kind(st);
+  size_t len = r->len;
+  if (ensure_scratch(p, len + 1) != 0) return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
+  if (r->flags & RSF_SPILLED) {
+    char name[SUIRO_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
+    suiro_status rst = spill_read(name, len, p->scratch);
+    r->flags = 0;
+    if (rst != SUIRO_OK) {
+      free_slot(p, local);
+      return rst;
+    }
+  } else if (len) {
+    memcpy(p->scratch, result_data(r), len);
+  }
+  p->scratch[len] = 0; /* messages are handy as C strings */
+  switch (kind) {
+  case RS_VALUE: res->kind = SUIRO_RESULT_VALUE; break;
+  case RS_ERROR: res->kind = SUIRO_RESULT_ERROR; break;
+  case RS_DIED: res->kind = SUIRO_RESULT_DIED; break;
+  default: res->kind = SUIRO_RESULT_CANCELLED; break;
+  }
+  res->data = p->scratch;
+  res->len = len;
+  res->worker_slot = rs_worker(st) == RS_NOWORKER ? -1 : (int)rs_worker(st);
+  res->worker_pid = r->pid;
+  p->gen[local] = rs_gen(st);
+  free_slot(p, local);
+  p->collected++;
+  return SUIRO_OK;
+}
+
+struct done_ctx { suiro_pool *p; const uint32_t *locals; const uint64_t *gens; size_t n; size_t *which; };
+static int any_done(void *c) {
+  struct done_ctx *x = c;
+  sub_rec *s = &x->p->subs[x->p->sub];
+  for (size_t i = 0; i < x->n; i++) {
+    if (x->locals[i] == UINT32_MAX) continue;
+    uint64_t st = ld_acq(&pool_result(x->p, s->result_base + x->locals[i])->state);
+    if (is_done(st, x->gens[i])) {
+      if (x->which) *x->which = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Waits until one of the tasks is done (ctx->which tells which). */
+static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadline) {
+  if (any_done(c)) return SUIRO_OK;
+  if (deadline == 0) return SUIRO_TIMEOUT;
+  pool_hdr *h = p->hdr;
+  uint64_t t0 = suiro_ns();
+  if (!p->is_host) {
+    /* A worker waiting on nested results runs its own queued work meanwhile: this is what makes
+     * nested fan-out deadlock-free even with one worker (worker.c explains why only its own). */
+    for (;;) {
+      if (any_done(c)) return SUIRO_OK;
+      if (worker_claim_and_run(p, 1)) continue;
+      uint64_t now = suiro_ns();
+      if (now >= deadline) return SUIRO_TIMEOUT;
+      if (ld_acq(&h->closing)) return suiro_set_error(SUIRO_CLOSED, "collect: the pool is stopping");
+      uint64_t spin_end = now + spin_budget(&p->collect_spin);
+      int spun = 0;
+      if (spin_enter(&h->spinners, h->ncpu)) {
+        while (suiro_ns() < spin_end) {
+          for (int i = 0; i < 32; i++) cpu_relax();
+          if (any_done(c)) { spin_leave(&h->spinners); spin_observe(&p->collect_spin, suiro_ns() - t0); return SUIRO_OK; }
+          if (taskq_maybe_ready(&p->queues[p->sub])) break;
+        }
+        spin_leave(&h->spinners);
+        spun = 1;
+      }
+      if (spun && suiro_ns() < spin_end) continue; /* left the spin because work showed up */
+      park_for_results(p, deadline, any_done, c);
+    }
+  }
+  /* Host: spin for the adaptive budget while spinning can pay, then park. */
+  if (spin_enter(&h->spinners, h->ncpu)) {
+    uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
+    for (;;) {
+      for (int i = 0; i < 8; i++) {
+        if (any_done(c)) {
+          spin_leave(&h->spinners);
+          spin_observe(&p->collect_spin, suiro_ns() - t0);
+          return SUIRO_OK;
+        }
+        cpu_relax();
+      }
+      uint64_t now = suiro_ns();
+      if (now >= spin_end || now >= deadline) break;
+    }
+    spin_leave(&h->spinners);
+  }
+  for (;;) {
+    if (any_done(c)) break;
+    uint64_t now = suiro_ns();
+    if (now >= deadline) return SUIRO_TIMEOUT;
+    if (ld_acq(&h->closing)) return suiro_set_error(SUIRO_CLOSED, "collect: the pool is stopping");
+    int gone = 1;
+    for (size_t i = 0; i < c->n && gone; i++) {
+      if (c->locals[i] == UINT32_MAX) continue;
+      uint64_t st = ld_acq(&pool_result(p, p->subs[p->sub].result_base + c->locals[i])->state);
+      gone = nobody_left(p, st);
+    }
+    if (gone)
+      return suiro_set_error(SUIRO_PEER_GONE, "collect: no live worker is left to run the task");
+    park_for_results(p, deadline, any_done, c);
+  }
+  spin_observe(&p->collect_spin, suiro_ns() - t0);
+  return SUIRO_OK;
+}
+
+suiro_status suiro_collect(suiro_pool *p, suiro_task t, suiro_result *res, double timeout) {
+  uint32_t local;
+  suiro_status st = check_task(p, t, &local, "collect");
+  if (st != SUIRO_OK) return st;
+  uint64_t gen = task_gen(t);
+  result_slot *r = pool_result(p, task_rs(t));
+  if (SUIRO_LIKELY(is_done(ld_acq(&r->state), gen))) return take_result(p, local, res);
+  struct done_ctx c = { p, &local, &gen, 1, NULL };
+  st = wait_any(p, &c, timeout == 0 ? 0 : deadline_from(timeout));
+  if (st != SUIRO_OK) {
+    if (st == SUIRO_TIMEOUT) suiro_set_error(SUIRO_TIMEOUT, "collect: timed out");
+    return st;
+  }
+  return take_result(p, local, res);
+}
+
+int suiro_task_ready(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  if (check_task(p, t, &local, "task_ready") != SUIRO_OK) return 0;
+  return is_done(ld_acq(&pool_result(p, task_rs(t))->state), task_gen(t));
+}
+
+suiro_status suiro_collect_any(suiro_pool *p, const suiro_task *tasks, size_t n, size_t *index,
+                               suiro_result *res, double timeout) {
+  if (n == 0) return suiro_set_error(SUIRO_ERR, "collect_any: no tasks given");
+  uint32_t stack_l[64];
+  uint64_t stack_g[64];
+  uint32_t *locals = n <= 64 ? stack_l : malloc(n * sizeof *locals);
+  uint64_t *gens = n <= 64 ? stack_g : malloc(n * sizeof *gens);
+  suiro_status st = SUIRO_OK;
+  if (!locals || !gens) {
+    st = suiro_set_error(SUIRO_ERR, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if ((st = check_task(p, tasks[i], &locals[i], "collect_any")) != SUIRO_OK) goto out;
+    gens[i] = task_gen(tasks[i]);
+  }
+  size_t which = 0;
+  struct done_ctx c = { p, locals, gens, n, &which };
+  st = wait_any(p, &c, timeout == 0 ? 0 : deadline_from(timeout));
+  if (st == SUIRO_OK) {
+    *index = which;
+    st = take_result(p, locals[which], res);
+  } else if (st == SUIRO_TIMEOUT) {
+    suiro_set_error(SUIRO_TIMEOUT, "collect_any: timed out");
+  }
+out:
+  if (locals != stack_l) free(locals);
+  if (gens != stack_g) free(gens);
+  return st;
+}
+
+suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
+                               suiro_sink_fn sink, void *ctx, double timeout) {
+  uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);
+  sub_rec *s = &p->subs[p->sub];
+  for (size_t i = 0; i < n; i++) {
+    uint32_t local;
+    suiro_status st = check_task(p, tasks[i], &local, "collect_all");
+    if (st != SUIRO_OK) return st;
+  }
+  /* First wait for every task (a timeout consumes nothing), then hand them over in order. */
+  for (size_t i = 0; i < n; i++) {
+    uint32_t local = task_rs(tasks[i]) - s->result_base;
+    uint64_t gen = task_gen(tasks[i]);
+    if (is_done(ld_acq(&pool_result(p, task_rs(tasks[i]))->state), gen)) continue;
+    struct done_ctx c = { p, &local, &gen, 1, NULL };
+    suiro_status st = wait_any(p, &c, deadline);
+    if (st != SUIRO_OK) {
+      if (st == SUIRO_TIMEOUT)
+        suiro_set_error(SUIRO_TIMEOUT, "collect_all: timed out with %zu of %zu tasks done", i, n);
+      return st;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    suiro_result res;
+    suiro_status st = take_result(p, task_rs(tasks[i]) - s->result_base, &res);
+    if (st != SUIRO_OK) return st;
+    if (sink && sink(ctx, i, &res) != 0)
+      return suiro_set_error(SUIRO_ERR, "collect_all: the sink stopped at task %zu", i);
+  }
+  return SUIRO_OK;
+}
+
+int suiro_cancel(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  if (check_task(p, t, &local, "cancel") != SUIRO_OK) return 0;
+  result_slot *r = pool_result(p, task_rs(t));
+  uint64_t gen = task_gen(t);
+  uint64_t expect = rs_state(gen, RS_NOWORKER, RS_PENDING);
+  if (atomic_compare_exchange_strong(&r->state, &expect, rs_state(gen, RS_NOWORKER, RS_CANCELLED))) {
+    r->len = 0;
+    r->flags = 0;
+    return 1;
+  }
+  /* Already running: tell the task (suiro_cancelled), which may stop early. */
+  if (rs_gen(expect) == gen && rs_kind(expect) == RS_RUNNING) st_rlx(&r->cancel, gen);
+  return 0;
+}
+
+void suiro_task_release(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  if (!p || check_task(p, t, &local, "task_release") != SUIRO_OK) return;
+  suiro_cancel(p, t); /* nobody wants the result: do not run it if it has not started */
+  p->outstanding[local] = 2;
+  p->nreleased++;
+  if (p->nreleased > 64 && p->nreleased * 4 > p->subs[p->sub].nresults) reclaim_released(p);
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+int suiro_pool_eventfd(suiro_pool *p) {
+  if (!p->is_host) return -1;
+  atomic_store(&p->subs[0].ev_armed, 1);
+  return p->evfd;
+}
+
+void suiro_pool_event_ack(suiro_pool *p) {
+  if (!p->is_host) return;
+  uint64_t v;
+  while (read(p->evfd, &v, sizeof v) == sizeof v) {
+  }
+  atomic_store(&p->subs[0].ev_armed, 1); /* seq_cst: re-armed before the caller polls results */
+}
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+const char *suiro_worker_state_name(int s) {
+  switch (s) {
+  case SUIRO_WORKER_EMPTY: return "empty";
+  case SUIRO_WORKER_STARTING: return "starting";
+  case SUIRO_WORKER_IDLE: return "idle";
+  case SUIRO_WORKER_BUSY: return "busy";
+  case SUIRO_WORKER_RETIRING: return "retiring";
+  case SUIRO_WORKER_EXITED: return "exited";
+  case SUIRO_WORKER_DEAD: return "dead";
+  }
+  return "unknown";
+}
+
+int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info *w, int cap) {
+  pool_hdr *h = p->hdr;
+  suiro_pool_stats s;
+  memset(&s, 0, sizeof s);
+  s.max_workers = h->max_workers;
+  int n = 0;
+  for (int i = 0; i < h->max_workers; i++) {
+    worker_rec *r = &p->workers[i];
+    int state = ld_acq(&r->state);
+    if (state == SUIRO_WORKER_EMPTY) continue;
+    if (state == SUIRO_WORKER_STARTING || state == SUIRO_WORKER_IDLE || state == SUIRO_WORKER_BUSY ||
+        state == SUIRO_WORKER_RETIRING)
+      s.workers++;
+    uint64_t tasks = ld_rlx(&r->tasks), steals = ld_rlx(&r->steals), parks = ld_rlx(&r->parks);
+    s.tasks += tasks;
+    s.steals += steals;
+    s.parks += parks;
+    if (w && n < cap) {
+      w[n].slot = i;
+      w[n].pid = ld_rlx(&r->pid);
+      w[n].state = state;
+      w[n].tasks = tasks;
+      w[n].steals = steals;
+      w[n].parks = parks;
+      n++;
+    }
+  }
+  s.submitted = p->submitted;
+  s.collected = p->collected;
+  s.host_parks = p->host_parks;
+  s.deaths = ld_rlx(&h->deaths);
+  s.respawns = ld_rlx(&h->respawns);
+  s.wakes = ld_rlx(&h->wakes);
+  if (stats) *stats = s;
+  return n;
+}
+
+suiro_status suiro_pool_spawn_workers(suiro_pool *p, int n) {
+  if (!p->is_host) return suiro_set_error(SUIRO_ERR, "spawn_workers: only the host can grow its pool");
+  if (n <= 0) return suiro_set_error(SUIRO_ERR, "spawn_workers: n must be positive, got %d", n);
+  if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "spawn_workers: the pool is stopping");
+  int spawned = 0, first = -1, last = -1;
+  suiro_status st = SUIRO_OK;
+  pthread_mutex_lock(&p->lock);
+  for (int i = 0; i < p->hdr->max_workers && spawned < n; i++) {
+    int s = ld_acq(&p->workers[i].state);
+    if (p->pidfds[i] >= 0) continue; /* still running or not yet reaped */
+    if (s != SUIRO_WORKER_EMPTY && s != SUIRO_WORKER_EXITED && s != SUIRO_WORKER_DEAD) continue;
+    st = peer_spawn(p, i);
+    if (st != SUIRO_OK) break;
+    if (first < 0) first = i;
+    last = i;
+    spawned++;
+  }
+  pthread_mutex_unlock(&p->lock);
+  if (st != SUIRO_OK) return st;
+  if (spawned < n)
+    return suiro_set_error(SUIRO_FULL, "spawn_workers: only %d of %d workers fit (max_workers = %d)", spawned, n,
+                           p->hdr->max_workers);
+  if (p->opts.start_timeout > 0) return wait_workers_ready(p, first, last + 1, p->opts.start_timeout);
+  return SUIRO_OK;
+}
+
+suiro_status suiro_pool_retire(suiro_pool *p, int slot, double timeout) {
+  if (!p->is_host) return suiro_set_error(SUIRO_ERR, "retire: only the host can shrink its pool");
+  if (slot < 0 || slot >= p->hdr->max_workers)
+    return suiro_set_error(SUIRO_ERR, "retire: slot must be in 0..%d, got %d", p->hdr->max_workers - 1, slot);
+  worker_rec *r = &p->workers[slot];
+  int s = ld_acq(&r->state);
+  if (s != SUIRO_WORKER_IDLE && s != SUIRO_WORKER_BUSY && s != SUIRO_WORKER_STARTING)
+    return suiro_set_error(SUIRO_ERR, "retire: worker %d is %s", slot, suiro_worker_state_name(s));
+  atomic_store(&r->retire, 1);
+  pool_wake_workers(p->hdr, -1);
+  uint64_t deadline = deadline_from(timeout);
+  for (;;) {
+    uint32_t seq = ld_acq(&p->hdr->state_seq);
+    pthread_mutex_lock(&p->lock);
+    int gone = p->pidfds[slot] < 0;
+    pthread_mutex_unlock(&p->lock);
+    if (gone) return SUIRO_OK;
+    if (suiro_ns() >= deadline)
+      return suiro_set_error(SUIRO_TIMEOUT, "retire: worker %d is still running its task", slot);
+    park_wait(&p->hdr->state_seq, seq, deadline);
+  }
+}

@@ -1,0 +1,190 @@
+/* pool.h — the pool's shared-memory layout and the process-local handle (see pool.c). */
+#ifndef SUIRO_POOL_H
+#define SUIRO_POOL_H
+
+#include <pthread.h>
+
+#include "internal.h"
+#include "park.h"
+#include "shm.h"
+#include "taskq.h"
+
+#define POOL_MAGIC 0x6c6f6f706f726975ull /* "suiropool" */
+#define POOL_VERSION 1u
+#define POOL_MAX_WORKERS 64
+#define INFLIGHT_MAX 120 /* nesting depth a worker can help through */
+#define MONITOR_CLAIMER 255u
+
+/* Result slot states: (gen << 16) | (worker << 8) | kind. gen counts uses of the slot; a zero word
+ * is a slot never used. */
+enum {
+  RS_EMPTY = 0,
+  RS_PENDING = 1,   /* submitted, not started */
+  RS_RUNNING = 2,   /* a worker (the `worker` field) is running it */
+  RS_VALUE = 3,     /* terminal states from here on */
+  RS_ERROR = 4,
+  RS_DIED = 5,
+  RS_CANCELLED = 6,
+  RS_ORPHANED = 7   /* its submitter died: nobody will collect it */
+};
+#define RS_NOWORKER 0xffu
+static inline uint64_t rs_state(uint64_t gen, unsigned worker, unsigned kind) {
+  return (gen << 16) | ((uint64_t)worker << 8) | kind;
+}
+static inline unsigned rs_kind(uint64_t s) { return (unsigned)(s & 0xff); }
+static inline unsigned rs_worker(uint64_t s) { return (unsigned)((s >> 8) & 0xff); }
+static inline uint64_t rs_gen(uint64_t s) { return s >> 16; }
+static inline int rs_terminal(unsigned kind) { return kind >= RS_VALUE; }
+
+#define GEN_BITS 40
+#define GEN_MASK ((1ull << GEN_BITS) - 1)
+/* Task handle: (global result slot << 40) | gen. */
+static inline suiro_task task_make(uint32_t rs, uint64_t gen) {
+  return ((uint64_t)rs << GEN_BITS) | (gen & GEN_MASK);
+}
+static inline uint32_t task_rs(suiro_task t) { return (uint32_t)(t >> GEN_BITS); }
+static inline uint64_t task_gen(suiro_task t) { return t & GEN_MASK; }
+
+typedef struct result_slot {
+  _Atomic uint64_t state;
+  uint32_t len;    /* bytes of data (inline), or of the spilled value */
+  uint32_t flags;  /* RSF_SPILLED: data holds a region name */
+  int32_t pid;     /* the worker that wrote it */
+  int32_t slot;
+  _Atomic uint64_t cancel; /* gen the submitter asked to cancel while it ran (advisory) */
+  /* data follows */
+} result_slot;
+#define RSF_SPILLED 1u
+
+typedef struct pool_hdr {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t hdr_size;
+  uint64_t size;
+  int32_t host_pid;
+  int32_t ncpu;
+  uint64_t host_start;
+  int32_t max_workers;
+  int32_t nsubs;          /* host + one per worker slot */
+  uint32_t ring_cap;
+  uint32_t slot_size;
+  uint32_t result_size;
+  uint32_t host_results;
+  uint32_t worker_results;
+  int32_t evfd;           /* the host's eventfd, inherited by workers under the same number */
+  uint64_t off_workers, off_subs, off_queues, off_results;
+  uint64_t queue_stride;
+
+  SUIRO_ALIGNED _Atomic uint32_t closing;    /* set once by stop */
+  SUIRO_ALIGNED _Atomic uint32_t work_seq;   /* futex: bumped to wake idle workers */
+  SUIRO_ALIGNED _Atomic int32_t sleepers;    /* idle workers parked or about to park */
+  SUIRO_ALIGNED _Atomic int32_t spinners;    /* processes spinning right now */
+  SUIRO_ALIGNED _Atomic int32_t idle_spinners; /* idle workers spinning for work */
+  _Atomic int32_t awake;                     /* attached workers not parked */
+  _Atomic uint32_t wake_pending;             /* a wake is in flight: do not pile up more */
+  _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
+  SUIRO_ALIGNED _Atomic uint32_t state_seq;  /* futex: bumped on worker attach/exit/death */
+  _Atomic uint64_t active_mask;              /* bit w: worker slot w attached and alive */
+  _Atomic int32_t live;                      /* workers starting or attached */
+  _Atomic uint64_t deaths, respawns;
+  _Atomic uint64_t wakes;                    /* futex wake calls for idle workers */
+} pool_hdr;
+
+typedef struct worker_rec {
+  SUIRO_ALIGNED _Atomic int32_t state;   /* suiro_worker_state */
+  _Atomic int32_t pid;
+  _Atomic uint32_t incarnation;          /* bumped at each spawn into this slot */
+  _Atomic uint32_t retire;               /* host asks the worker to exit */
+  _Atomic uint64_t tasks, steals, parks; /* written by the worker (relaxed) */
+  SUIRO_ALIGNED _Atomic uint32_t depth;  /* tasks on the in-flight stack */
+  uint32_t pad;
+  _Atomic uint64_t inflight[INFLIGHT_MAX]; /* handles of the tasks it runs (nested help) */
+} worker_rec;
+
+typedef struct sub_rec {
+  SUIRO_ALIGNED _Atomic uint32_t result_seq; /* futex: bumped when a result lands and waiting */
+  _Atomic uint32_t waiting;                  /* the submitter is parked or about to */
+  _Atomic uint32_t ev_armed;                 /* write the eventfd on the next result */
+  uint32_t result_base;                      /* first global result slot */
+  uint32_t nresults;
+  _Atomic uint32_t hiwater;                  /* slots [0, hiwater) have been used */
+} sub_rec;
+
+/* The process-local handle. The host has one per pool; each worker has one (its current pool)
+ * that submits from the worker's own submitter slot. */
+struct suiro_pool {
+  suiro_region *region;
+  pool_hdr *hdr;
+  worker_rec *workers;
+  sub_rec *subs;
+  char *results;
+  uint32_t result_size;
+  int is_host;
+  int sub;                 /* own submitter index: 0 host, 1 + slot for workers */
+  int worker_slot;         /* -1 in the host */
+  taskq_view *queues;      /* one view per submitter */
+  /* result-slot allocator (private to the submitter) */
+  uint32_t *free_stack;
+  uint32_t nfree;
+  uint64_t *gen;           /* current generation per local slot */
+  uint8_t *outstanding;    /* 1 submitted not collected, 2 released (collect when done) */
+  uint32_t nreleased;
+  uint64_t tail;           /* producer position in own queue */
+  spin_adapt collect_spin;
+  /* result staging for collect */
+  unsigned char *scratch;
+  size_t scratch_cap;
+  /* host only */
+  suiro_pool_opts opts;
+  char **argv;             /* owned copies for respawn */
+  char **env;
+  char *exe;
+  int evfd;
+  int pidfds[POOL_MAX_WORKERS];
+  int exit_reported[POOL_MAX_WORKERS];
+  pthread_t monitor;
+  int monitor_started;
+  int monitor_ctl;         /* eventfd to wake the monitor */
+  _Atomic int monitor_stop;
+  int epfd;
+  pthread_mutex_t lock;    /* guards spawning, pidfds and worker records against the monitor */
+  uint64_t submitted, collected, host_parks;
+};
+
+static inline result_slot *pool_result(const suiro_pool *p, uint32_t rs) {
+  return (result_slot *)(p->results + (size_t)rs * p->result_size);
+}
+static inline unsigned char *result_data(result_slot *r) { return (unsigned char *)(r + 1); }
+static inline size_t result_inline_cap(uint32_t result_size) {
+  return result_size - sizeof(result_slot);
+}
+static inline int sub_of_rs(const suiro_pool *p, uint32_t rs) {
+  uint32_t hr = p->hdr->host_results;
+  if (rs < hr) return 0;
+  return 1 + (int)((rs - hr) / p->hdr->worker_results);
+}
+
+/* pool.c */
+suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub);
+void pool_unmap(suiro_pool *p);
+void pool_notify_result(suiro_pool *p, int sub);
+void pool_wake_workers(pool_hdr *h, int n);
+/* Wakes one parked worker if the backlog in queue q calls for it (see the policy in pool.c). */
+void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail);
+/* Host monitor's periodic check while a backlog waits for a CPU (see pool.c). */
+int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks);
+
+/* worker.c */
+int worker_claim_and_run(suiro_pool *p, int waiting);
+
+/* peer.c: spawning workers and watching them */
+suiro_status peer_spawn(suiro_pool *p, int slot);
+suiro_status peer_start_monitor(suiro_pool *p);
+void peer_stop_monitor(suiro_pool *p);
+void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
+
+/* spill.c: values too large for a slot travel in a region of their own */
+suiro_status spill_write(suiro_pool *p, const void *data, size_t n, char *name_out, size_t name_cap);
+suiro_status spill_read(const char *name, size_t n, void *dst);
+
+#endif

@@ -1,0 +1,28 @@
+/* shm.h — named shared-memory regions (see shm.c). */
+#ifndef SUIRO_SHM_H
+#define SUIRO_SHM_H
+
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define SUIRO_NAME_MAX 64
+
+struct suiro_region {
+  void *addr;
+  size_t size;
+  int writable;
+  char name[SUIRO_NAME_MAX];
+};
+
+/* Creates a region whose name carries owner_pid/owner_start (the process whose death makes the
+ * region an orphan) and then `tag` (letters, may be empty) before a counter:
+ * /suiro_<pid>_<start>_<tag><counter>. suiro_region_create uses the calling process, no tag. */
+suiro_status shm_create_owned(size_t size, int owner_pid, uint64_t owner_start, const char *tag,
+                              suiro_region **out);
+/* The calling process's identity as written into region names. */
+void shm_self_identity(int *pid, uint64_t *start);
+/* Unlinks every region whose name starts with /<prefix> (prefix without the slash). */
+int shm_unlink_prefix(const char *prefix);
+
+#endif

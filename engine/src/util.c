@@ -1,0 +1,82 @@
+/* util.c — error messages, clocks, process facts. No shared state. */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Thread_local char last_error[512];
+
+suiro_status suiro_set_error(suiro_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+suiro_status suiro_set_errno(const char *what) {
+  int e = errno;
+  return suiro_set_error(SUIRO_ERR, "%s: %s", what, strerror(e));
+}
+
+const char *suiro_last_error(void) { return last_error; }
+
+const char *suiro_version(void) {
+#define S_(x) #x
+#define S(x) S_(x)
+  return S(SUIRO_VERSION_MAJOR) "." S(SUIRO_VERSION_MINOR) "." S(SUIRO_VERSION_PATCH);
+#undef S
+#undef S_
+}
+
+const char *suiro_status_name(suiro_status s) {
+  switch (s) {
+  case SUIRO_OK: return "ok";
+  case SUIRO_TIMEOUT: return "timeout";
+  case SUIRO_CLOSED: return "closed";
+  case SUIRO_PEER_GONE: return "peer_gone";
+  case SUIRO_FULL: return "full";
+  case SUIRO_ERR: return "error";
+  }
+  return "unknown";
+}
+
+double suiro_now(void) { return (double)suiro_ns() * 1e-9; }
+
+int suiro_ncpu(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+uint64_t suiro_proc_start(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  /* The command name (field 2) may hold spaces and parentheses: count fields after the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p++;
+  /* After ')' come fields 3..: state is field 3, starttime is field 22 -> skip 19 more fields. */
+  int field = 2;
+  char *save = NULL;
+  for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    field++;
+    if (field == 3 && tok[0] == 'Z') return 0; /* a zombie is as good as gone */
+    if (field == 22) return strtoull(tok, NULL, 10);
+  }
+  return 0;
+}

@@ -1,0 +1,458 @@
+/*
+ * worker.c — the worker process: attach, find work, run it, publish the result.
+ *
+ * A worker owns: its worker record (state, counters, in-flight stack), its own task queue (as
+ * producer, for nested submissions) and its partition of result slots. It claims tasks from any
+ * queue (taskq.c) and writes results into the submitter's slots (ownership via RUNNING, pool.c).
+ *
+ * Memory ordering
+ *   - The in-flight stack is written with relaxed stores: it is read by the host's monitor only
+ *     after this process is dead, when all its stores are visible.
+ *   - Idle parking follows park.c: sleepers++ (seq_cst RMW), snapshot work_seq, re-scan the
+ *     queues, then futex-wait; submitters fence and read `sleepers` after publishing.
+ *   - counters (tasks/steals/parks) are relaxed: statistics only.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- native function registry (process-local) ---------------------------------------------- */
+
+typedef struct reg_entry {
+  uint64_t id;
+  suiro_native_fn fn;
+  void *ud;
+  char name[64];
+} reg_entry;
+
+static reg_entry *registry;
+static size_t nregistry, registry_cap;
+static suiro_exec_fn binding_exec;
+static void *binding_ud;
+
+uint64_t suiro_fn_id(const char *name) {
+  uint64_t h = suiro_hash64(name, strlen(name));
+  return h ? h : 1; /* 0 is the binding executor */
+}
+
+suiro_status suiro_register(const char *name, suiro_native_fn fn, void *ud) {
+  if (!name || !*name || !fn) return suiro_set_error(SUIRO_ERR, "suiro_register: name and fn are required");
+  uint64_t id = suiro_fn_id(name);
+  for (size_t i = 0; i < nregistry; i++) {
+    if (registry[i].id == id) {
+      if (strcmp(registry[i].name, name) != 0)
+        return suiro_set_error(SUIRO_ERR, "suiro_register: '%s' collides with '%s'", name, registry[i].name);
+      registry[i].fn = fn;
+      registry[i].ud = ud;
+      return SUIRO_OK;
+    }
+  }
+  if (nregistry == registry_cap) {
+    size_t cap = registry_cap ? registry_cap * 2 : 16;
+    reg_entry *r = realloc(registry, cap * sizeof *r);
+    if (!r) return suiro_set_error(SUIRO_ERR, "out of memory");
+    registry = r;
+    registry_cap = cap;
+  }
+  reg_entry *e = &registry[nregistry++];
+  e->id = id;
+  e->fn = fn;
+  e->ud = ud;
+  snprintf(e->name, sizeof e->name, "%s", name);
+  return SUIRO_OK;
+}
+
+void suiro_set_executor(suiro_exec_fn fn, void *ud) {
+  binding_exec = fn;
+  binding_ud = ud;
+}
+
+/* ---- result writer ------------------------------------------------------------------------- */
+
+struct suiro_out {
+  unsigned char *buf; /* starts as the result slot's inline area, moves to the heap if it grows */
+  size_t len, cap;
+  int heap;
+  int error;
+};
+
+static int out_grow(suiro_out *o, size_t need) {
+  size_t cap = o->cap * 2;
+  if (cap < 256) cap = 256;
+  while (cap < need) cap *= 2;
+  unsigned char *b;
+  if (o->heap) {
+    b = realloc(o->buf, cap);
+    if (!b) return -1;
+  } else {
+    b = malloc(cap);
+    if (!b) return -1;
+    memcpy(b, o->buf, o->len);
+    o->heap = 1;
+  }
+  o->buf = b;
+  o->cap = cap;
+  return 0;
+}
+
+void *suiro_out_reserve(suiro_out *o, size_t n) {
+  if (o->len + n > o->cap && out_grow(o, o->len + n) != 0) return NULL;
+  return o->buf + o->len;
+}
+void suiro_out_commit(suiro_out *o, size_t n) { o->len += n; }
+void suiro_out_reset(suiro_out *o) { o->len = 0; o->error = 0; }
+
+int suiro_out_write(suiro_out *o, const void *data, size_t n) {
+  void *d = suiro_out_reserve(o, n);
+  if (!d) return -1;
+  memcpy(d, data, n);
+  o->len += n;
+  return 0;
+}
+
+int suiro_out_error(suiro_out *o, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof msg) n = sizeof msg - 1;
+  o->len = 0;
+  suiro_out_write(o, msg, (size_t)n);
+  o->error = 1;
+  return -1;
+}
+
+int suiro_out_error_bytes(suiro_out *o, const void *data, size_t n) {
+  o->len = 0;
+  suiro_out_write(o, data, n);
+  o->error = 1;
+  return -1;
+}
+
+/* ---- running one task ---------------------------------------------------------------------- */
+
+static suiro_pool *current;      /* this worker's handle on its pool (NULL in hosts) */
+static suiro_task running_task;  /* innermost task being run, for suiro_cancelled */
+
+suiro_pool *suiro_current_pool(void) { return current; }
+int suiro_worker_slot(void) { return current ? current->worker_slot : -1; }
+
+int suiro_cancelled(void) {
+  if (!current || !running_task) return 0;
+  if (ld_rlx(&current->hdr->closing)) return 1;
+  result_slot *r = pool_result(current, task_rs(running_task));
+  return ld_rlx(&r->cancel) == task_gen(running_task);
+}
+
+static int run_fn(uint64_t fn, const void *arg, size_t len, suiro_out *o) {
+  if (fn != SUIRO_FN_BINDING) {
+    for (size_t i = 0; i < nregistry; i++)
+      if (registry[i].id == fn) return registry[i].fn(arg, len, o, registry[i].ud);
+  }
+  if (binding_exec) return binding_exec(fn, arg, len, o, binding_ud);
+  return suiro_out_error(o, "no task function with code %#llx is registered in this worker",
+                         (unsigned long long)fn);
+}
+
+static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
+  worker_rec *me = &p->workers[p->worker_slot];
+  const taskq_view *q = &p->queues[qi];
+  suiro_task t = e->task;
+  uint64_t fn = e->fn;
+  size_t len = e->len;
+  uint32_t flags = e->flags;
+  uint32_t depth = ld_rlx(&me->depth);
+  if (depth >= INFLIGHT_MAX) depth = INFLIGHT_MAX - 1; /* cannot happen: helpers stop before */
+  st_rlx(&me->inflight[depth], t);
+  st_rlx(&me->depth, depth + 1);
+
+  unsigned char small[512];
+  unsigned char *arg = small;
+  int arg_heap = 0;
+  int spill_failed = 0;
+  char spill_err[256] = "";
+  if (flags & TQ_SPILLED) {
+    char name[SUIRO_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
+    taskq_release(q, e, pos);
+    if (len > sizeof small) {
+      arg = malloc(len);
+      arg_heap = 1;
+    }
+    if (!arg) {
+      spill_failed = 1;
+      snprintf(spill_err, sizeof spill_err, "out of memory for a %zu-byte argument", len);
+      shm_unlink(name);
+    } else if (spill_read(name, len, arg) != SUIRO_OK) {
+      spill_failed = 1;
+      snprintf(spill_err, sizeof spill_err, "%s", suiro_last_error());
+    }
+  } else {
+    if (len > sizeof small) {
+      arg = malloc(len);
+      arg_heap = 1;
+    }
+    if (arg) memcpy(arg, e + 1, len);
+    else {
+      spill_failed = 1;
+      snprintf(spill_err, sizeof spill_err, "out of memory for a %zu-byte argument", len);
+    }
+    taskq_release(q, e, pos);
+  }
+
+  uint32_t rs = task_rs(t);
+  uint64_t gen = task_gen(t);
+  result_slot *r = pool_result(p, rs);
+  unsigned w = (unsigned)p->worker_slot;
+  uint64_t expect = rs_state(gen, RS_NOWORKER, RS_PENDING);
+  if (!atomic_compare_exchange_strong_explicit(&r->state, &expect, rs_state(gen, w, RS_RUNNING),
+                                               memory_order_acq_rel, memory_order_relaxed)) {
+    /* Cancelled before it started, or its submitter died: skip it. */
+    if (arg_heap) free(arg);
+    st_rlx(&me->depth, depth);
+    return;
+  }
+  if (depth == 0) st_rlx(&me->state, SUIRO_WORKER_BUSY);
+
+  size_t inline_cap = result_inline_cap(p->result_size);
+  suiro_out o = { result_data(r), 0, inline_cap, 0, 0 };
+  int rc;
+  suiro_task outer = running_task;
+  running_task = t;
+  if (spill_failed) rc = suiro_out_error(&o, "reading the task's argument failed: %s", spill_err);
+  else rc = run_fn(fn, arg, len, &o);
+  running_task = outer;
+  if (arg_heap) free(arg);
+  if (rc != 0 && !o.error) suiro_out_error(&o, "task function failed (returned %d)", rc);
+
+  uint32_t rflags = 0;
+  size_t rlen = o.len;
+  if (o.heap) {
+    if (o.len <= inline_cap) {
+      memcpy(result_data(r), o.buf, o.len);
+    } else if (spill_write(p, o.buf, o.len, (char *)result_data(r), inline_cap) == SUIRO_OK) {
+      rflags = RSF_SPILLED;
+    } else {
+      char msg[300];
+      snprintf(msg, sizeof msg, "the task's %zu-byte result could not be stored: %s", o.len, suiro_last_error());
+      rlen = strlen(msg);
+      if (rlen > inline_cap) rlen = inline_cap;
+      memcpy(result_data(r), msg, rlen);
+      o.error = 1;
+    }
+    free(o.buf);
+  }
+  r->len = (uint32_t)rlen;
+  r->flags = rflags;
+  r->pid = ld_rlx(&me->pid);
+  r->slot = (int32_t)w;
+  st_rel(&r->state, rs_state(gen, w, o.error ? RS_ERROR : RS_VALUE));
+  st_rlx(&me->depth, depth);
+  atomic_fetch_add_explicit(&me->tasks, 1, memory_order_relaxed);
+  if (qi != p->sub && qi != 0) atomic_fetch_add_explicit(&me->steals, 1, memory_order_relaxed);
+  if (depth == 0) st_rlx(&me->state, SUIRO_WORKER_IDLE);
+  pool_notify_result(p, sub_of_rs(p, rs));
+}
+
+/* More queued behind the task just claimed: let the wake policy bring in another worker. */
+static inline void chain_wake(suiro_pool *p, const taskq_view *q) {
+  if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->sleepers) > 0) && taskq_maybe_ready(q))
+    pool_maybe_wake(p, q, ld_rlx(&q->q->tail) + 1);
+}
+
+/* Claims one task and runs it. Order: own queue (its nested work), then the host's queue, then
+ * the other workers' queues (stealing).
+ *
+ * A worker waiting on a nested result (`waiting`) takes only from its own queue. Everything it
+ * runs there was submitted from its own stack, so every frame on any worker's stack is a
+ * descendant of the frame below it and a wait can never close a cycle; helping with unrelated
+ * work (another worker's tasks, the host's) could put a task that blocks on us above our wait. */
+int worker_claim_and_run(suiro_pool *p, int waiting) {
+  worker_rec *me = &p->workers[p->worker_slot];
+  if (ld_rlx(&me->depth) >= INFLIGHT_MAX - 1) return 0;
+  unsigned claimer = (unsigned)p->worker_slot + 1;
+  uint64_t pos;
+  const taskq_view *own = &p->queues[p->sub];
+  taskq_entry *e = taskq_claim_newest(own, claimer, p->tail, 64, &pos);
+  if (!e) e = taskq_claim(own, claimer, &pos);
+  if (e) {
+    run_entry(p, p->sub, e, pos);
+    return 1;
+  }
+  if (waiting) return 0;
+  e = taskq_claim(&p->queues[0], claimer, &pos);
+  if (e) {
+    chain_wake(p, &p->queues[0]);
+    run_entry(p, 0, e, pos);
+    return 1;
+  }
+  int nsubs = p->hdr->nsubs;
+  uint64_t active = ld_rlx(&p->hdr->active_mask);
+  for (int k = 1; k < nsubs; k++) {
+    int qi = 1 + (p->sub - 1 + k) % (nsubs - 1); /* start after our own slot */
+    if (qi == p->sub) continue;
+    if (!(active & (1ull << (qi - 1))) && !taskq_maybe_ready(&p->queues[qi])) continue;
+    e = taskq_claim(&p->queues[qi], claimer, &pos);
+    if (e) {
+      chain_wake(p, &p->queues[qi]);
+      run_entry(p, qi, e, pos);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int any_work(suiro_pool *p) {
+  int nsubs = p->hdr->nsubs;
+  if (taskq_maybe_ready(&p->queues[0])) return 1;
+  uint64_t active = ld_rlx(&p->hdr->active_mask);
+  for (int qi = 1; qi < nsubs; qi++)
+    if ((active & (1ull << (qi - 1))) && taskq_maybe_ready(&p->queues[qi])) return 1;
+  return 0;
+}
+
+/* ---- the worker's life --------------------------------------------------------------------- */
+
+static void *watch_host(void *arg) {
+  int fd = (int)(intptr_t)arg;
+  struct pollfd pfd = { fd, POLLIN, 0 };
+  for (;;) {
+    int r = poll(&pfd, 1, -1);
+    if (r > 0) _exit(0); /* the host is gone: nobody will collect our results */
+    if (r < 0 && errno != EINTR) _exit(0);
+  }
+  return NULL;
+}
+
+static int start_host_watch(pool_hdr *h) {
+  int fd = (int)syscall(SYS_pidfd_open, h->host_pid, 0);
+  if (fd < 0) return -1;
+  if (suiro_proc_start(h->host_pid) != h->host_start) return -1; /* pid reused: host gone */
+  pthread_t th;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 64 * 1024);
+  int rc = pthread_create(&th, &a, watch_host, (void *)(intptr_t)fd);
+  pthread_attr_destroy(&a);
+  return rc == 0 ? 0 : -1;
+}
+
+const char *suiro_worker_token(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--suiro-worker") == 0) return argv[i + 1];
+  return NULL;
+}
+
+int suiro_worker_main(int argc, char **argv) {
+  const char *token = suiro_worker_token(argc, argv);
+  if (!token) return -1;
+  return suiro_worker_run(token);
+}
+
+static void leave(suiro_pool *p, int state) {
+  worker_rec *me = &p->workers[p->worker_slot];
+  atomic_fetch_sub(&p->hdr->awake, 1);
+  atomic_fetch_and(&p->hdr->active_mask, ~(1ull << p->worker_slot));
+  st_rel(&me->state, state);
+  atomic_fetch_add(&p->hdr->state_seq, 1);
+  park_wake(&p->hdr->state_seq, -1);
+}
+
+int suiro_worker_run(const char *token) {
+  char name[SUIRO_NAME_MAX];
+  int slot = -1;
+  unsigned inc = 0;
+  const char *c1 = strchr(token, ':');
+  if (!c1 || (size_t)(c1 - token) >= sizeof name || sscanf(c1 + 1, "%d:%u", &slot, &inc) != 2) {
+    fprintf(stderr, "suiro worker: malformed token '%s'\n", token);
+    return 2;
+  }
+  memcpy(name, token, (size_t)(c1 - token));
+  name[c1 - token] = 0;
+  suiro_region *r;
+  if (suiro_region_open(name, 1, &r) != SUIRO_OK) {
+    fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
+    return 2;
+  }
+  pool_hdr *h = suiro_region_addr(r);
+  if (h->magic != POOL_MAGIC || h->version != POOL_VERSION || slot < 0 || slot >= h->max_workers) {
+    fprintf(stderr, "suiro worker: %s is not a compatible pool (or slot %d is out of range)\n", name, slot);
+    suiro_region_close(r, 0);
+    return 2;
+  }
+  suiro_pool *p = calloc(1, sizeof *p);
+  if (!p || pool_map(p, r, 1 + slot) != SUIRO_OK) {
+    fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
+    return 2;
+  }
+  p->is_host = 0;
+  p->worker_slot = slot;
+  p->evfd = -1;
+  worker_rec *me = &p->workers[slot];
+  if (ld_acq(&me->incarnation) != inc) {
+    fprintf(stderr, "suiro worker: slot %d was given to another worker\n", slot);
+    return 2;
+  }
+  if (start_host_watch(h) != 0) return 0; /* host already gone */
+  st_rlx(&me->pid, (int32_t)getpid());
+  st_rlx(&me->depth, 0);
+  current = p;
+  atomic_fetch_add(&h->awake, 1);
+  atomic_fetch_or(&h->active_mask, 1ull << slot);
+  st_rel(&me->state, SUIRO_WORKER_IDLE);
+  atomic_fetch_add(&h->state_seq, 1);
+  park_wake(&h->state_seq, -1);
+
+  spin_adapt idle = { 4000 };
+  for (;;) {
+    if (SUIRO_UNLIKELY(ld_rlx(&h->closing) || ld_rlx(&me->retire))) break;
+    if (worker_claim_and_run(p, 0)) continue;
+    /* Idle: spin while it can pay, then park. */
+    uint64_t t0 = suiro_ns();
+    int found = 0;
+    if (spin_enter(&h->spinners, h->ncpu)) {
+      atomic_fetch_add_explicit(&h->idle_spinners, 1, memory_order_relaxed);
+      uint64_t end = t0 + spin_budget(&idle);
+      for (;;) {
+        for (int i = 0; i < 16 && !found; i++) {
+          found = any_work(p);
+          if (!found) cpu_relax();
+        }
+        if (found || suiro_ns() >= end || ld_rlx(&h->closing) || ld_rlx(&me->retire)) break;
+      }
+      atomic_fetch_sub_explicit(&h->idle_spinners, 1, memory_order_relaxed);
+      spin_leave(&h->spinners);
+    }
+    if (found) {
+      spin_observe(&idle, suiro_ns() - t0);
+      continue;
+    }
+    atomic_fetch_add(&h->sleepers, 1); /* seq_cst: the announce */
+    uint32_t seq = ld_acq(&h->work_seq);
+    if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
+      atomic_fetch_add_explicit(&me->parks, 1, memory_order_relaxed);
+      atomic_fetch_sub(&h->awake, 1);
+      park_wait(&h->work_seq, seq, UINT64_MAX);
+      atomic_fetch_add(&h->awake, 1);
+    }
+    atomic_fetch_sub(&h->sleepers, 1);
+    st_rlx(&h->wake_pending, 0); /* whatever wake was in flight has landed (or was not needed) */
+    spin_observe(&idle, suiro_ns() - t0);
+  }
+  current = NULL;
+  leave(p, SUIRO_WORKER_EXITED);
+  pool_unmap(p);
+  suiro_region_close(r, 0);
+  free(p);
+  return 0;
+}

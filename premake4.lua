@@ -1,0 +1,1 @@
+dofile("premake5.lua") -- premake4 reads this file by default; the real build lives in premake5.lua

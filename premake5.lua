@@ -1,0 +1,93 @@
+-- suiro build description.
+-- Runs under premake5 (gmake2) and under Debian's premake4 4.3 (`premake4 --file=premake5.lua gmake`).
+-- premake4 embeds Lua 5.1 and lacks workspace/filter; premake5 dropped `configuration`.
+-- The shim below lets one file speak to both.
+
+if not workspace then                       -- premake4
+  workspace = solution
+end
+if not configuration then                   -- premake5 without the deprecated call
+  configuration = function(t)
+    if type(t) == "string" then t = { t } end
+    filter("configurations:" .. table.concat(t, " or "))
+  end
+end
+
+local root = os.getcwd()
+
+-- Each configuration writes to its own tree; release is the default and lives at build/bin, build/lib.
+local configs = {
+  release = { dir = "build",       opts = { "-O2", "-g", "-DNDEBUG" } },
+  debug   = { dir = "build/debug", opts = { "-O0", "-g3" } },
+  asan    = { dir = "build/asan",  opts = { "-O1", "-g", "-fsanitize=address,undefined",
+                                           "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined" },
+              link = { "-fsanitize=address,undefined" } },
+  tsan    = { dir = "build/tsan",  opts = { "-O1", "-g", "-fsanitize=thread", "-DSUIRO_TSAN=1" },
+              link = { "-fsanitize=thread" } },
+}
+local order = { "release", "debug", "asan", "tsan" }
+
+local function per_config(kind_dir)
+  for _, name in ipairs(order) do
+    local c = configs[name]
+    configuration(name)
+      targetdir(root .. "/" .. c.dir .. "/" .. kind_dir)
+      objdir(root .. "/" .. c.dir .. "/obj")
+      buildoptions(c.opts)
+      if c.link then linkoptions(c.link) end
+  end
+  configuration({})
+end
+
+local common_c = { "-std=gnu11", "-fPIC", "-D_POSIX_C_SOURCE=200809L", "-D_GNU_SOURCE",
+                   "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread" }
+
+workspace "suiro"
+  configurations(order)
+  location(root .. "/build/make")
+  language "C"
+
+-- libsuiro: the engine (static, position independent so it can go into Lua/Python/R modules)
+project "suiro"
+  kind "StaticLib"
+  files { root .. "/engine/src/*.c" }
+  includedirs { root .. "/engine/include", root .. "/engine/src" }
+  buildoptions(common_c)
+  per_config("lib")
+
+-- C tests: one executable per tests/c/test_*.c; each test case runs in its own process.
+for _, f in ipairs(os.matchfiles(root .. "/tests/c/test_*.c")) do
+  local name = path.getbasename(f)
+  project(name)
+    kind "ConsoleApp"
+    files { f, root .. "/tests/c/harness.c" }
+    includedirs { root .. "/engine/include", root .. "/engine/src", root .. "/tests/c" }
+    buildoptions(common_c)
+    links { "suiro", "pthread", "m" }
+    linkoptions { "-pthread" }
+    per_config("tests")
+end
+
+-- Benchmarks
+for _, f in ipairs(os.matchfiles(root .. "/bench/bench_*.c")) do
+  local name = path.getbasename(f)
+  project(name)
+    kind "ConsoleApp"
+    files { f }
+    includedirs { root .. "/engine/include", root .. "/engine/src" }
+    buildoptions(common_c)
+    links { "suiro", "pthread", "m" }
+    linkoptions { "-pthread" }
+    per_config("bin")
+end
+
+-- A host application that embeds the engine and re-executes itself as its workers.
+project "embed_example"
+  kind "ConsoleApp"
+  files { root .. "/examples/embed/*.c" }
+  includedirs { root .. "/engine/include" }
+  buildoptions(common_c)
+  links { "suiro", "pthread", "m" }
+  linkoptions { "-pthread" }
+  per_config("bin")
+
