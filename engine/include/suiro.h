@@ -249,6 +249,17 @@ int suiro_worker_run(const char *token);
 /* Finds the token in argv (NULL if this is not a worker invocation). */
 const char *suiro_worker_token(int argc, char **argv);
 
+/* ---------------------------------------------------------------------------------------------
+ * Services for language bindings
+ */
+
+/* Content-addressed blobs shared by every process of a pool (e.g. a function's bytecode): stored
+ * once under a key derived from the content, read by any host or worker of the pool, removed when
+ * the pool stops. Putting an existing key is a no-op. get returns a malloc'd copy (free it);
+ * PEER_GONE when the key is not stored. */
+suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_t len);
+suiro_status suiro_blob_get(suiro_pool *p, uint64_t key, void **data, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

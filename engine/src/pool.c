@@ -335,9 +335,11 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   }
   peer_stop_monitor(p);
   if (p->region) {
-    /* Spill regions of this pool carry its name as a prefix. */
+    /* Spill regions ('s') and blobs ('b') of this pool carry its name as a prefix. */
     char prefix[SUIRO_NAME_MAX + 2];
     snprintf(prefix, sizeof prefix, "%ss", suiro_region_name(p->region) + 1);
+    shm_unlink_prefix(prefix);
+    snprintf(prefix, sizeof prefix, "%sb", suiro_region_name(p->region) + 1);
     shm_unlink_prefix(prefix);
     suiro_region_close(p->region, 1);
     p->region = NULL;

@@ -635,3 +635,39 @@ TEST(bad_options_are_refused_with_a_message) {
   CHECK_EQ(suiro_pool_create(&o, &p), SUIRO_PEER_GONE);
   CHECK(strstr(suiro_last_error(), "failed to start") != NULL);
 }
+
+NATIVE(blob_len) { /* reads the blob named by its argument from the worker side */
+  uint64_t key;
+  memcpy(&key, arg, 8);
+  void *d;
+  size_t n;
+  if (suiro_blob_get(suiro_current_pool(), key, &d, &n) != SUIRO_OK) return suiro_out_error(out, "%s", suiro_last_error());
+  uint64_t sum = n;
+  for (size_t i = 0; i < n; i++) sum += ((unsigned char *)d)[i];
+  free(d);
+  return suiro_out_write(out, &sum, 8);
+}
+
+TEST(blobs_are_shared_and_removed_at_stop) {
+  suiro_pool *p = test_pool(1);
+  char data[5000];
+  uint64_t sum = sizeof data;
+  for (size_t i = 0; i < sizeof data; i++) { data[i] = (char)(i % 100); sum += (unsigned char)data[i]; }
+  uint64_t key = 0x1234abcdull;
+  CHECK_OK(suiro_blob_put(p, key, data, sizeof data));
+  CHECK_OK(suiro_blob_put(p, key, data, sizeof data)); /* idempotent */
+  suiro_task t;
+  CHECK_OK(suiro_submit(p, suiro_fn_id("blob_len"), &key, 8, &t, 10));
+  CHECK_EQ((uint64_t)collect_i64(p, t), sum);
+  uint64_t missing = 99;
+  CHECK_OK(suiro_submit(p, suiro_fn_id("blob_len"), &missing, 8, &t, 10));
+  suiro_result r;
+  CHECK_OK(suiro_collect(p, t, &r, 10));
+  CHECK_EQ(r.kind, SUIRO_RESULT_ERROR);
+  CHECK(strstr(r.data, "not stored") != NULL);
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "%s", suiro_pool_name(p) + 1);
+  CHECK_EQ(shm_count(prefix), 2);
+  suiro_pool_stop(p, 5);
+  CHECK_EQ(shm_count(prefix), 0);
+}

@@ -1,0 +1,97 @@
+/*
+ * blob.c — content-addressed blobs shared by every process of a pool.
+ *
+ * Bindings store things many tasks refer to (a Lua function's bytecode, say) once, under a
+ * 64-bit key derived from the content, and tasks carry only the key. Each blob is a region of its
+ * own, named after the pool and the key, so any process of the pool can open it without a
+ * directory; the pool's stop removes them (their names carry the pool's name and 'b').
+ *
+ * Ownership and ordering: the first writer creates the region with O_EXCL, copies the bytes and
+ * then sets `ready` with release; readers check `ready` with acquire. A writer that finds the
+ * name taken stops: the key names the content, so the existing blob holds the same bytes. A task
+ * referring to a blob is published after the put returns, so its readers see `ready` set.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct blob_hdr {
+  _Atomic uint32_t ready;
+  uint32_t pad;
+  uint64_t len;
+} blob_hdr;
+
+static void blob_name(suiro_pool *p, uint64_t key, char *out, size_t cap) {
+  snprintf(out, cap, "%sb%016llx", suiro_region_name(p->region), (unsigned long long)key);
+}
+
+suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_t len) {
+  char name[SUIRO_NAME_MAX + 24];
+  blob_name(p, key, name, sizeof name);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return SUIRO_OK;
+    return suiro_set_errno("blob: shm_open");
+  }
+  size_t size = sizeof(blob_hdr) + len;
+  if (ftruncate(fd, (off_t)size) != 0) {
+    suiro_status st = suiro_set_errno("blob: ftruncate (is /dev/shm full?)");
+    close(fd);
+    shm_unlink(name);
+    return st;
+  }
+  void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (a == MAP_FAILED) {
+    shm_unlink(name);
+    return suiro_set_errno("blob: mmap");
+  }
+  blob_hdr *h = a;
+  h->len = len;
+  memcpy(h + 1, data, len);
+  st_rel(&h->ready, 1);
+  munmap(a, size);
+  return SUIRO_OK;
+}
+
+suiro_status suiro_blob_get(suiro_pool *p, uint64_t key, void **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  char name[SUIRO_NAME_MAX + 24];
+  blob_name(p, key, name, sizeof name);
+  int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return suiro_set_error(SUIRO_PEER_GONE, "blob %016llx is not stored in this pool", (unsigned long long)key);
+    return suiro_set_errno("blob: shm_open");
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(blob_hdr)) {
+    close(fd);
+    return suiro_set_error(SUIRO_ERR, "blob %016llx is truncated", (unsigned long long)key);
+  }
+  void *a = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (a == MAP_FAILED) return suiro_set_errno("blob: mmap");
+  const blob_hdr *h = a;
+  suiro_status st = SUIRO_OK;
+  if (!ld_acq(&((blob_hdr *)h)->ready) || h->len > (size_t)sb.st_size - sizeof *h) {
+    st = suiro_set_error(SUIRO_ERR, "blob %016llx is incomplete", (unsigned long long)key);
+  } else {
+    *data = malloc(h->len ? h->len : 1);
+    if (!*data) st = suiro_set_error(SUIRO_ERR, "out of memory");
+    else {
+      memcpy(*data, h + 1, h->len);
+      *len = h->len;
+    }
+  }
+  munmap(a, (size_t)sb.st_size);
+  return st;
+}
