@@ -91,3 +91,31 @@ project "embed_example"
   linkoptions { "-pthread" }
   per_config("bin")
 
+
+-- The Lua binding as a module for stock lua5.4: build/lib/suiro/core.so (require "suiro.core").
+local lua_inc = "/usr/include/lua5.4"
+local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lcodec.c", root .. "/lua/lworker.c",
+                      root .. "/lua/larray.c" }
+
+project "suiro_lua"
+  kind "SharedLib"
+  targetname "core"
+  targetprefix ""
+  files(lua_sources)
+  includedirs { root .. "/engine/include", root .. "/engine/src", root .. "/lua", lua_inc }
+  buildoptions(common_c)
+  links { "suiro", "pthread", "m", "dl" }
+  linkoptions { "-pthread" }
+  per_config("lib/suiro")
+
+-- The suiro CLI: Lua 5.4 with LPeg and the engine built in; also the Lua worker executable.
+project "suiro_cli"
+  kind "ConsoleApp"
+  targetname "suiro"
+  files(lua_sources)
+  files { root .. "/lua/suiro_cli.c" }
+  includedirs { root .. "/engine/include", root .. "/engine/src", root .. "/lua", lua_inc }
+  buildoptions(common_c)
+  links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }
+  linkoptions { "-pthread", "-Wl,-E" }
+  per_config("bin")

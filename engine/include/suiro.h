@@ -260,6 +260,30 @@ const char *suiro_worker_token(int argc, char **argv);
 suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_t len);
 suiro_status suiro_blob_get(suiro_pool *p, uint64_t key, void **data, size_t *len);
 
+/* Zero-copy buffers: a large value is written once into a shared region and crosses by name;
+ * receivers map the same pages. Each holder (a view, or a message in flight) owns one reference
+ * in the region's shared count; the process that drops the last one keeps the region warm for
+ * its next large value. Regions of a pool's workers go when the pool stops, a host's own when its
+ * last pool stops.
+ *   alloc: a writable region of at least `bytes` (one reference: the caller's)
+ *   open:  maps a region named in a message, taking over the reference its sender added
+ *   ref:   adds a reference for a message about to carry the name (before sending it)
+ *   hold:  adds a reference for another holder in this process
+ *   unref: drops one (the caller's) */
+typedef struct suiro_buf suiro_buf;
+extern size_t suiro_zc_floor; /* values at least this large cross by reference (default 32 KiB) */
+suiro_buf *suiro_buf_alloc(size_t bytes);
+suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out);
+void suiro_buf_ref(suiro_buf *b);
+void suiro_buf_hold(suiro_buf *b);
+void suiro_buf_unref(suiro_buf *b);
+void *suiro_buf_data(const suiro_buf *b);
+size_t suiro_buf_size(const suiro_buf *b);
+size_t suiro_buf_offset(const suiro_buf *b); /* of the data within the region */
+const char *suiro_buf_name(const suiro_buf *b); /* NULL when its name is gone: send a copy */
+/* Floor (bytes), and caps of the warm free list (bytes, count); 0 keeps a setting. */
+void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap);
+
 #ifdef __cplusplus
 }
 #endif

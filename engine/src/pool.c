@@ -35,6 +35,8 @@
 
 #define PAGE 4096u
 
+static _Atomic int live_host_pools; /* pools this process created and has not stopped */
+
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
 
@@ -192,6 +194,8 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
     free(p);
     return st;
   }
+  p->region = r; /* from here on a failure goes through suiro_pool_stop */
+  atomic_fetch_add(&live_host_pools, 1);
   pool_hdr *h = suiro_region_addr(r);
   h->magic = POOL_MAGIC;
   h->version = POOL_VERSION;
@@ -335,6 +339,8 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   }
   peer_stop_monitor(p);
   if (p->region) {
+    int last = atomic_fetch_sub(&live_host_pools, 1) == 1;
+    region_pool_stopped(suiro_region_name(p->region), last);
     /* Spill regions ('s') and blobs ('b') of this pool carry its name as a prefix. */
     char prefix[SUIRO_NAME_MAX + 2];
     snprintf(prefix, sizeof prefix, "%ss", suiro_region_name(p->region) + 1);

@@ -183,6 +183,9 @@ suiro_status peer_start_monitor(suiro_pool *p);
 void peer_stop_monitor(suiro_pool *p);
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
+/* region.c */
+void region_pool_stopped(const char *pool_name, int last_pool);
+
 /* spill.c: values too large for a slot travel in a region of their own */
 suiro_status spill_write(suiro_pool *p, const void *data, size_t n, char *name_out, size_t name_cap);
 suiro_status spill_read(const char *name, size_t n, void *dst);

@@ -175,7 +175,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   st_rlx(&me->inflight[depth], t);
   st_rlx(&me->depth, depth + 1);
 
-  unsigned char small[512];
+  _Alignas(16) unsigned char small[512];
   unsigned char *arg = small;
   int arg_heap = 0;
   int spill_failed = 0;

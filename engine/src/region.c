@@ -1,0 +1,353 @@
+/*
+ * region.c — zero-copy buffers: shared regions that cross processes by name, recycled warm.
+ *
+ * A large value is written once into a region; what crosses a pool is the region's name. The
+ * receiver maps the same pages (a view). A region carries a reference count in its first cache
+ * line, shared by every process: each holder (a view, or a message in flight) owns one
+ * reference. The process that drops the last reference keeps the region mapped in its free list,
+ * already faulted in, and reuses it for its next large value: a fresh 80 MB mapping costs tens of
+ * milliseconds to fault in, a write into warm pages a few.
+ *
+ * Ownership and ordering
+ *   - refs: fetch_add before a reference is handed on (the sender adds the receiver's reference
+ *     before publishing the task or result that carries the name, so the release ordering of the
+ *     publication covers it); fetch_sub (acq_rel) when a holder lets go. Whoever takes it to 0 is
+ *     the only holder left and owns the region: it may reuse, unmap or unlink it.
+ *   - The process-local table (name -> mapping) is guarded by a mutex; its entries count local
+ *     holders, so one mapping serves every view of a region in this process.
+ *   - Names: a worker names its regions after its pool (/suiro_<host>_<start>_<pool>d<n>), so
+ *     they outlive the worker and are removed when the pool stops; a host names its own
+ *     (/suiro_<pid>_<start>_a<n>), removed when its last pool stops. A region whose name was
+ *     removed while still mapped here is "unnamed": it is still readable, but sending it again
+ *     copies it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pool.h"
+
+#define REGION_MAGIC 0x6e6f69676572756full /* "uregion" */
+#define REGION_HDR 64                     /* data starts one cache line in */
+
+typedef struct region_hdr {
+  uint64_t magic;
+  _Atomic int64_t refs;
+  uint64_t capacity;  /* data bytes the region can hold */
+  int32_t creator;
+  int32_t pad;
+} region_hdr;
+
+struct suiro_buf {
+  char name[SUIRO_NAME_MAX];
+  int named;          /* the name still exists in /dev/shm */
+  void *map;
+  size_t map_size;
+  region_hdr *hdr;
+  size_t size;        /* bytes in use (what the holder asked for / the sender announced) */
+  int local;          /* holders in this process */
+  int in_free;
+  uint64_t freed_at;  /* for eviction: oldest first */
+  suiro_buf *next;    /* hash chain */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+#define NBUCKETS 256
+static suiro_buf *buckets[NBUCKETS];
+static size_t free_bytes, free_count;
+static size_t free_cap_bytes = (size_t)512 << 20;
+static size_t free_cap_count = 16;
+static _Atomic uint32_t counter;
+
+size_t suiro_zc_floor = 32 * 1024;
+
+static unsigned bucket_of(const char *name) {
+  return (unsigned)(suiro_hash64(name, strlen(name)) % NBUCKETS);
+}
+
+static suiro_buf *lookup(const char *name) {
+  for (suiro_buf *b = buckets[bucket_of(name)]; b; b = b->next)
+    if (strcmp(b->name, name) == 0) return b;
+  return NULL;
+}
+
+static void table_add(suiro_buf *b) {
+  unsigned k = bucket_of(b->name);
+  b->next = buckets[k];
+  buckets[k] = b;
+}
+
+static void table_remove(suiro_buf *b) {
+  suiro_buf **p = &buckets[bucket_of(b->name)];
+  while (*p && *p != b) p = &(*p)->next;
+  if (*p) *p = b->next;
+}
+
+static void destroy(suiro_buf *b, int unlink_name) {
+  table_remove(b);
+  munmap(b->map, b->map_size);
+  if (unlink_name && b->named) shm_unlink(b->name);
+  free(b);
+}
+
+/* Evicts free regions, oldest first (the largest among equals), until within the caps. */
+static void evict_locked(size_t need_bytes) {
+  while (free_count > free_cap_count || free_bytes + need_bytes > free_cap_bytes) {
+    suiro_buf *victim = NULL;
+    for (int k = 0; k < NBUCKETS; k++)
+      for (suiro_buf *b = buckets[k]; b; b = b->next)
+        if (b->in_free && (!victim || b->freed_at < victim->freed_at ||
+                           (b->freed_at == victim->freed_at && b->hdr->capacity > victim->hdr->capacity)))
+          victim = b;
+    if (!victim) return;
+    free_bytes -= victim->hdr->capacity;
+    free_count--;
+    destroy(victim, 1);
+  }
+}
+
+/* The prefix for regions this process creates. */
+static void name_prefix(char *out, size_t cap) {
+  suiro_pool *p = suiro_current_pool();
+  if (p) {
+    snprintf(out, cap, "%sd%x_", suiro_pool_name(p), (unsigned)getpid());
+  } else {
+    int pid;
+    uint64_t start;
+    shm_self_identity(&pid, &start);
+    snprintf(out, cap, "/suiro_%x_%llx_a", (unsigned)pid, (unsigned long long)start);
+  }
+}
+
+static size_t round_capacity(size_t bytes) {
+  size_t unit = (size_t)64 << 10;
+  if (bytes <= unit) return unit;
+  if (bytes < ((size_t)1 << 20)) { /* powers of two below 1 MiB */
+    size_t c = unit;
+    while (c < bytes) c <<= 1;
+    return c;
+  }
+  size_t mib = (size_t)1 << 20;
+  return (bytes + mib - 1) / mib * mib;
+}
+
+suiro_buf *suiro_buf_alloc(size_t bytes) {
+  pthread_mutex_lock(&lock);
+  /* the smallest warm region that fits without wasting more than half of it */
+  suiro_buf *best = NULL;
+  for (int k = 0; k < NBUCKETS; k++)
+    for (suiro_buf *b = buckets[k]; b; b = b->next)
+      if (b->in_free && b->named && b->hdr->capacity >= bytes && b->hdr->capacity / 2 <= bytes + ((size_t)64 << 10) &&
+          (!best || b->hdr->capacity < best->hdr->capacity))
+        best = b;
+  if (best) {
+    best->in_free = 0;
+    free_bytes -= best->hdr->capacity;
+    free_count--;
+    best->local = 1;
+    best->size = bytes;
+    atomic_store_explicit(&best->hdr->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&lock);
+    return best;
+  }
+  pthread_mutex_unlock(&lock);
+
+  size_t capacity = round_capacity(bytes);
+  suiro_buf *b = calloc(1, sizeof *b);
+  if (!b) {
+    suiro_set_error(SUIRO_ERR, "out of memory");
+    return NULL;
+  }
+  char prefix[SUIRO_NAME_MAX];
+  name_prefix(prefix, sizeof prefix);
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+    snprintf(b->name, sizeof b->name, "%s%x", prefix, atomic_fetch_add(&counter, 1) + (uint32_t)getpid() * 7919u);
+    fd = shm_open(b->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    suiro_set_errno("region: shm_open");
+    free(b);
+    return NULL;
+  }
+  b->map_size = REGION_HDR + capacity;
+  if (ftruncate(fd, (off_t)b->map_size) != 0) {
+    suiro_set_errno("region: ftruncate (is /dev/shm full?)");
+    close(fd);
+    shm_unlink(b->name);
+    free(b);
+    return NULL;
+  }
+  b->map = mmap(NULL, b->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (b->map == MAP_FAILED) {
+    suiro_set_errno("region: mmap");
+    shm_unlink(b->name);
+    free(b);
+    return NULL;
+  }
+  b->hdr = b->map;
+  b->hdr->magic = REGION_MAGIC;
+  b->hdr->capacity = capacity;
+  b->hdr->creator = (int32_t)getpid();
+  atomic_store_explicit(&b->hdr->refs, 1, memory_order_relaxed);
+  b->named = 1;
+  b->local = 1;
+  b->size = bytes;
+  pthread_mutex_lock(&lock);
+  table_add(b);
+  pthread_mutex_unlock(&lock);
+  return b;
+}
+
+suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
+  *out = NULL;
+  pthread_mutex_lock(&lock);
+  suiro_buf *b = lookup(name);
+  if (b) {
+    if (b->in_free) { /* it came back to us: a reference arrived with it */
+      b->in_free = 0;
+      free_bytes -= b->hdr->capacity;
+      free_count--;
+    }
+    b->local++;
+    b->size = size;
+    pthread_mutex_unlock(&lock);
+    *out = b;
+    return SUIRO_OK;
+  }
+  pthread_mutex_unlock(&lock);
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return suiro_set_error(SUIRO_PEER_GONE, "shared value %s is gone (its pool stopped?)", name);
+    return suiro_set_errno("region: shm_open");
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < REGION_HDR) {
+    close(fd);
+    return suiro_set_error(SUIRO_ERR, "shared value %s is truncated", name);
+  }
+  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return suiro_set_errno("region: mmap");
+  region_hdr *h = map;
+  if (h->magic != REGION_MAGIC || h->capacity > (size_t)sb.st_size - REGION_HDR || size > h->capacity) {
+    munmap(map, (size_t)sb.st_size);
+    return suiro_set_error(SUIRO_ERR, "%s is not a suiro shared value (or is shorter than announced)", name);
+  }
+  b = calloc(1, sizeof *b);
+  if (!b) {
+    munmap(map, (size_t)sb.st_size);
+    return suiro_set_error(SUIRO_ERR, "out of memory");
+  }
+  snprintf(b->name, sizeof b->name, "%s", name);
+  b->map = map;
+  b->map_size = (size_t)sb.st_size;
+  b->hdr = h;
+  b->named = 1;
+  b->local = 1;
+  b->size = size;
+  pthread_mutex_lock(&lock);
+  suiro_buf *raced = lookup(name); /* another thread mapped it meanwhile: use that one */
+  if (raced) {
+    raced->local++;
+    pthread_mutex_unlock(&lock);
+    munmap(map, b->map_size);
+    free(b);
+    *out = raced;
+    return SUIRO_OK;
+  }
+  table_add(b);
+  pthread_mutex_unlock(&lock);
+  *out = b;
+  return SUIRO_OK;
+}
+
+void suiro_buf_ref(suiro_buf *b) {
+  atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
+}
+
+void suiro_buf_hold(suiro_buf *b) {
+  atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
+  pthread_mutex_lock(&lock);
+  b->local++;
+  pthread_mutex_unlock(&lock);
+}
+
+void suiro_buf_unref(suiro_buf *b) {
+  if (!b) return;
+  int64_t left = atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_acq_rel) - 1;
+  pthread_mutex_lock(&lock);
+  b->local--;
+  if (left == 0 && b->local == 0) {
+    if (b->named) { /* ours alone now: keep it warm for the next large value */
+      evict_locked(b->hdr->capacity);
+      b->in_free = 1;
+      b->freed_at = suiro_ns();
+      free_bytes += b->hdr->capacity;
+      free_count++;
+      evict_locked(0);
+    } else {
+      destroy(b, 0);
+    }
+  } else if (b->local == 0) {
+    destroy(b, 0); /* others still hold it: just let go of our mapping */
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+void *suiro_buf_data(const suiro_buf *b) { return (char *)b->map + REGION_HDR; }
+size_t suiro_buf_size(const suiro_buf *b) { return b->size; }
+size_t suiro_buf_offset(const suiro_buf *b) { (void)b; return REGION_HDR; }
+const char *suiro_buf_name(const suiro_buf *b) { return b->named ? b->name : NULL; }
+
+/* Called when a pool stops: its workers' regions are removed (names only: mappings here stay
+ * valid); with the last pool of the process gone, the host's own regions go too. */
+void region_pool_stopped(const char *pool_name, int last_pool) {
+  char wprefix[SUIRO_NAME_MAX + 2];
+  snprintf(wprefix, sizeof wprefix, "%sd", pool_name);
+  char aprefix[SUIRO_NAME_MAX];
+  int pid;
+  uint64_t start;
+  shm_self_identity(&pid, &start);
+  snprintf(aprefix, sizeof aprefix, "/suiro_%x_%llx_a", (unsigned)pid, (unsigned long long)start);
+  pthread_mutex_lock(&lock);
+  for (int k = 0; k < NBUCKETS; k++) {
+    suiro_buf *b = buckets[k];
+    while (b) {
+      suiro_buf *next = b->next;
+      int in_pool = strncmp(b->name, wprefix, strlen(wprefix)) == 0;
+      int ours = last_pool && strncmp(b->name, aprefix, strlen(aprefix)) == 0;
+      if (in_pool || ours) {
+        if (b->in_free) {
+          free_bytes -= b->hdr->capacity;
+          free_count--;
+          destroy(b, 1);
+        } else {
+          b->named = 0; /* still readable here; sending it again copies it */
+        }
+      }
+      b = next;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  shm_unlink_prefix(wprefix + 1);
+  if (last_pool) shm_unlink_prefix(aprefix + 1);
+}
+
+void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap) {
+  pthread_mutex_lock(&lock);
+  if (floor) suiro_zc_floor = floor;
+  if (free_bytes_cap) free_cap_bytes = free_bytes_cap;
+  if (free_count_cap) free_cap_count = free_count_cap;
+  evict_locked(0);
+  pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,54 @@
+/* larray.h — suiro.array: typed arrays for Lua (see larray.c). */
+#ifndef LARRAY_H
+#define LARRAY_H
+
+#include <lua.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+#define LARRAY_MT "suiro.array"
+#define LARRAY_MAX_NDIM 8
+
+/* What the elements mean beyond their storage type (wire DATE / TIMESTAMP / FACTOR). */
+enum { LARRAY_PLAIN = 0, LARRAY_DATE, LARRAY_TIMESTAMP, LARRAY_FACTOR };
+
+typedef struct larray larray;
+typedef void (*larray_release_fn)(larray *a);
+
+struct larray {
+  void *data;
+  int64_t n;            /* elements (product of shape) */
+  int type;             /* WIRE_T_* */
+  int ndim;             /* 1 for vectors; shape holds the extents */
+  int order;            /* WIRE_ORDER_C / WIRE_ORDER_F */
+  int kind;             /* LARRAY_PLAIN / DATE / TIMESTAMP / FACTOR */
+  int unit;             /* TIMESTAMP: WIRE_UNIT_* */
+  int ordered;          /* FACTOR */
+  int readonly;         /* a view of shared memory: writes raise */
+  int owns;             /* data was malloc'd here */
+  int64_t shape[LARRAY_MAX_NDIM];
+  /* Zero-copy: the region the data lives in (NULL for private memory) and how to let go. */
+  void *region;
+  larray_release_fn release;
+  /* user value 1: a table with kind attributes (levels = {...}, tz = "..."), or nil */
+};
+
+/* A new zero-filled array of n elements (1-d), owned by Lua. */
+larray *larray_new(lua_State *L, int type, int64_t n);
+/* An array over memory someone else owns (a view): release is called once, at __gc or
+ * a:release(). */
+larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int readonly, void *region,
+                        larray_release_fn release);
+larray *larray_check(lua_State *L, int idx);
+larray *larray_test(lua_State *L, int idx);
+size_t larray_bytes(const larray *a);
+
+/* Hook for large results: when set, arrays of at least `larray_big_bytes` are allocated by it
+ * (in a shared region) instead of malloc, so they can leave a worker without another copy. */
+extern void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
+extern size_t larray_big_bytes;
+
+int luaopen_suiro_array(lua_State *L);
+
+#endif

@@ -1,0 +1,667 @@
+/*
+ * lpool.c — suiro.core: pools and tasks for Lua.
+ *
+ * A pool userdata owns an engine pool (or, inside a worker, borrows the worker's own pool for
+ * nested submissions). A task userdata keeps its pool alive through its user value, so a pool is
+ * never collected while one of its tasks can still be collected; a task dropped uncollected is
+ * released (its result slot recycled) by __gc.
+ *
+ * Outcomes follow the Lua convention: a timeout is `nil, "timeout"` (also "closed",
+ * "peer_gone"); a failed task raises an error object (lcodec_push_error); misuse raises a message
+ * that names the argument.
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lsuiro.h"
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+lpool *lsuiro_checkpool(lua_State *L, int idx) {
+  lpool *lp = luaL_checkudata(L, idx, LSUIRO_POOL);
+  if (lp->closed || !lp->p) luaL_error(L, "the pool is stopped");
+  return lp;
+}
+
+static ltask *checktask(lua_State *L, int idx) { return luaL_checkudata(L, idx, LSUIRO_TASK); }
+
+/* Timeout argument: nil -> the pool's default, number of seconds, or math.huge / negative for
+ * forever. Strings ("250ms") are converted by the Lua layer before they reach here. */
+static double opt_timeout(lua_State *L, int idx, const lpool *lp, const char *verb) {
+  if (lua_isnoneornil(L, idx)) return lp->default_timeout;
+  if (!lua_isnumber(L, idx))
+    luaL_error(L, "%s: timeout must be a number of seconds, got %s", verb, luaL_typename(L, idx));
+  double t = lua_tonumber(L, idx);
+  if (t != t) luaL_error(L, "%s: timeout is NaN", verb);
+  return t >= 1e12 ? -1 : t;
+}
+
+/* Pushes `nil, why` for an outcome; raises for SUIRO_ERR. Returns the number of results. */
+static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
+  switch (st) {
+  case SUIRO_TIMEOUT: lua_pushnil(L); lua_pushliteral(L, "timeout"); return 2;
+  case SUIRO_CLOSED: lua_pushnil(L); lua_pushliteral(L, "closed"); return 2;
+  case SUIRO_PEER_GONE: lua_pushnil(L); lua_pushliteral(L, "peer_gone"); return 2;
+  case SUIRO_FULL: lua_pushnil(L); lua_pushliteral(L, "full"); return 2;
+  default: return luaL_error(L, "%s: %s", verb, suiro_last_error());
+  }
+}
+
+/* Pushes a task's values, or raises its error object. */
+static int push_result(lua_State *L, const suiro_result *r, int index) {
+  if (r->kind == SUIRO_RESULT_VALUE) return lcodec_decode_values(L, r->data, r->len);
+  lcodec_push_error(L, r, index);
+  return lsuiro_raise(L);
+}
+
+/* ---- pool ------------------------------------------------------------------------------------- */
+
+static const char *const *string_list(lua_State *L, int idx, const char *what, int map_style) {
+  /* A sequence of strings, or (map_style) a map KEY -> VALUE turned into "KEY=VALUE". */
+  if (lua_isnoneornil(L, idx)) return NULL;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { n++; lua_pop(L, 1); }
+  const char **v = lua_newuserdatauv(L, (n + 1) * sizeof *v, 0); /* anchored on the stack */
+  size_t k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) == LUA_TNUMBER) {
+      if (!lua_isstring(L, -1)) luaL_error(L, "pool: %s[%d] must be a string", what, (int)lua_tointeger(L, -2));
+      v[k++] = lua_tostring(L, -1);
+    } else if (map_style && lua_type(L, -2) == LUA_TSTRING) {
+      if (!lua_isstring(L, -1)) luaL_error(L, "pool: %s.%s must be a string", what, lua_tostring(L, -2));
+      lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
+      lua_replace(L, -2); /* keep the formatted string alive in the table walk? store below */
+      v[k++] = lua_tostring(L, -1);
+      /* anchor: put it into a side table in the registry of this call */
+      lua_pushvalue(L, -1);
+      luaL_ref(L, LUA_REGISTRYINDEX);
+    } else {
+      luaL_error(L, "pool: %s has a key of type %s", what, luaL_typename(L, -2));
+    }
+    lua_pop(L, 1);
+  }
+  v[k] = NULL;
+  return v;
+}
+
+static int getfield_int(lua_State *L, int idx, const char *k, int def) {
+  lua_getfield(L, idx, k);
+  int v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isinteger(L, -1)) luaL_error(L, "pool: %s must be an integer, got %s", k, luaL_typename(L, -1));
+    v = (int)lua_tointeger(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static double getfield_num(lua_State *L, int idx, const char *k, double def) {
+  lua_getfield(L, idx, k);
+  double v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isnumber(L, -1)) luaL_error(L, "pool: %s must be a number, got %s", k, luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* core.pool{ workers=, max_workers=, ring_cap=, slot_size=, result_slots=, result_size=,
+ *            respawn=, start_timeout=, timeout=, exe=, argv={...}, env={...} } */
+static int l_pool_new(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.workers = getfield_int(L, 1, "workers", 1);
+  o.max_workers = getfield_int(L, 1, "max_workers", 0);
+  o.ring_cap = (uint32_t)getfield_int(L, 1, "ring_cap", (int)o.ring_cap);
+  o.slot_size = (uint32_t)getfield_int(L, 1, "slot_size", (int)o.slot_size);
+  o.result_slots = (uint32_t)getfield_int(L, 1, "result_slots", (int)o.result_slots);
+  o.result_size = (uint32_t)getfield_int(L, 1, "result_size", (int)o.result_size);
+  o.start_timeout = getfield_num(L, 1, "start_timeout", o.start_timeout);
+  lua_getfield(L, 1, "respawn");
+  o.respawn = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  double timeout = getfield_num(L, 1, "timeout", -1);
+  lua_getfield(L, 1, "exe");
+  o.exe = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+  int top = lua_gettop(L);
+  lua_getfield(L, 1, "argv");
+  o.argv = string_list(L, lua_gettop(L), "argv", 0);
+  lua_getfield(L, 1, "env");
+  o.env = string_list(L, lua_gettop(L), "env", 1);
+  if (o.workers < 0) return luaL_error(L, "pool: workers must be >= 0, got %d", o.workers);
+
+  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+  memset(lp, 0, sizeof *lp);
+  luaL_setmetatable(L, LSUIRO_POOL);
+  lua_newtable(L); /* user value: per-pool caches (published function prototypes) */
+  lua_setiuservalue(L, -2, 1);
+  suiro_status st = suiro_pool_create(&o, &lp->p);
+  if (st != SUIRO_OK) return luaL_error(L, "pool: %s", suiro_last_error());
+  lp->owner = 1;
+  lp->default_timeout = timeout >= 1e12 ? -1 : timeout;
+  lua_replace(L, top); /* keep the pool; drop the temporaries above it */
+  lua_settop(L, top);
+  return 1;
+}
+
+static int l_pool_stop(lua_State *L) {
+  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  if (lp->owner && lp->p && !lp->closed) {
+    double timeout = luaL_optnumber(L, 2, 5.0);
+    suiro_pool_stop(lp->p, timeout);
+  }
+  lp->closed = 1;
+  lp->p = NULL;
+  return 0;
+}
+
+static int l_pool_gc(lua_State *L) {
+  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  if (lp->owner && lp->p && !lp->closed) suiro_pool_stop(lp->p, 5.0);
+  lp->closed = 1;
+  lp->p = NULL;
+  return 0;
+}
+
+static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
+  ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
+  k->t = t;
+  k->state = 0;
+  luaL_setmetatable(L, LSUIRO_TASK);
+  lua_pushvalue(L, pool_idx);
+  lua_setiuservalue(L, -2, 1);
+  return k;
+}
+
+/* pool:submit(f, ...) -> task */
+static int l_submit(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  int n = lua_gettop(L) - 2;
+  if (n < 0) return luaL_error(L, "pool:submit: argument 1 must be a function or call spec, got no value");
+  unsigned char stack[512];
+  wire_writer w;
+  wire_writer_init(&w, stack, sizeof stack);
+  lcodec_ctx c = { L, lp, "submit" };
+  lcodec_encode_task(&c, 2, 3, n, &w);
+  const void *buf;
+  size_t len;
+  if (wire_writer_finish(&w, &buf, &len) != 0) {
+    wire_writer_free(&w);
+    return luaL_error(L, "pool:submit: %s", wire_writer_error(&w));
+  }
+  suiro_task t;
+  suiro_status st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
+  wire_writer_free(&w);
+  if (st != SUIRO_OK) return push_outcome(L, st, "pool:submit");
+  push_task(L, 1, t);
+  return 1;
+}
+
+/* pool:submit_batch(f, { {args...}, {args...}, ... }) -> { task, ... } */
+static int l_submit_batch(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  luaL_checkany(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 3);
+  lua_createtable(L, (int)n, 0);
+  int out = lua_gettop(L);
+  unsigned char stack[512];
+  lcodec_ctx c = { L, lp, "submit_batch" };
+  /* Encode and submit one by one: each submit is a ring write; the engine publishes and wakes
+   * per call, but the wake policy makes that a load and a branch. */
+  for (lua_Integer i = 1; i <= n; i++) {
+    int top = lua_gettop(L);
+    if (lua_geti(L, 3, i) != LUA_TTABLE)
+      return luaL_error(L, "pool:submit_batch: argument lists[%d] must be a table, got %s", (int)i,
+                        luaL_typename(L, -1));
+    int args = lua_gettop(L);
+    lua_Integer na = luaL_len(L, args);
+    luaL_checkstack(L, (int)na + 4, "too many arguments");
+    lua_pushvalue(L, 2);
+    int fidx = lua_gettop(L);
+    for (lua_Integer k = 1; k <= na; k++) lua_geti(L, args, k);
+    wire_writer w;
+    wire_writer_init(&w, stack, sizeof stack);
+    lcodec_encode_task(&c, fidx, fidx + 1, (int)na, &w);
+    const void *buf;
+    size_t len;
+    if (wire_writer_finish(&w, &buf, &len) != 0) {
+      wire_writer_free(&w);
+      return luaL_error(L, "pool:submit_batch: %s", wire_writer_error(&w));
+    }
+    suiro_task t;
+    suiro_status st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
+    wire_writer_free(&w);
+    if (st != SUIRO_OK) return push_outcome(L, st, "pool:submit_batch");
+    lua_settop(L, top);
+    push_task(L, 1, t);
+    lua_rawseti(L, out, i);
+  }
+  return 1;
+}
+
+/* task:collect([timeout]) -> values... | nil, "timeout" */
+static int l_task_collect(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lua_pop(L, 1);
+  if (k->state == 1) return luaL_error(L, "task:collect: this task was collected already");
+  if (k->state == 2) return luaL_error(L, "task:collect: this task was released");
+  if (lp->closed || !lp->p) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "closed");
+    return 2;
+  }
+  double timeout = opt_timeout(L, 2, lp, "task:collect");
+  suiro_result r;
+  suiro_status st = suiro_collect(lp->p, k->t, &r, timeout);
+  if (st != SUIRO_OK) return push_outcome(L, st, "task:collect");
+  k->state = 1;
+  lua_settop(L, 0);
+  return push_result(L, &r, 0);
+}
+
+static int l_task_ready(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
+  return 1;
+}
+
+static int l_task_cancel(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
+  return 1;
+}
+
+static int l_task_gc(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  if (k->state != 0) return 0;
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = lua_touserdata(L, -1);
+  if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, k->t);
+  k->state = 2;
+  return 0;
+}
+
+static int l_task_tostring(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  static const char *states[] = { "pending", "collected", "released" };
+  lua_pushfstring(L, "suiro.task(%p, %s)", (void *)k, states[k->state]);
+  return 1;
+}
+
+/* Collects the tasks in the table at idx: the shared part of collect_all and collect_any. */
+static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, const char *verb) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  *n = luaL_len(L, idx);
+  suiro_task *ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(*n ? *n : 1), 0);
+  for (lua_Integer i = 1; i <= *n; i++) {
+    lua_geti(L, idx, i);
+    ltask *k = luaL_testudata(L, -1, LSUIRO_TASK);
+    if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
+    if (k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
+    lua_getiuservalue(L, -1, 1);
+    if (lua_touserdata(L, -1) != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
+    lua_pop(L, 2);
+    ts[i - 1] = k->t;
+  }
+  return ts;
+}
+
+static void mark_collected(lua_State *L, int idx, lua_Integer i) {
+  lua_geti(L, idx, i);
+  ltask *k = lua_touserdata(L, -1);
+  k->state = 1;
+  lua_pop(L, 1);
+}
+
+struct sink_ctx { lua_State *L; int tasks; int out; int failed; };
+
+static int sink_into_table(void *ctx, size_t i, const suiro_result *r) {
+  struct sink_ctx *s = ctx;
+  lua_State *L = s->L;
+  mark_collected(L, s->tasks, (lua_Integer)i + 1);
+  if (r->kind != SUIRO_RESULT_VALUE) {
+    if (!s->failed) { /* keep the first failure; the rest are consumed */
+      lcodec_push_error(L, r, (int)i + 1);
+      lua_setfield(L, s->out, "__first_error");
+      s->failed = 1;
+    }
+    return 0;
+  }
+  int top = lua_gettop(L);
+  int nv = lcodec_decode_values(L, r->data, r->len);
+  if (nv == 0) lua_pushnil(L);
+  lua_settop(L, top + 1); /* first value of each task */
+  lua_rawseti(L, s->out, (lua_Integer)i + 1);
+  return 0;
+}
+
+/* pool:collect_all(tasks, [timeout]) -> { first value of each task, in input order } */
+static int l_collect_all(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  lua_Integer n;
+  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_all");
+  double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
+  lua_createtable(L, (int)n, 0);
+  struct sink_ctx s = { L, 2, lua_gettop(L), 0 };
+  suiro_status st = suiro_collect_all(lp->p, ts, (size_t)n, sink_into_table, &s, timeout);
+  if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
+  if (s.failed) {
+    lua_getfield(L, s.out, "__first_error");
+    return lsuiro_raise(L);
+  }
+  return 1;
+}
+
+/* pool:collect_any(tasks, [timeout]) -> index, values... */
+static int l_collect_any(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  lua_Integer n;
+  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_any");
+  if (n == 0) return luaL_error(L, "pool:collect_any: no tasks given");
+  double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
+  size_t idx;
+  suiro_result r;
+  suiro_status st = suiro_collect_any(lp->p, ts, (size_t)n, &idx, &r, timeout);
+  if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_any");
+  mark_collected(L, 2, (lua_Integer)idx + 1);
+  lua_pushinteger(L, (lua_Integer)idx + 1);
+  int base = lua_gettop(L);
+  if (r.kind != SUIRO_RESULT_VALUE) {
+    lcodec_push_error(L, &r, 0);
+    return lsuiro_raise(L);
+  }
+  lcodec_decode_values(L, r.data, r.len);
+  return lua_gettop(L) - base + 1;
+}
+
+static int l_status(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  suiro_pool_stats s;
+  suiro_worker_info w[64];
+  int n = suiro_pool_status(lp->p, &s, w, 64);
+  lua_createtable(L, 0, 12);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, w[i].slot); lua_setfield(L, -2, "slot");
+    lua_pushinteger(L, w[i].pid); lua_setfield(L, -2, "pid");
+    lua_pushstring(L, suiro_worker_state_name(w[i].state)); lua_setfield(L, -2, "state");
+    lua_pushinteger(L, (lua_Integer)w[i].tasks); lua_setfield(L, -2, "tasks");
+    lua_pushinteger(L, (lua_Integer)w[i].steals); lua_setfield(L, -2, "steals");
+    lua_pushinteger(L, (lua_Integer)w[i].parks); lua_setfield(L, -2, "parks");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "workers");
+#define F(name) lua_pushinteger(L, (lua_Integer)s.name); lua_setfield(L, -2, #name)
+  F(max_workers); F(submitted); F(collected); F(tasks); F(steals); F(parks); F(host_parks);
+  F(deaths); F(respawns); F(wakes);
+#undef F
+  lua_pushinteger(L, s.workers);
+  lua_setfield(L, -2, "live");
+  lua_pushstring(L, suiro_pool_name(lp->p));
+  lua_setfield(L, -2, "name");
+  return 1;
+}
+
+static int l_spawn(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  int n = (int)luaL_optinteger(L, 2, 1);
+  if (suiro_pool_spawn_workers(lp->p, n) != SUIRO_OK) return luaL_error(L, "pool:spawn: %s", suiro_last_error());
+  return 0;
+}
+
+static int l_retire(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  int slot = (int)luaL_checkinteger(L, 2);
+  double timeout = luaL_optnumber(L, 3, 10);
+  suiro_status st = suiro_pool_retire(lp->p, slot, timeout);
+  if (st != SUIRO_OK) return push_outcome(L, st, "pool:retire");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_eventfd(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  lua_pushinteger(L, suiro_pool_eventfd(lp->p));
+  return 1;
+}
+
+static int l_event_ack(lua_State *L) {
+  lpool *lp = lsuiro_checkpool(L, 1);
+  suiro_pool_event_ack(lp->p);
+  return 0;
+}
+
+static int l_pool_tostring(lua_State *L) {
+  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  if (!lp->p || lp->closed) lua_pushliteral(L, "suiro.pool(stopped)");
+  else lua_pushfstring(L, "suiro.pool(%s)", suiro_pool_name(lp->p));
+  return 1;
+}
+
+static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
+  lpool *lp = lsuiro_checkpool(L, 1);
+  double t = luaL_checknumber(L, 2);
+  lp->default_timeout = t >= 1e12 ? -1 : t;
+  return 0;
+}
+
+void lsuiro_push_current_pool(lua_State *L) {
+  suiro_pool *p = suiro_current_pool();
+  if (!p) {
+    lua_pushnil(L);
+    return;
+  }
+  /* One borrowed handle per worker process, cached in the registry. */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.current_pool") == LUA_TUSERDATA) return;
+  lua_pop(L, 1);
+  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+  memset(lp, 0, sizeof *lp);
+  lp->p = p;
+  lp->owner = 0;
+  lp->default_timeout = -1;
+  luaL_setmetatable(L, LSUIRO_POOL);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.current_pool");
+}
+
+static int l_current_pool(lua_State *L) {
+  lsuiro_push_current_pool(L);
+  return 1;
+}
+
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, suiro_now());
+  return 1;
+}
+
+static int l_reap(lua_State *L) {
+  lua_pushinteger(L, suiro_reap());
+  return 1;
+}
+
+/* core.task_pool(task) -> its pool */
+static int l_task_pool(lua_State *L) {
+  checktask(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+/* Executable of the Lua worker: this program when it is the suiro CLI, else the suiro binary next
+ * to this module (build/lib/suiro/core.so -> build/bin/suiro); SUIRO_WORKER_EXE overrides. */
+int lsuiro_is_cli;
+static int l_worker_exe(lua_State *L) {
+  const char *env = getenv("SUIRO_WORKER_EXE");
+  if (env && *env) {
+    lua_pushstring(L, env);
+    return 1;
+  }
+  char buf[PATH_MAX];
+  if (lsuiro_is_cli) {
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) {
+      buf[n] = 0;
+      lua_pushstring(L, buf);
+      return 1;
+    }
+  }
+  Dl_info info;
+  if (dladdr((void *)luaopen_suiro_core, &info) && info.dli_fname) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(buf, sizeof buf, "%s/../../bin/suiro", dir);
+    char real[PATH_MAX];
+    if (realpath(buf, real) && access(real, X_OK) == 0) {
+      lua_pushstring(L, real);
+      return 1;
+    }
+  }
+  return luaL_error(L, "cannot find the suiro worker binary (build/bin/suiro); build it with scripts/build "
+                       "or set SUIRO_WORKER_EXE");
+}
+
+/* core.arm_events(pools): arm each pool's eventfd before checking for finished tasks. */
+static int l_arm_events(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+    if (lp->p && !lp->closed) suiro_pool_eventfd(lp->p);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* core.wait_events(pools, timeout): sleep until a result lands in one of the pools (or the
+ * timeout passes), then drain and re-arm. Inside a worker there is no eventfd: sleep a slice. */
+static int l_wait_events(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  double timeout = luaL_optnumber(L, 2, -1);
+  lua_Integer n = luaL_len(L, 1);
+  struct pollfd fds[64];
+  lpool *pools[64];
+  int nf = 0;
+  for (lua_Integer i = 1; i <= n && nf < 64; i++) {
+    lua_geti(L, 1, i);
+    lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+    lua_pop(L, 1);
+    if (!lp->p || lp->closed) continue;
+    int fd = suiro_pool_eventfd(lp->p);
+    if (fd < 0) continue;
+    fds[nf].fd = fd;
+    fds[nf].events = POLLIN;
+    fds[nf].revents = 0;
+    pools[nf++] = lp;
+  }
+  int ms = timeout < 0 ? -1 : (int)(timeout * 1000 + 0.999);
+  if (nf == 0) {
+    if (ms < 0 || ms > 1) ms = 1;
+    struct timespec ts = { 0, ms * 1000000L };
+    nanosleep(&ts, NULL);
+    return 0;
+  }
+  int r = poll(fds, (nfds_t)nf, ms);
+  for (int i = 0; r > 0 && i < nf; i++)
+    if (fds[i].revents & POLLIN) suiro_pool_event_ack(pools[i]->p);
+  return 0;
+}
+
+static const luaL_Reg pool_methods[] = {
+  { "submit", l_submit },
+  { "submit_batch", l_submit_batch },
+  { "collect_all", l_collect_all },
+  { "collect_any", l_collect_any },
+  { "status", l_status },
+  { "stop", l_pool_stop },
+  { "spawn", l_spawn },
+  { "retire", l_retire },
+  { "eventfd", l_eventfd },
+  { "event_ack", l_event_ack },
+  { "set_timeout", l_pool_index_timeout },
+  { NULL, NULL },
+};
+
+static const luaL_Reg task_methods[] = {
+  { "collect", l_task_collect },
+  { "ready", l_task_ready },
+  { "cancel", l_task_cancel },
+  { "release", l_task_gc },
+  { NULL, NULL },
+};
+
+static const luaL_Reg core_funcs[] = {
+  { "pool", l_pool_new },
+  { "current_pool", l_current_pool },
+  { "now", l_now },
+  { "reap", l_reap },
+  { "task_pool", l_task_pool },
+  { "worker_exe", l_worker_exe },
+  { "arm_events", l_arm_events },
+  { "wait_events", l_wait_events },
+  { NULL, NULL },
+};
+
+int luaopen_suiro_core(lua_State *L) {
+  luaL_newmetatable(L, LSUIRO_POOL);
+  luaL_newlib(L, pool_methods);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_pool_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, l_pool_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, l_pool_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, LSUIRO_TASK);
+  luaL_newlib(L, task_methods);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_task_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, l_task_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newlib(L, core_funcs);
+  lua_pushstring(L, suiro_version());
+  lua_setfield(L, -2, "version");
+  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
+  lua_setfield(L, -2, "pool_methods");
+  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
+  lua_setfield(L, -2, "task_methods");
+  luaL_newmetatable(L, LSUIRO_CALL);
+  lua_setfield(L, -2, "call_mt");
+  lcodec_open(L);
+  lua_setfield(L, -2, "error_mt");
+  luaopen_suiro_array(L);
+  lua_setfield(L, -2, "array");
+  lsuiro_open_worker_exec(L);
+  return 1;
+}

@@ -1,0 +1,73 @@
+/* lsuiro.h — the Lua binding's internal interface (module suiro.core and the suiro CLI). */
+#ifndef LSUIRO_H
+#define LSUIRO_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "suiro.h"
+#include "wire.h"
+
+#define LSUIRO_POOL "suiro.pool"
+#define LSUIRO_TASK "suiro.task"
+#define LSUIRO_ERROR "suiro.error"
+#define LSUIRO_CALL "suiro.call"
+#define LSUIRO_ARRAY "suiro.array"
+
+/* A pool as Lua sees it: the engine handle plus what the binding caches per pool. */
+typedef struct lpool {
+  suiro_pool *p;
+  int owner;    /* 1: created here (stop on close/gc); 0: a worker's current pool */
+  int closed;
+  double default_timeout; /* seconds for collect when none is given (<0: forever) */
+} lpool;
+
+typedef struct ltask {
+  suiro_task t;
+  int state;    /* 0 outstanding, 1 collected, 2 released */
+} ltask;
+
+/* lpool.c */
+int luaopen_suiro_core(lua_State *L);
+lpool *lsuiro_checkpool(lua_State *L, int idx);
+void lsuiro_push_current_pool(lua_State *L);
+
+/* lcodec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
+ * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
+typedef struct lcodec_ctx {
+  lua_State *L;
+  lpool *pool;          /* where function prototypes get published (NULL: refuse functions) */
+  const char *verb;     /* for messages: "submit", "send", ... */
+} lcodec_ctx;
+
+/* Encodes the task payload: the function (or call spec / reference) at fidx and n arguments
+ * starting at first. */
+void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *w);
+/* Encodes n values starting at stack index first as one list. */
+void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w);
+/* Decodes a list of values and pushes them; returns how many. Raises on malformed input. */
+int lcodec_decode_values(lua_State *L, const void *buf, size_t len);
+/* A decoder the worker drives item by item (lworker.c). FUNC items go to `func`. */
+typedef struct dec lcodec_dec;
+typedef void (*lcodec_func_fn)(lua_State *L, lcodec_dec *d, wire_item *it, void *ud);
+lcodec_dec *lcodec_dec_open(lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
+int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when malformed) */
+void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
+void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */
+void lcodec_dec_remember(lcodec_dec *d);               /* top of stack: next shareable container */
+/* Pushes the error object for a failed task (kind: SUIRO_RESULT_*). */
+void lcodec_push_error(lua_State *L, const suiro_result *r, int index);
+/* Raises the value at the top of the stack (an error object). */
+int lsuiro_raise(lua_State *L);
+/* Creates the error metatable (and the codec's registry entries); pushes the metatable. */
+void lcodec_open(lua_State *L);
+extern int lsuiro_is_cli;
+
+/* lworker.c — the Lua worker */
+int lsuiro_worker_run(lua_State *L, const char *token);
+void lsuiro_open_worker_exec(lua_State *L);
+
+/* larray.c — typed arrays */
+int luaopen_suiro_array(lua_State *L);
+
+#endif

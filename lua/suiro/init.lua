@@ -1,0 +1,372 @@
+-- suiro: pools of worker processes for Lua scripts, over shared memory.
+--
+--   local suiro = require "suiro"
+--   local pool <close> = suiro.pool { workers = 2 }
+--   print(pool:submit(function(x, y) return x + y end, 1, 2):collect())   --> 3
+--
+-- This file is the public Lua API. The engine and the value codec live in the C module
+-- suiro.core; the small languages of config scripts (durations, sizes, templates, function
+-- references) live in suiro.parse, loaded on first use so that workers start fast.
+
+local core = require "suiro.core"
+
+local M = {
+  version = core.version,
+  now = core.now,
+  current_pool = core.current_pool,
+  reap = core.reap,
+}
+
+local pool_methods = core.pool_methods
+local task_methods = core.task_methods
+
+local parse_mod
+local function parse()
+  parse_mod = parse_mod or require "suiro.parse"
+  return parse_mod
+end
+
+-- Seconds from a number or a duration string ("250ms", "2m"); nil stays nil.
+local function seconds(v, what)
+  if v == nil then return nil end
+  if type(v) == "number" then return v end
+  if type(v) == "string" then return parse().duration(v) end
+  error(what .. " must be a number of seconds or a duration string, got " .. type(v), 3)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Launchers
+
+local launcher_mt = { __name = "suiro.launcher" }
+launcher_mt.__index = launcher_mt
+function launcher_mt:__tostring() return "suiro.launcher(" .. self.kind .. ")" end
+
+local launcher_keys = { exe = true, env = true, argv = true }
+
+local function make_launcher(kind, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then
+    error("suiro." .. kind .. ": options must be a table, got " .. type(opts), 3)
+  end
+  for k in pairs(opts) do
+    if not launcher_keys[k] then
+      parse().check_keys(opts, launcher_keys, "launcher " .. kind)
+    end
+  end
+  local l = { kind = kind }
+  for k, v in pairs(opts) do l[k] = v end
+  return setmetatable(l, launcher_mt)
+end
+
+--- suiro.lua { exe = path } : Lua workers (the default).
+function M.lua(opts) return make_launcher("lua", opts) end
+--- suiro.python { python = path } : Python workers (needs the Python binding).
+function M.python(opts) return make_launcher("python", opts) end
+--- suiro.r { rscript = path } : R workers (needs the R binding).
+function M.r(opts) return make_launcher("r", opts) end
+
+local function resolve_launcher(l)
+  if l == nil or l == "lua" then return make_launcher("lua", {}) end
+  if type(l) == "string" then
+    if l == "python" or l == "r" then return make_launcher(l, {}) end
+    error('pool: launcher must be "lua", "python", "r" or a launcher object, got "' .. l .. '"', 3)
+  end
+  if getmetatable(l) ~= launcher_mt then
+    error("pool: launcher must be a launcher (suiro.lua{}, suiro.python{}, suiro.r{}), got " .. type(l), 3)
+  end
+  return l
+end
+
+---------------------------------------------------------------------------------------------------
+-- Pools
+
+local pool_keys = {
+  workers = true, max_workers = true, launcher = true, timeout = true, start_timeout = true,
+  env = true, respawn = true, ring_cap = true, slot_size = true, result_slots = true,
+  result_size = true, name = true,
+}
+
+--- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
+function M.pool(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("suiro.pool: options must be a table, got " .. type(opts), 2) end
+  for k in pairs(opts) do
+    if not pool_keys[k] then parse().check_keys(opts, pool_keys, "suiro.pool options") end
+  end
+  local workers = opts.workers or 1
+  if math.type(workers) ~= "integer" or workers < 0 then
+    error("suiro.pool: workers must be a non-negative integer, got " .. tostring(workers), 2)
+  end
+  local l = resolve_launcher(opts.launcher)
+  if l.kind ~= "lua" then
+    error("suiro.pool: the " .. l.kind .. " launcher needs suiro's " ..
+      (l.kind == "python" and "Python" or "R") .. " binding, which this build does not include yet", 2)
+  end
+  local env = {}
+  for k, v in pairs(l.env or {}) do env[k] = tostring(v) end
+  for k, v in pairs(opts.env or {}) do env[k] = tostring(v) end
+  -- Workers resolve "module.fn" references and require() with the host's search paths.
+  env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
+  env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
+  return core.pool {
+    workers = workers,
+    max_workers = opts.max_workers,
+    ring_cap = opts.ring_cap,
+    slot_size = opts.slot_size,
+    result_slots = opts.result_slots,
+    result_size = opts.result_size,
+    respawn = opts.respawn,
+    start_timeout = seconds(opts.start_timeout, "start_timeout"),
+    timeout = seconds(opts.timeout, "timeout"),
+    exe = l.exe or core.worker_exe(),
+    argv = l.argv,
+    env = env,
+  }
+end
+
+---------------------------------------------------------------------------------------------------
+-- Call specs
+
+local call_mt = core.call_mt
+call_mt.__name = "suiro.call"
+call_mt.__index = call_mt
+function call_mt:__tostring()
+  local what = self.target and ("%q"):format(self.target) or "source"
+  return ("suiro.call(%s, %d positional, %d named)"):format(what, #self.args, self.nnamed)
+end
+
+--- suiro.call { "mymod.fn", x, y, name = value } / suiro.call { source = "return a + b", a = 1 }
+function M.call(spec)
+  if type(spec) ~= "table" then error("suiro.call: argument must be a table, got " .. type(spec), 2) end
+  local source = spec.source
+  local target = source == nil and spec[1] or nil
+  if source ~= nil and type(spec[1]) == "string" and spec[1]:match("^[%a_][%w_.:]*$") and spec[1]:find("[.:]") then
+    error("suiro.call: give a function name or source, not both", 2)
+  end
+  if target == nil and source == nil then
+    error('suiro.call: the first element must name a function ("mymod.fn"), or give source = "..."', 2)
+  end
+  if target ~= nil then
+    if type(target) ~= "string" then
+      error("suiro.call: the function name must be a string, got " .. type(target), 2)
+    end
+    parse().fnref(target) -- raises with the column on a malformed name
+  elseif type(source) ~= "string" then
+    error("suiro.call: source must be a string, got " .. type(source), 2)
+  end
+  local args, named, nnamed = {}, {}, 0
+  local n = #spec
+  for i = (target ~= nil) and 2 or 1, n do args[#args + 1] = spec[i] end
+  args.n = #args
+  for k, v in pairs(spec) do
+    if type(k) == "string" then
+      if k ~= "source" then named[k] = v; nnamed = nnamed + 1 end
+    elseif math.type(k) ~= "integer" or k < 1 or k > n then
+      error("suiro.call: unexpected key " .. tostring(k) .. " (named arguments need string keys)", 2)
+    end
+  end
+  return setmetatable({ target = target, source = source, args = args, named = named, nnamed = nnamed }, call_mt)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Errors
+
+M.error_mt = core.error_mt
+--- true when v is an error object raised by a task (remote error, worker death, cancellation)
+function M.is_error(v) return getmetatable(v) == core.error_mt end
+
+---------------------------------------------------------------------------------------------------
+-- Async: coroutines that await tasks, driven by the pools' eventfds
+
+local AWAIT = setmetatable({}, { __name = "suiro.await" })
+local managed = setmetatable({}, { __mode = "k" }) -- coroutines run by suiro.run
+
+--- task:await([timeout]) : inside suiro.run, yields until the task is done; elsewhere blocks.
+function task_methods:await(timeout)
+  local co = coroutine.running()
+  if managed[co] then
+    local res = table.pack(coroutine.yield(AWAIT, self, timeout))
+    if res[1] then return table.unpack(res, 2, res.n) end
+    error(res[2], 0)
+  end
+  return self:collect(timeout)
+end
+
+local function pool_of(task) return core.task_pool(task) end
+
+--- suiro.run(fn, ...) : runs fn as a coroutine; every await inside it (and in coroutines started
+--- with suiro.spawn) yields to a scheduler that resumes it when its task completes. Returns
+--- fn's results.
+function M.run(fn, ...)
+  if type(fn) ~= "function" then error("suiro.run: argument 1 must be a function, got " .. type(fn), 2) end
+  local runnable = {}   -- { co, args packed }
+  local waiting = {}    -- task -> { co = , deadline = }
+  local nwaiting = 0
+  local result
+  local main = coroutine.create(fn)
+  managed[main] = true
+  runnable[1] = { main, table.pack(...) }
+
+  local function step(co, args)
+    local r = table.pack(coroutine.resume(co, table.unpack(args, 1, args.n)))
+    if not r[1] then
+      if co == main then error(r[2], 0) end
+      error(r[2], 0) -- an error in a spawned coroutine surfaces too
+    end
+    if coroutine.status(co) == "dead" then
+      if co == main then result = r end
+      return
+    end
+    if r[2] == AWAIT then
+      local task, timeout = r[3], r[4]
+      waiting[task] = { co = co, deadline = timeout and (core.now() + seconds(timeout, "timeout")) }
+      nwaiting = nwaiting + 1
+    else
+      -- a plain yield (not an await): resume it again later with nothing
+      runnable[#runnable + 1] = { co, table.pack() }
+    end
+  end
+
+  M._spawn_hook = function(f, ...)
+    local co = coroutine.create(f)
+    managed[co] = true
+    runnable[#runnable + 1] = { co, table.pack(...) }
+    return co
+  end
+
+  while true do
+    while #runnable > 0 do
+      local batch = runnable
+      runnable = {}
+      for _, item in ipairs(batch) do step(item[1], item[2]) end
+    end
+    if nwaiting == 0 then break end
+    -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
+    local pools, seen = {}, {}
+    for task in pairs(waiting) do
+      local p = pool_of(task)
+      if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
+    end
+    core.arm_events(pools)
+    local progressed = false
+    local now = core.now()
+    local next_deadline = math.huge
+    for task, w in pairs(waiting) do
+      if task:ready() then
+        waiting[task] = nil
+        nwaiting = nwaiting - 1
+        runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
+        progressed = true
+      elseif w.deadline and now >= w.deadline then
+        waiting[task] = nil
+        nwaiting = nwaiting - 1
+        runnable[#runnable + 1] = { w.co, table.pack(true, nil, "timeout") }
+        progressed = true
+      elseif w.deadline and w.deadline < next_deadline then
+        next_deadline = w.deadline
+      end
+    end
+    if not progressed then
+      local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
+      core.wait_events(pools, wait)
+    end
+  end
+  M._spawn_hook = nil
+  return table.unpack(result, 2, result.n)
+end
+
+--- suiro.spawn(fn, ...) : inside suiro.run, starts fn as another coroutine of the scheduler.
+function M.spawn(fn, ...)
+  if not M._spawn_hook then error("suiro.spawn: only inside suiro.run", 2) end
+  return M._spawn_hook(fn, ...)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Config scripts
+
+--- suiro.open "pools.lua" : a config script returns { name = { workers =, launcher =, ... }, ... }.
+--- Returns a table of named pools, each created on first use; closing it stops them all.
+function M.open(path)
+  if type(path) ~= "string" then error("suiro.open: argument 1 must be a file name, got " .. type(path), 2) end
+  local chunk, err = loadfile(path, "t", setmetatable({ suiro = M }, { __index = _G }))
+  if not chunk then error("suiro.open: " .. err, 2) end
+  local ok, spec = pcall(chunk)
+  if not ok then error("suiro.open: " .. path .. ": " .. tostring(spec), 2) end
+  if type(spec) ~= "table" then
+    error("suiro.open: " .. path .. " must return a table of pools, got " .. type(spec), 2)
+  end
+  local specs = {}
+  for name, s in pairs(spec) do
+    if type(name) ~= "string" then error("suiro.open: " .. path .. ": pool names must be strings", 2) end
+    if type(s) ~= "table" then
+      error("suiro.open: " .. path .. ": pool " .. name .. " must be a table, got " .. type(s), 2)
+    end
+    local ok2, e = pcall(function()
+      parse().check_keys(s, pool_keys, ('pool "%s"'):format(name))
+      seconds(s.timeout, "timeout")
+      seconds(s.start_timeout, "start_timeout")
+      resolve_launcher(s.launcher)
+    end)
+    if not ok2 then error("suiro.open: " .. path .. ": " .. tostring(e), 2) end
+    specs[name] = s
+  end
+  local pools = {}
+  local set = {}
+  local mt = {
+    __index = function(_, name)
+      local s = specs[name]
+      if not s then
+        local names = {}
+        for n in pairs(specs) do names[#names + 1] = n end
+        table.sort(names)
+        error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
+      end
+      local p = M.pool(s)
+      pools[name] = p
+      return p
+    end,
+    __close = function() for _, p in pairs(pools) do p:stop() end end,
+    __pairs = function()
+      return function(_, k)
+        local n = next(specs, k)
+        if n then return n, set[n] end
+      end, set, nil
+    end,
+  }
+  mt.__gc = mt.__close
+  return setmetatable(set, mt)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Doctor
+
+--- suiro.doctor() : checks which launchers work here; prints a report, returns true when Lua works.
+function M.doctor(out)
+  out = out or io.stdout
+  local ok_all = true
+  local function line(ok, what, detail)
+    out:write(("%-8s %-10s %s\n"):format(ok and "ok" or "missing", what, detail or ""))
+  end
+  local t0 = core.now()
+  local ok, err = pcall(function()
+    local p <close> = M.pool { workers = 1 }
+    assert(p:submit(function(a, b) return a + b end, 1, 2):collect(5) == 3)
+  end)
+  line(ok, "lua", ok and ("workers start and run tasks (%.1f ms)"):format((core.now() - t0) * 1e3) or tostring(err))
+  ok_all = ok_all and ok
+  local function probe(cmd)
+    local f = io.popen(cmd .. " 2>/dev/null")
+    if not f then return nil end
+    local s = f:read("a")
+    f:close()
+    return s ~= "" and s or nil
+  end
+  local py = probe("/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])'")
+  line(false, "python", py and ("python " .. py:gsub("%s+$", "") .. " found; the suiro Python binding is not built yet")
+    or "no /usr/bin/python3")
+  local r = probe("Rscript -e 'cat(R.version.string)'")
+  line(false, "r", r and (r .. " found; the suiro R binding is not built yet") or "no Rscript on PATH")
+  return ok_all
+end
+
+return M

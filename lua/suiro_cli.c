@@ -1,0 +1,185 @@
+/*
+ * suiro_cli.c — the `suiro` command: Lua 5.4 with the engine and LPeg built in.
+ *
+ *   suiro run FILE [args]   run a script (arg table as in lua5.4)
+ *   suiro doctor            report which launchers work on this machine
+ *   suiro version           print versions
+ *   suiro --help            usage
+ *
+ * Exit status: 0 on success, 1 when the script fails (the error is printed), 2 on usage errors.
+ * The same binary is the Lua worker: the engine starts it with "--suiro-worker TOKEN".
+ */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua-lpeg.h>
+#include <lualib.h>
+
+#include "lsuiro.h"
+
+static const char usage[] =
+  "usage: suiro <command> [args]\n"
+  "\n"
+  "commands:\n"
+  "  run FILE [args]   run a Lua script with suiro loaded (args in the global `arg`)\n"
+  "  doctor            check which worker launchers work on this machine\n"
+  "  version           print the suiro, Lua and LPeg versions\n"
+  "  help, --help      show this message\n";
+
+/* The checkout (or install) root: <root>/bin/suiro or <root>/build/bin/suiro. */
+static void find_root(char *out, size_t cap) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  out[0] = 0;
+  if (n <= 0) return;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return;
+  *slash = 0; /* .../bin */
+  slash = strrchr(exe, '/');
+  if (!slash) return;
+  *slash = 0; /* ... (build or prefix) */
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/lua/suiro/init.lua", exe);
+  if (access(probe, R_OK) == 0) {
+    snprintf(out, cap, "%s", exe);
+    return;
+  }
+  slash = strrchr(exe, '/');
+  if (slash) *slash = 0; /* the checkout, above build/ */
+  snprintf(out, cap, "%s", exe);
+}
+
+/* package.path/cpath: the host's (passed to workers as SUIRO_LUA_PATH) or ours plus the defaults,
+ * with the suiro Lua sources first. */
+static void set_paths(lua_State *L) {
+  char root[PATH_MAX];
+  find_root(root, sizeof root);
+  const char *env_dir = getenv("SUIRO_LUA_DIR");
+  lua_getglobal(L, "package");
+  const char *inherited = getenv("SUIRO_LUA_PATH");
+  lua_getfield(L, -1, "path");
+  if (env_dir) lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", env_dir, env_dir, inherited ? inherited : lua_tostring(L, -1));
+  else lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, inherited ? inherited : lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 1);
+  const char *inherited_c = getenv("SUIRO_LUA_CPATH");
+  if (inherited_c) {
+    lua_pushstring(L, inherited_c);
+    lua_setfield(L, -2, "cpath");
+  }
+  /* built in: LPeg and the engine module */
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_lpeg);
+  lua_setfield(L, -2, "lpeg");
+  lua_pushcfunction(L, luaopen_suiro_core);
+  lua_setfield(L, -2, "suiro.core");
+  lua_pop(L, 2);
+}
+
+static int msghandler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static lua_State *new_state(void) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fprintf(stderr, "suiro: cannot create a Lua state (out of memory)\n");
+    exit(1);
+  }
+  luaL_openlibs(L);
+  set_paths(L);
+  return L;
+}
+
+/* Runs `chunk` (already on the stack) with nargs arguments under a traceback handler. */
+static int docall(lua_State *L, int nargs) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, base);
+  int st = lua_pcall(L, nargs, 0, base);
+  lua_remove(L, base);
+  return st;
+}
+
+static int run_file(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "suiro run: missing FILE\n\n%s", usage);
+    return 2;
+  }
+  const char *file = argv[2];
+  lua_State *L = new_state();
+  /* arg: arg[0] = script, arg[1..] = its arguments, arg[-1] = "run", arg[-2] = the binary */
+  lua_createtable(L, argc - 3, 3);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 2);
+  }
+  lua_setglobal(L, "arg");
+  int st = luaL_loadfile(L, strcmp(file, "-") == 0 ? NULL : file);
+  if (st == LUA_OK) {
+    int n = 0;
+    for (int i = 3; i < argc; i++, n++) lua_pushstring(L, argv[i]);
+    st = docall(L, n);
+  }
+  if (st != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "suiro: %s\n", msg ? msg : "(error object is not a string)");
+    lua_close(L);
+    return 1;
+  }
+  lua_close(L);
+  return 0;
+}
+
+static int run_lua_snippet(const char *code) {
+  lua_State *L = new_state();
+  int st = luaL_loadstring(L, code);
+  if (st == LUA_OK) st = docall(L, 0);
+  if (st != LUA_OK) {
+    fprintf(stderr, "suiro: %s\n", lua_tostring(L, -1));
+    lua_close(L);
+    return 1;
+  }
+  lua_close(L);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  lsuiro_is_cli = 1;
+  const char *token = suiro_worker_token(argc, argv);
+  if (token) {
+    lua_State *L = new_state();
+    int rc = lsuiro_worker_run(L, token);
+    lua_close(L);
+    return rc;
+  }
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "run")) return run_file(argc, argv);
+  if (!strcmp(cmd, "doctor")) return run_lua_snippet("os.exit(require('suiro').doctor() and 0 or 1)");
+  if (!strcmp(cmd, "version")) {
+    printf("suiro %s (%s, LPeg %s)\n", suiro_version(), LUA_RELEASE, "1.0.2");
+    return 0;
+  }
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  fprintf(stderr, "suiro: unknown command '%s'\n\n%s", cmd, usage);
+  return 2;
+}

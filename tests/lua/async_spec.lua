@@ -1,0 +1,63 @@
+-- suiro.run: coroutines await tasks; the scheduler sleeps on the pools' eventfds.
+local suiro = require "suiro"
+
+describe("suiro.run", function()
+  local pool
+  setup(function() pool = suiro.pool { workers = 2 } end)
+  teardown(function() pool:stop() end)
+
+  it("returns the function's results", function()
+    local a, b = suiro.run(function(x) return x, x + 1 end, 41)
+    assert.are.equal(41, a)
+    assert.are.equal(42, b)
+  end)
+
+  it("keeps many tasks in flight from many coroutines", function()
+    local n = 200
+    local results = {}
+    suiro.run(function()
+      local cos = {}
+      for i = 1, n do
+        cos[i] = suiro.spawn(function()
+          results[i] = pool:submit(function(x) return x * x end, i):await()
+        end)
+      end
+    end)
+    for i = 1, n do assert.are.equal(i * i, results[i]) end
+  end)
+
+  it("awaits out of order without blocking the others", function()
+    local order = {}
+    suiro.run(function()
+      suiro.spawn(function()
+        pool:submit(function() local t = os.clock() while os.clock() - t < 0.2 do end end):await()
+        order[#order + 1] = "slow"
+      end)
+      suiro.spawn(function()
+        pool:submit(function() return 1 end):await()
+        order[#order + 1] = "fast"
+      end)
+    end)
+    assert.are.same({ "fast", "slow" }, order)
+  end)
+
+  it("propagates a task error into the awaiting coroutine", function()
+    local ok, err = suiro.run(function()
+      return pcall(function() return pool:submit(function() error("boom") end):await() end)
+    end)
+    assert.is_false(ok)
+    assert.are.equal("remote", err.class)
+  end)
+
+  it("times out an await", function()
+    local v, why = suiro.run(function()
+      return pool:submit(function() local t = os.clock() while os.clock() - t < 0.3 do end end):await(0.05)
+    end)
+    assert.is_nil(v)
+    assert.are.equal("timeout", why)
+  end)
+
+  it("await outside suiro.run blocks like collect", function()
+    assert.are.equal(9, pool:submit(function() return 9 end):await())
+  end)
+end)

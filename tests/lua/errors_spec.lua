@@ -1,0 +1,77 @@
+-- Remote errors, worker death, timeouts.
+local suiro = require "suiro"
+
+describe("task failures", function()
+  local pool
+  setup(function() pool = suiro.pool { workers = 1 } end)
+  teardown(function() pool:stop() end)
+
+  it("raises a remote error object with message, line and traceback", function()
+    local t = pool:submit(function(x)
+      if x > 1 then error("too big: " .. x) end   -- this line number is checked below
+    end, 5)
+    local line = debug.getinfo(1, "l").currentline - 2
+    local ok, err = pcall(t.collect, t)
+    assert.is_false(ok)
+    assert.is_true(suiro.is_error(err))
+    assert.are.equal("remote", err.class)
+    assert.matches("errors_spec.lua:" .. line .. ": too big: 5", err.message)
+    assert.matches("errors_spec.lua:" .. line, err.traceback)
+    assert.matches("^remote error: .*too big: 5", tostring(err))
+  end)
+
+  it("keeps serving after an error", function()
+    local t = pool:submit(function() error("x") end)
+    assert.is_false(pcall(t.collect, t))
+    assert.are.equal(2, pool:submit(function() return 2 end):collect())
+  end)
+
+  it("turns non-string errors into readable messages", function()
+    local t = pool:submit(function() error({ code = 7 }) end)
+    local ok, err = pcall(t.collect, t)
+    assert.is_false(ok)
+    assert.matches("error object is a table value", err.message)
+  end)
+
+  it("fails a result that cannot be sent back, naming it", function()
+    local t = pool:submit(function() return 1, coroutine.create(print) end)
+    local ok, err = pcall(t.collect, t)
+    assert.is_false(ok)
+    assert.matches("result 2: a coroutine cannot be sent", err.message)
+  end)
+end)
+
+describe("worker death", function()
+  it("raises worker_died within 50 ms and the pool keeps serving", function()
+    local pool <close> = suiro.pool { workers = 1 }
+    local t = pool:submit(function() os.execute("kill -9 $PPID") while true do end end)
+    local t0 = suiro.now()
+    local ok, err = pcall(t.collect, t, 10)
+    local dt = suiro.now() - t0
+    assert.is_false(ok)
+    assert.are.equal("worker_died", err.class)
+    assert.are.equal(0, err.slot)
+    assert.is_true(err.pid > 0)
+    assert.matches("died: killed by signal 9", err.message)
+    -- the kill itself takes a shell start; measure from the worker's death instead
+    assert.is_true(dt < 2)
+    for i = 1, 20 do assert.are.equal(i, pool:submit(function(x) return x end, i):collect(10)) end
+    assert.are.equal(1, pool:status().respawns)
+  end)
+
+  it("detects a death within 50 ms of it happening", function()
+    local pool <close> = suiro.pool { workers = 1 }
+    local pid = pool:status().workers[1].pid
+    local t = pool:submit(function() while true do end end)
+    -- wait until the task runs, then kill the worker from here and time the report
+    local deadline = suiro.now() + 5
+    while pool:status().workers[1].state ~= "busy" and suiro.now() < deadline do end
+    os.execute("kill -9 " .. pid)
+    local t0 = suiro.now()
+    local ok, err = pcall(t.collect, t, 10)
+    local dt = suiro.now() - t0
+    assert.is_false(ok)
+    assert.are.equal("worker_died", err.class)
+    assert.is_true(dt < 0.05, ("reported after %.1f ms"):format(dt * 1e3))
+  end)
+end)

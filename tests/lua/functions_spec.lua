@@ -1,0 +1,103 @@
+-- Shipping functions: upvalues, recursion, C functions, references, call specs.
+local suiro = require "suiro"
+
+describe("shipping functions", function()
+  local pool
+  setup(function() pool = suiro.pool { workers = 2 } end)
+  teardown(function() pool:stop() end)
+
+  it("copies number and string upvalues as snapshots", function()
+    local base, label = 10, "sum"
+    local f = function(x) return label, base + x end
+    assert.are.same({ "sum", 15 }, { pool:submit(f, 5):collect() })
+    base = 20 -- a new snapshot for the next submit
+    assert.are.same({ "sum", 25 }, { pool:submit(f, 5):collect() })
+  end)
+
+  it("copies table upvalues, keeping cycles", function()
+    local t = { name = "root", items = { 1, 2, 3 } }
+    t.self = t
+    t.items.parent = nil
+    local f = function() return t.self.self.name, #t.items, t.self == t end
+    local name, n, same = pool:submit(f):collect()
+    assert.are.equal("root", name)
+    assert.are.equal(3, n)
+    assert.is_true(same)
+  end)
+
+  it("returns tables with cycles and shared parts intact", function()
+    local a, b = pool:submit(function()
+      local shared = { 1 }
+      local c = { left = shared, right = shared }
+      c.me = c
+      return c, shared
+    end):collect()
+    assert.are.equal(a.left, a.right)
+    assert.are.equal(a, a.me)
+    assert.are.same({ 1 }, b)
+  end)
+
+  it("ships recursive local functions", function()
+    local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+    assert.are.equal(6765, pool:submit(fib, 20):collect())
+  end)
+
+  it("ships helper functions captured as upvalues", function()
+    local function square(x) return x * x end
+    local function sum_squares(n) local s = 0 for i = 1, n do s = s + square(i) end return s end
+    assert.are.equal(385, pool:submit(sum_squares, 10):collect())
+  end)
+
+  it("resolves C functions of the standard library by name", function()
+    local fmt, floor = string.format, math.floor
+    assert.are.equal("x=3", pool:submit(function(v) return fmt("x=%d", floor(v)) end, 3.7):collect())
+    assert.are.equal(4, pool:submit(math.max, 1, 4, 2):collect())
+  end)
+
+  it("refuses a userdata upvalue, naming it", function()
+    local out = io.stdout
+    local ok, err = pcall(pool.submit, pool, function() return out end)
+    assert.is_false(ok)
+    assert.matches("upvalue 'out': userdata %(FILE%*%) cannot be sent", err)
+  end)
+
+  it("refuses a coroutine upvalue", function()
+    local co = coroutine.create(function() end)
+    local ok, err = pcall(pool.submit, pool, function() return co end)
+    assert.is_false(ok)
+    assert.matches("upvalue 'co': a coroutine cannot be sent", err)
+  end)
+
+  it("resolves module references with require in the worker", function()
+    assert.are.equal(5, pool:submit("mymod.add", 2, 3):collect())
+    assert.are.equal(14, pool:submit("mymod.sub.twice", 7):collect())
+  end)
+
+  it("runs call specs: name with positional and named arguments", function()
+    assert.are.equal(5, pool:submit(suiro.call { "mymod.add", 2, 3 }):collect())
+    assert.are.equal(30, pool:submit(suiro.call { "mymod.named", 10, scale = 3 }):collect())
+  end)
+
+  it("runs call specs: source with named arguments as globals", function()
+    assert.are.equal(3, pool:submit(suiro.call { source = "return a + b", a = 1, b = 2 }):collect())
+    assert.are.equal(6, pool:submit(suiro.call { source = "local x, y = ... return x * y", 2, 3 }):collect())
+  end)
+
+  it("reports a missing function by name", function()
+    local t = pool:submit("mymod.nope", 1)
+    local ok, err = pcall(t.collect, t)
+    assert.is_false(ok)
+    assert.matches('cannot find function "mymod.nope"', err.message)
+    t = pool:submit("nomodule.fn", 1)
+    ok, err = pcall(t.collect, t)
+    assert.is_false(ok)
+    assert.matches("module 'nomodule' not found", err.message)
+  end)
+
+  it("validates call specs at once", function()
+    assert.has_error(function() suiro.call {} end)
+    assert.has_error(function() suiro.call { 42 } end, "suiro.call: the function name must be a string, got number")
+    assert.has_error(function() suiro.call { "a.b", source = "x" } end, "suiro.call: give a function name or source, not both")
+    assert.has_error(function() pool:submit(suiro.call { "mymod.add", 1, 2 }, 3) end)
+  end)
+end)

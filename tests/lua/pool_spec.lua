@@ -1,0 +1,133 @@
+-- Pools, tasks and outcomes (issue: Lua scripting).
+local suiro = require "suiro"
+
+describe("suiro.pool", function()
+  local pool
+  setup(function() pool = suiro.pool { workers = 2 } end)
+  teardown(function() pool:stop() end)
+
+  it("runs a function and returns every value", function()
+    local t = pool:submit(function(x, y) return x + y, x * y end, 3, 4)
+    local a, b = t:collect()
+    assert.are.equal(7, a)
+    assert.are.equal(12, b)
+  end)
+
+  it("keeps integer and float subtypes, strings, booleans, nil and tables", function()
+    local a, b, c, d, e, f = pool:submit(function(...) return ... end, 1, 1.5, "x\0y", true, nil, { 1, { k = "v" } }):collect()
+    assert.are.equal(math.type(a), "integer")
+    assert.are.equal(math.type(b), "float")
+    assert.are.equal("x\0y", c)
+    assert.is_true(d)
+    assert.is_nil(e)
+    assert.are.same({ 1, { k = "v" } }, f)
+  end)
+
+  it("returns nothing when the task returns nothing", function()
+    assert.are.equal(0, select("#", pool:submit(function() end):collect()))
+  end)
+
+  it("reports a timeout as nil, 'timeout' and can collect later", function()
+    local t = pool:submit(function()
+      local t0 = os.clock()
+      while os.clock() - t0 < 0.3 do end
+      return "late"
+    end)
+    local v, why = t:collect(0.05)
+    assert.is_nil(v)
+    assert.are.equal("timeout", why)
+    assert.are.equal("late", t:collect(10))
+  end)
+
+  it("refuses to collect twice", function()
+    local t = pool:submit(function() return 1 end)
+    t:collect()
+    assert.has_error(function() t:collect() end, "task:collect: this task was collected already")
+  end)
+
+  it("submits batches and collects them in input order", function()
+    local tasks = pool:submit_batch(function(i) return i * i end, { { 1 }, { 2 }, { 3 }, { 4 } })
+    assert.are.equal(4, #tasks)
+    assert.are.same({ 1, 4, 9, 16 }, pool:collect_all(tasks, 10))
+  end)
+
+  it("collect_any returns the first to finish", function()
+    local slow = pool:submit(function() local t0 = os.clock() while os.clock() - t0 < 0.3 do end return "slow" end)
+    local fast = pool:submit(function() return "fast" end)
+    local i, v = pool:collect_any({ slow, fast }, 10)
+    assert.are.equal(2, i)
+    assert.are.equal("fast", v)
+    assert.are.equal("slow", slow:collect(10))
+  end)
+
+  it("reports status with one record per worker", function()
+    local s = pool:status()
+    assert.are.equal(2, #s.workers)
+    for i, w in ipairs(s.workers) do
+      assert.are.equal(i - 1, w.slot)
+      assert.is_true(w.pid > 0)
+      assert.is_string(w.state)
+      assert.is_true(w.tasks >= 0)
+    end
+    assert.is_true(s.tasks > 0)
+  end)
+
+  it("names the bad argument on misuse", function()
+    assert.has_error(function() pool:submit(nil) end,
+      "pool:submit: argument 1 must be a function or call spec, got nil")
+    assert.has_error(function() pool:submit(42) end,
+      "pool:submit: argument 1 must be a function or call spec, got number")
+    assert.has_error(function() suiro.pool { workers = -1 } end)
+    assert.has_error(function() suiro.pool { wrokers = 2 } end,
+      'unknown key "wrokers" in suiro.pool options (valid keys: env, launcher, max_workers, name, '
+      .. 'respawn, result_size, result_slots, ring_cap, slot_size, start_timeout, timeout, workers); did you mean workers?')
+  end)
+
+  it("refuses values that cannot cross, naming the path", function()
+    local ok, err = pcall(pool.submit, pool, function(x) return x end, { conn = io.stdout })
+    assert.is_false(ok)
+    assert.matches("submit: argument 2.conn: userdata %(FILE%*%) cannot be sent", err)
+    ok, err = pcall(pool.submit, pool, function(x) return x end, 1, { 1, 2, x = 3 })
+    assert.is_false(ok)
+    assert.matches("argument 3: table mixes list items", err)
+    ok, err = pcall(pool.submit, pool, function(x) return x end, coroutine.create(print))
+    assert.matches("argument 2: a coroutine cannot be sent", err)
+  end)
+
+  it("gives each task fresh globals", function()
+    pool:submit(function() leaked = 42 end):collect() -- luacheck: ignore
+    local seen = pool:collect_all(pool:submit_batch(function() return leaked end, { {}, {}, {}, {} }), 10) -- luacheck: ignore
+    for i = 1, 4 do assert.is_nil(seen[i]) end
+  end)
+
+  it("reports the time", function()
+    local a = suiro.now()
+    local b = suiro.now()
+    assert.is_true(b >= a)
+    assert.are.equal("float", math.type(a))
+  end)
+end)
+
+describe("pool lifetime", function()
+  it("stops at the end of a <close> scope", function()
+    local name
+    do
+      local p <close> = suiro.pool { workers = 1 }
+      name = p:status().name
+      assert.are.equal(3, p:submit(function() return 3 end):collect())
+    end
+    local f = io.open("/dev/shm" .. name)
+    assert.is_nil(f)
+  end)
+
+  it("stops when collected by the GC", function()
+    local name
+    do
+      local p = suiro.pool { workers = 1 }
+      name = p:status().name
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(io.open("/dev/shm" .. name))
+  end)
+end)
