@@ -356,9 +356,10 @@ static int sink_into_table(void *ctx, size_t i, const suiro_result *r) {
 /* pool:collect_all(tasks, [timeout]) -> { first value of each task, in input order } */
 static int l_collect_all(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
+  double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
+  lua_settop(L, 2);
   lua_Integer n;
   suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_all");
-  double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
   lua_createtable(L, (int)n, 0);
   struct sink_ctx s = { L, 2, lua_gettop(L), 0 };
   suiro_status st = suiro_collect_all(lp->p, ts, (size_t)n, sink_into_table, &s, timeout);
@@ -373,10 +374,11 @@ static int l_collect_all(lua_State *L) {
 /* pool:collect_any(tasks, [timeout]) -> index, values... */
 static int l_collect_any(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
+  double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
+  lua_settop(L, 2);
   lua_Integer n;
   suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_any");
   if (n == 0) return luaL_error(L, "pool:collect_any: no tasks given");
-  double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
   size_t idx;
   suiro_result r;
   suiro_status st = suiro_collect_any(lp->p, ts, (size_t)n, &idx, &r, timeout);
@@ -527,7 +529,7 @@ static int l_worker_exe(lua_State *L) {
   }
   Dl_info info;
   if (dladdr((void *)luaopen_suiro_core, &info) && info.dli_fname) {
-    char dir[PATH_MAX];
+    char dir[PATH_MAX - 32];
     snprintf(dir, sizeof dir, "%s", info.dli_fname);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;

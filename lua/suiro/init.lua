@@ -17,7 +17,6 @@ local M = {
   reap = core.reap,
 }
 
-local pool_methods = core.pool_methods
 local task_methods = core.task_methods
 
 local parse_mod

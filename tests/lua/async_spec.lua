@@ -16,9 +16,8 @@ describe("suiro.run", function()
     local n = 200
     local results = {}
     suiro.run(function()
-      local cos = {}
       for i = 1, n do
-        cos[i] = suiro.spawn(function()
+        suiro.spawn(function()
           results[i] = pool:submit(function(x) return x * x end, i):await()
         end)
       end

@@ -14,7 +14,8 @@ describe("suiro.pool", function()
   end)
 
   it("keeps integer and float subtypes, strings, booleans, nil and tables", function()
-    local a, b, c, d, e, f = pool:submit(function(...) return ... end, 1, 1.5, "x\0y", true, nil, { 1, { k = "v" } }):collect()
+    local a, b, c, d, e, f =
+      pool:submit(function(...) return ... end, 1, 1.5, "x\0y", true, nil, { 1, { k = "v" } }):collect()
     assert.are.equal(math.type(a), "integer")
     assert.are.equal(math.type(b), "float")
     assert.are.equal("x\0y", c)
@@ -49,6 +50,17 @@ describe("suiro.pool", function()
     local tasks = pool:submit_batch(function(i) return i * i end, { { 1 }, { 2 }, { 3 }, { 4 } })
     assert.are.equal(4, #tasks)
     assert.are.same({ 1, 4, 9, 16 }, pool:collect_all(tasks, 10))
+    -- without a timeout it waits as long as it takes
+    assert.are.same({ 2, 3 }, pool:collect_all(pool:submit_batch(function(i) return i + 1 end, { { 1 }, { 2 } })))
+  end)
+
+  it("collect_all raises the first failure after consuming every task", function()
+    local tasks = pool:submit_batch(function(i) if i == 2 then error("two") end return i end, { { 1 }, { 2 }, { 3 } })
+    local ok, err = pcall(pool.collect_all, pool, tasks, 10)
+    assert.is_false(ok)
+    assert.are.equal(2, err.index)
+    assert.matches("two", err.message)
+    assert.has_error(function() tasks[1]:collect() end, "task:collect: this task was collected already")
   end)
 
   it("collect_any returns the first to finish", function()
@@ -80,7 +92,8 @@ describe("suiro.pool", function()
     assert.has_error(function() suiro.pool { workers = -1 } end)
     assert.has_error(function() suiro.pool { wrokers = 2 } end,
       'unknown key "wrokers" in suiro.pool options (valid keys: env, launcher, max_workers, name, '
-      .. 'respawn, result_size, result_slots, ring_cap, slot_size, start_timeout, timeout, workers); did you mean workers?')
+      .. 'respawn, result_size, result_slots, ring_cap, slot_size, start_timeout, timeout, workers); '
+      .. 'did you mean workers?')
   end)
 
   it("refuses values that cannot cross, naming the path", function()
@@ -91,12 +104,14 @@ describe("suiro.pool", function()
     assert.is_false(ok)
     assert.matches("argument 3: table mixes list items", err)
     ok, err = pcall(pool.submit, pool, function(x) return x end, coroutine.create(print))
+    assert.is_false(ok)
     assert.matches("argument 2: a coroutine cannot be sent", err)
   end)
 
   it("gives each task fresh globals", function()
     pool:submit(function() leaked = 42 end):collect() -- luacheck: ignore
-    local seen = pool:collect_all(pool:submit_batch(function() return leaked end, { {}, {}, {}, {} }), 10) -- luacheck: ignore
+    local probe = function() return leaked end -- luacheck: ignore
+    local seen = pool:collect_all(pool:submit_batch(probe, { {}, {}, {}, {} }), 10)
     for i = 1, 4 do assert.is_nil(seen[i]) end
   end)
 
