@@ -38,10 +38,15 @@
 typedef struct seg { int kind; lua_Integer i; const char *s; } seg; /* path segment */
 enum { SEG_ARG, SEG_INDEX, SEG_KEY, SEG_UPVAL, SEG_NAMED, SEG_RESULT };
 
+#define SEEN_INLINE 8 /* the first containers are tracked in C; a Lua table takes the rest */
+
 typedef struct enc {
   lcodec_ctx *c;
   wire_writer *w;
   int seen;              /* stack index of the visited table (0 until needed) */
+  int nseen;             /* entries in seen_ptr */
+  const void *seen_ptr[SEEN_INLINE];
+  uint64_t seen_ord[SEEN_INLINE];
   uint64_t ncontainers;  /* LIST/DICT/FUNC opened so far: the BACKREF ordinal space */
   int nseg;
   seg path[WIRE_MAX_DEPTH + 8];
@@ -79,24 +84,44 @@ static void with_seg(enc *e, int kind, lua_Integer i, const char *s) {
 }
 
 /* Registers a table/function as the next shareable container; if it was seen already, writes a
- * BACKREF and returns 1. */
+ * BACKREF and returns 1. The common case (a handful of containers) stays in C. */
 static int enc_shared(enc *e, int idx) {
   lua_State *L = e->c->L;
+  const void *ptr = lua_topointer(L, idx);
+  for (int i = 0; i < e->nseen; i++) {
+    if (e->seen_ptr[i] == ptr) {
+      wire_put_backref(e->w, e->seen_ord[i]);
+      return 1;
+    }
+  }
+  if (e->seen) { /* beyond the inline entries: a table in the registry (not on the stack, where
+                  * it would shift the indices our callers hold) */
+    lua_getfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, -2) == LUA_TNUMBER) {
+      uint64_t ord = (uint64_t)lua_tointeger(L, -1);
+      lua_pop(L, 2);
+      wire_put_backref(e->w, ord);
+      return 1;
+    }
+    lua_pop(L, 2);
+  }
+  uint64_t ord = e->ncontainers++;
+  if (e->nseen < SEEN_INLINE) {
+    e->seen_ptr[e->nseen] = ptr;
+    e->seen_ord[e->nseen++] = ord;
+    return 0;
+  }
   if (!e->seen) {
     lua_newtable(L);
-    e->seen = lua_gettop(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+    e->seen = 1;
   }
+  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
   lua_pushvalue(L, idx);
-  if (lua_rawget(L, e->seen) == LUA_TNUMBER) {
-    uint64_t ord = (uint64_t)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    wire_put_backref(e->w, ord);
-    return 1;
-  }
+  lua_pushinteger(L, (lua_Integer)ord);
+  lua_rawset(L, -3);
   lua_pop(L, 1);
-  lua_pushvalue(L, idx);
-  lua_pushinteger(L, (lua_Integer)e->ncontainers++);
-  lua_rawset(L, e->seen);
   return 0;
 }
 
@@ -558,7 +583,13 @@ static void enc_value(enc *e, int idx) {
 
 void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *w) {
   lua_State *L = c->L;
-  enc e = { c, w, 0, 0, 0, { { 0 } } };
+  enc e;
+  e.c = c;
+  e.w = w;
+  e.seen = 0;
+  e.nseen = 0;
+  e.ncontainers = 0;
+  e.nseg = 0;
   int t = lua_type(L, fidx);
   int is_call = 0;
   if (t == LUA_TTABLE && lua_getmetatable(L, fidx)) {
@@ -587,12 +618,21 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
     enc_value(&e, first + i);
     e.nseg = 0;
   }
-  if (e.seen) lua_remove(L, e.seen);
+  if (e.seen) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+  }
 }
 
 void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w) {
   lua_State *L = c->L;
-  enc e = { c, w, 0, 0, 0, { { 0 } } };
+  enc e;
+  e.c = c;
+  e.w = w;
+  e.seen = 0;
+  e.nseen = 0;
+  e.ncontainers = 0;
+  e.nseg = 0;
   luaL_checkstack(L, 16, "too many values");
   wire_put_list(w, (uint64_t)n);
   e.ncontainers = 1;
@@ -601,19 +641,15 @@ void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w) {
     enc_value(&e, first + i);
     e.nseg = 0;
   }
-  if (e.seen) lua_remove(L, e.seen);
+  if (e.seen) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+  }
 }
 
 /* ---- decoding -------------------------------------------------------------------------------- */
 
-typedef struct dec {
-  lua_State *L;
-  wire_reader r;
-  int refs;             /* stack index of ordinal -> container (0: buffer has no BACKREF) */
-  lua_Integer nref;
-  lcodec_func_fn func;  /* how to turn FUNC items into functions (worker), or NULL */
-  void *func_ud;
-} dec;
+typedef lcodec_dec dec;
 
 static int dec_fail(dec *d) {
   return luaL_error(d->L, "cannot decode value: %s", wire_reader_error(&d->r));
@@ -908,19 +944,12 @@ int lcodec_decode_values(lua_State *L, const void *buf, size_t len) {
   return lua_gettop(L) - base;
 }
 
-/* Decoder for the worker's task payloads: lworker.c drives it. */
-lcodec_dec *lcodec_dec_open(lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud) {
-  dec *d = lua_newuserdatauv(L, sizeof *d, 0);
-  int slot = lua_gettop(L);
+/* Decoder for the worker's task payloads: lworker.c drives it (d lives on the C stack). When
+ * the buffer holds back-references, a table of containers is pushed on the Lua stack. */
+void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud) {
   dec_init(d, L, buf, len);
-  if (d->refs) {
-    /* keep refs below the userdata so the caller pops both with one settop */
-    lua_insert(L, slot);
-    d->refs = slot;
-  }
   d->func = func;
   d->func_ud = ud;
-  return d;
 }
 
 int lcodec_dec_item(lcodec_dec *d, wire_item *it) {

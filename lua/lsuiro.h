@@ -48,9 +48,18 @@ void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w);
 /* Decodes a list of values and pushes them; returns how many. Raises on malformed input. */
 int lcodec_decode_values(lua_State *L, const void *buf, size_t len);
 /* A decoder the worker drives item by item (lworker.c). FUNC items go to `func`. */
-typedef struct dec lcodec_dec;
+typedef struct lcodec_dec lcodec_dec;
 typedef void (*lcodec_func_fn)(lua_State *L, lcodec_dec *d, wire_item *it, void *ud);
-lcodec_dec *lcodec_dec_open(lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
+struct lcodec_dec {
+  lua_State *L;
+  wire_reader r;
+  int refs;             /* stack index of ordinal -> container (0: buffer has no BACKREF) */
+  lua_Integer nref;
+  lcodec_func_fn func;  /* how to turn FUNC items into functions (worker), or NULL */
+  void *func_ud;
+};
+/* Starts decoding buf; pushes a table on the Lua stack when the buffer has back-references. */
+void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
 int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when malformed) */
 void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
 void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */

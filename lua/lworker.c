@@ -25,39 +25,59 @@
 #include "larray.h"
 #include "lsuiro.h"
 
-#define PROTOS "suiro.protos"  /* key -> { fn =, nups =, names = {...}, bc = bytecode } */
 #define REFS "suiro.refs"      /* "mod.fn" -> function */
 #define SOURCES "suiro.sources" /* source text -> compiled chunk */
 #define ENVMT "suiro.envmt"    /* metatable of task environments: __index = _G */
 
 static lua_State *WL;          /* the worker's Lua state */
 
-/* Per-task decoding context. */
-typedef struct task_ctx {
-  int env;      /* stack index of this task's environment (0: not made yet) */
-} task_ctx;
+/* ---- prototype cache: key -> the loaded closure, in C so the hot path does no table lookups -- */
 
-static void push_env(lua_State *L, task_ctx *c) {
-  if (!c->env) {
-    /* made lazily, below the decoding state; callers keep stack discipline around it */
-    lua_newtable(L);
-    luaL_getmetatable(L, ENVMT);
-    lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_env");
-    c->env = 1;
+typedef struct proto {
+  uint64_t key;
+  int ref;          /* registry reference of the cached closure */
+  int nups;
+  int env_up;       /* index of its _ENV upvalue, 0 if none */
+  int bc_ref;       /* registry reference of the bytecode (for fresh closures) */
+} proto;
+
+static proto *protos;
+static size_t nprotos, protos_cap; /* open addressing, power-of-two capacity */
+
+static proto *proto_find(uint64_t key) {
+  if (!protos_cap) return NULL;
+  for (size_t i = key & (protos_cap - 1);; i = (i + 1) & (protos_cap - 1)) {
+    if (protos[i].key == key) return &protos[i];
+    if (protos[i].key == 0) return NULL;
   }
-  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_env");
 }
 
-/* Pushes the cache entry for prototype `key`, loading the blob on a miss. */
-static void proto_entry(lua_State *L, uint64_t key) {
-  lua_getfield(L, LUA_REGISTRYINDEX, PROTOS);
-  lua_pushinteger(L, (lua_Integer)key);
-  if (lua_rawget(L, -2) == LUA_TTABLE) {
-    lua_remove(L, -2);
-    return;
+static proto *proto_insert(lua_State *L, uint64_t key) {
+  if ((nprotos + 1) * 2 > protos_cap) {
+    size_t cap = protos_cap ? protos_cap * 2 : 64;
+    proto *t = calloc(cap, sizeof *t);
+    if (!t) luaL_error(L, "out of memory");
+    for (size_t i = 0; i < protos_cap; i++) {
+      if (!protos[i].key) continue;
+      size_t j = protos[i].key & (cap - 1);
+      while (t[j].key) j = (j + 1) & (cap - 1);
+      t[j] = protos[i];
+    }
+    free(protos);
+    protos = t;
+    protos_cap = cap;
   }
-  lua_pop(L, 1);
+  size_t j = key & (protos_cap - 1);
+  while (protos[j].key) j = (j + 1) & (protos_cap - 1);
+  protos[j].key = key;
+  nprotos++;
+  return &protos[j];
+}
+
+/* The cache entry for prototype `key`, loading its blob from the pool on first sight. */
+static proto *proto_get(lua_State *L, uint64_t key) {
+  proto *pr = proto_find(key);
+  if (pr) return pr;
   suiro_pool *p = suiro_current_pool();
   void *blob = NULL;
   size_t len = 0;
@@ -65,41 +85,54 @@ static void proto_entry(lua_State *L, uint64_t key) {
     luaL_error(L, "cannot load the task's function (prototype %016llx): %s", (unsigned long long)key,
                suiro_last_error());
   const char *b = blob;
-  uint32_t nups;
+  uint32_t nups = 0;
+  size_t off = 4;
+  int env_up = 0;
   if (len < 4) goto bad;
   memcpy(&nups, b, 4);
-  size_t off = 4;
-  lua_createtable(L, 0, 4);
-  lua_createtable(L, (int)nups, 0);
   for (uint32_t i = 1; i <= nups; i++) {
     uint16_t l;
     if (off + 2 > len) goto bad;
     memcpy(&l, b + off, 2);
     off += 2;
     if (off + l > len) goto bad;
-    lua_pushlstring(L, b + off, l);
-    lua_rawseti(L, -2, i);
+    if (l == 4 && memcmp(b + off, "_ENV", 4) == 0) env_up = (int)i;
     off += l;
   }
-  lua_setfield(L, -2, "names");
-  lua_pushinteger(L, nups);
-  lua_setfield(L, -2, "nups");
   lua_pushlstring(L, b + off, len - off);
-  lua_setfield(L, -2, "bc");
   if (luaL_loadbufferx(L, b + off, len - off, "=task", "b") != LUA_OK) {
     free(blob);
     lua_error(L);
   }
   free(blob);
-  lua_setfield(L, -2, "fn");
-  lua_pushinteger(L, (lua_Integer)key);
-  lua_pushvalue(L, -2);
-  lua_rawset(L, -4);
-  lua_remove(L, -2);
-  return;
+  pr = proto_insert(L, key);
+  pr->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  pr->bc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  pr->nups = (int)nups;
+  pr->env_up = env_up;
+  return pr;
 bad:
   free(blob);
   luaL_error(L, "the task's function (prototype %016llx) is damaged", (unsigned long long)key);
+  return NULL;
+}
+
+/* ---- per-task state ---------------------------------------------------------------------------- */
+
+typedef struct task_ctx {
+  int env;      /* stack index of this task's environment (0: not made yet) */
+} task_ctx;
+
+/* Pushes this task's environment: a fresh table over the globals, made on first need. Its stack
+ * slot was reserved (nil) by run_task so indices above stay put. */
+static void push_env(lua_State *L, task_ctx *c) {
+  if (lua_isnil(L, c->env)) {
+    lua_createtable(L, 0, 4);
+    luaL_getmetatable(L, ENVMT);
+    lua_setmetatable(L, -2);
+    lua_replace(L, c->env);
+  }
+  lua_pushvalue(L, c->env);
 }
 
 /* Resolves "a.b.fn" with require on the longest module prefix that loads; cached. */
@@ -146,7 +179,7 @@ static const char resolve_src[] =
   "end\n"
   "error(('cannot find function \"%s\"%s'):format(name, #errs > 0 and (': ' .. errs[1]) or ''), 0)\n";
 
-/* Value-mode FUNC: a function inside arguments or upvalues gets its own closure. */
+/* Value-mode FUNC: a function inside arguments or upvalues gets a closure of its own. */
 static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *ud) {
   task_ctx *c = ud;
   if (it->i == 0) { /* by name: a C function of a loaded module */
@@ -158,34 +191,26 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
     for (uint64_t k = 1; k < it->n; k++) { lcodec_dec_child(d); lua_pop(L, 1); }
     return;
   }
-  proto_entry(L, (uint64_t)it->i);
-  int entry = lua_gettop(L);
-  lua_getfield(L, entry, "nups");
-  int nups = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  if ((uint64_t)nups + 1 != it->n) luaL_error(L, "cannot decode value: function captures %d values, got %d", nups, (int)it->n - 1);
-  lua_getfield(L, entry, "bc");
+  proto *pr = proto_get(L, (uint64_t)it->i);
+  if ((uint64_t)pr->nups + 1 != it->n)
+    luaL_error(L, "cannot decode value: function captures %d values, got %d", pr->nups, (int)it->n - 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pr->bc_ref);
   size_t bl;
   const char *bc = lua_tolstring(L, -1, &bl);
   if (luaL_loadbufferx(L, bc, bl, "=task", "b") != LUA_OK) lua_error(L);
-  lua_remove(L, -2); /* bc */
-  lua_remove(L, entry);
+  lua_remove(L, -2);
   int fn = lua_gettop(L);
   lcodec_dec_remember(d);
   lcodec_dec_child(d); /* name: nil */
   lua_pop(L, 1);
-  lua_getfield(L, LUA_REGISTRYINDEX, PROTOS); /* names again */
-  for (int i = 1; i <= nups; i++) {
+  for (int i = 1; i <= pr->nups; i++) {
     lcodec_dec_child(d);
-    const char *uname = lua_getupvalue(L, fn, i);
-    lua_pop(L, 1);
-    if (uname && strcmp(uname, "_ENV") == 0 && lua_isnil(L, -1)) {
+    if (i == pr->env_up && lua_isnil(L, -1)) {
       lua_pop(L, 1);
       push_env(L, c);
     }
     lua_setupvalue(L, fn, i);
   }
-  lua_pop(L, 1);
 }
 
 static int msgh(lua_State *L) {
@@ -217,142 +242,128 @@ static int msgh(lua_State *L) {
 typedef struct run_args {
   const void *arg;
   size_t len;
-  int nresults;
+  wire_writer *w;   /* the results are encoded here, inside the protected call */
 } run_args;
 
-/* Decodes the payload, binds and calls the function; leaves the results on the stack. */
+static lpool *self_pool; /* this worker's pool handle (for functions in results) */
+
+/* Calls a call spec (decoded table at `spec`); leaves its results from `at` upwards. */
+static void call_spec(lua_State *L, int spec) {
+  lua_getfield(L, spec, "named");
+  int named = lua_gettop(L);
+  int extra_named = 0;
+  lua_getfield(L, spec, "source");
+  if (!lua_isnil(L, -1)) {
+    size_t sl;
+    const char *src = lua_tolstring(L, -1, &sl);
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES);
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) != LUA_TFUNCTION) {
+      lua_pop(L, 1);
+      if (luaL_loadbufferx(L, src, sl, "=source", "t") != LUA_OK) lua_error(L);
+      lua_pushvalue(L, -3);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, -4);
+    }
+    lua_remove(L, -2); /* sources table */
+    lua_remove(L, -2); /* source text */
+    /* environment: the named arguments over the globals */
+    lua_pushvalue(L, named);
+    luaL_getmetatable(L, ENVMT);
+    lua_setmetatable(L, -2);
+    lua_setupvalue(L, -2, 1);
+  } else {
+    lua_pop(L, 1);
+    lua_getfield(L, spec, "target");
+    size_t tl;
+    const char *t = lua_tolstring(L, -1, &tl);
+    resolve_ref(L, t, tl);
+    lua_remove(L, -2);
+    lua_getfield(L, spec, "nnamed");
+    extra_named = lua_tointeger(L, -1) > 0;
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, spec, "args");
+  int args = lua_gettop(L);
+  lua_getfield(L, args, "n");
+  lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, args);
+  lua_pop(L, 1);
+  luaL_checkstack(L, (int)n + 4, "too many arguments");
+  lua_pushvalue(L, args - 1); /* the function */
+  for (lua_Integer i = 1; i <= n; i++) lua_geti(L, args, i);
+  if (extra_named) lua_pushvalue(L, named);
+  lua_call(L, (int)n + extra_named, LUA_MULTRET);
+}
+
+/* Decodes the payload, binds and calls the function, encodes its results into ra->w. */
 static int run_task(lua_State *L) {
   run_args *ra = lua_touserdata(L, 1);
   lua_settop(L, 0);
-  task_ctx c = { 0 };
-  lcodec_dec *d = lcodec_dec_open(L, ra->arg, ra->len, decode_func_value, &c);
-  int base = lua_gettop(L); /* decoder state below this */
+  task_ctx c;
+  lua_pushnil(L); /* slot 1: this task's environment, made on first need */
+  c.env = 1;
+  lcodec_dec d;
+  lcodec_dec_init(&d, L, ra->arg, ra->len, decode_func_value, &c);
   wire_item it;
-  if (lcodec_dec_item(d, &it) != WIRE_OK || it.tag != WIRE_LIST || it.n < 1)
+  if (lcodec_dec_item(&d, &it) != WIRE_OK || it.tag != WIRE_LIST || it.n < 1)
     return luaL_error(L, "malformed task: expected a list [function, arguments...]");
-  lcodec_dec_remember(d);
+  lcodec_dec_remember(&d);
   uint64_t nargs = it.n - 1;
   wire_item f;
-  lcodec_dec_item(d, &f);
-  int restore_fn = 0, nups = 0;
-  int extra_named = 0;
-  if (f.tag == WIRE_STR) {
-    resolve_ref(L, f.data, (size_t)f.n);
-  } else if (f.tag == WIRE_FUNC && f.i != 0) {
+  lcodec_dec_item(&d, &f);
+  proto *pr = NULL;
+  int fn = 0;
+  if (f.tag == WIRE_FUNC && f.i != 0) {
     /* task mode: the cached closure, with this task's captured values bound */
-    proto_entry(L, (uint64_t)f.i);
-    lua_getfield(L, -1, "nups");
-    nups = (int)lua_tointeger(L, -1);
-    lua_getfield(L, -2, "fn");
-    lua_replace(L, -3);
+    pr = proto_get(L, (uint64_t)f.i);
+    if ((uint64_t)pr->nups + 1 != f.n)
+      return luaL_error(L, "malformed task: function captures %d values, got %d", pr->nups, (int)f.n - 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pr->ref);
+    fn = lua_gettop(L);
+    lcodec_dec_remember(&d);
+    lcodec_dec_child(&d); /* name: nil */
     lua_pop(L, 1);
-    int fn = lua_gettop(L);
-    if ((uint64_t)nups + 1 != f.n) return luaL_error(L, "malformed task: function captures %d values, got %d", nups, (int)f.n - 1);
-    lcodec_dec_remember(d);
-    lcodec_dec_child(d); /* name: nil */
-    lua_pop(L, 1);
-    luaL_checkstack(L, 2 * nups + 8, "too many upvalues");
-    for (int i = 1; i <= nups; i++) { /* old values, to restore after the call */
-      lua_getupvalue(L, fn, i);
-    }
-    for (int i = 1; i <= nups; i++) {
-      lcodec_dec_child(d);
-      const char *uname = lua_getupvalue(L, fn, i);
-      lua_pop(L, 1);
-      if (uname && strcmp(uname, "_ENV") == 0 && lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        push_env(L, &c);
+    if (pr->nups) {
+      luaL_checkstack(L, 2 * pr->nups + 8, "too many upvalues");
+      for (int i = 1; i <= pr->nups; i++) lua_getupvalue(L, fn, i); /* saved, restored after */
+      for (int i = 1; i <= pr->nups; i++) {
+        lcodec_dec_child(&d);
+        if (i == pr->env_up && lua_isnil(L, -1)) {
+          lua_pop(L, 1);
+          push_env(L, &c);
+        }
+        lua_setupvalue(L, fn, i);
       }
-      lua_setupvalue(L, fn, i);
     }
-    restore_fn = fn;
-    lua_pushvalue(L, fn); /* the function to call, above the saved upvalues */
-  } else if (f.tag == WIRE_FUNC) {
-    lcodec_dec_value(d, &f);
-  } else if (f.tag == WIRE_CALL) {
-    lcodec_dec_value(d, &f); /* a call spec table: target/source, args, named */
-    int spec = lua_gettop(L);
-    lua_getfield(L, spec, "named");
-    int named = lua_gettop(L);
-    lua_getfield(L, spec, "source");
-    if (!lua_isnil(L, -1)) {
-      size_t sl;
-      const char *src = lua_tolstring(L, -1, &sl);
-      lua_getfield(L, LUA_REGISTRYINDEX, SOURCES);
-      lua_pushvalue(L, -2);
-      if (lua_rawget(L, -2) != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        if (luaL_loadbufferx(L, src, sl, "=source", "t") != LUA_OK) return lua_error(L);
-        lua_pushvalue(L, -3);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, -4);
-      }
-      lua_remove(L, -2); /* sources table */
-      lua_remove(L, -2); /* source text */
-      /* environment: the named arguments over the globals */
-      lua_pushvalue(L, named);
-      luaL_getmetatable(L, ENVMT);
-      lua_setmetatable(L, -2);
-      lua_setupvalue(L, -2, 1);
-    } else {
-      lua_pop(L, 1);
-      lua_getfield(L, spec, "target");
-      size_t tl;
-      const char *t = lua_tolstring(L, -1, &tl);
-      resolve_ref(L, t, tl);
-      lua_remove(L, -2);
-      lua_getfield(L, spec, "nnamed");
-      extra_named = lua_tointeger(L, -1) > 0;
-      lua_pop(L, 1);
-    }
-    int fn = lua_gettop(L);
-    lua_getfield(L, spec, "args");
-    int args = lua_gettop(L);
     lua_pushvalue(L, fn);
-    lua_Integer n = luaL_len(L, args);
-    lua_getfield(L, args, "n");
-    if (lua_isinteger(L, -1)) n = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    luaL_checkstack(L, (int)n + 4, "too many arguments");
-    for (lua_Integer i = 1; i <= n; i++) lua_geti(L, args, i);
-    if (extra_named) lua_pushvalue(L, named);
-    int top_fn = lua_gettop(L) - (int)n - extra_named;
-    lua_call(L, (int)n + extra_named, LUA_MULTRET);
-    ra->nresults = lua_gettop(L) - top_fn + 1;
-    /* move results down to `base` */
-    int nr = ra->nresults;
-    for (int i = 0; i < nr; i++) {
-      lua_pushvalue(L, top_fn + i);
-      lua_replace(L, base + 1 + i);
-    }
-    lua_settop(L, base + nr);
-    return nr;
+  } else if (f.tag == WIRE_STR) {
+    resolve_ref(L, f.data, (size_t)f.n);
+  } else if (f.tag == WIRE_FUNC) {
+    lcodec_dec_value(&d, &f);
+  } else if (f.tag == WIRE_CALL) {
+    lcodec_dec_value(&d, &f);
+    int spec = lua_gettop(L);
+    call_spec(L, spec);
+    int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
+    lcodec_ctx cx = { L, self_pool, "task result" };
+    lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
+    return 0;
   } else {
     return luaL_error(L, "malformed task: expected a function, got %s", wire_tag_name(f.tag));
   }
   int fn_at = lua_gettop(L);
   luaL_checkstack(L, (int)(nargs < 1000000 ? nargs : 1000000) + 8, "too many arguments");
-  for (uint64_t i = 0; i < nargs; i++) {
-    wire_item a;
-    lcodec_dec_item(d, &a);
-    lcodec_dec_value(d, &a);
-  }
+  for (uint64_t i = 0; i < nargs; i++) lcodec_dec_child(&d);
   lua_call(L, (int)nargs, LUA_MULTRET);
   int nr = lua_gettop(L) - fn_at + 1;
-  if (restore_fn) {
-    /* restore the closure's previous upvalues (saved just above it) */
-    for (int i = nups; i >= 1; i--) {
-      lua_pushvalue(L, restore_fn + i);
-      lua_setupvalue(L, restore_fn, i);
+  if (pr && pr->nups) /* restore the closure's previous upvalues (saved just above it) */
+    for (int i = pr->nups; i >= 1; i--) {
+      lua_pushvalue(L, fn + i);
+      lua_setupvalue(L, fn, i);
     }
-  }
-  for (int i = 0; i < nr; i++) {
-    lua_pushvalue(L, fn_at + i);
-    lua_replace(L, base + 1 + i);
-  }
-  lua_settop(L, base + nr);
-  ra->nresults = nr;
-  return nr;
+  lcodec_ctx cx = { L, self_pool, "task result" };
+  lcodec_encode_values(&cx, fn_at, nr, ra->w);
+  return 0;
 }
 
 static int encode_error(lua_State *L, suiro_out *out, int errobj) {
@@ -381,67 +392,36 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
   return rc;
 }
 
-static int encode_trampoline(lua_State *L) {
-  lcodec_ctx *c = lua_touserdata(L, 1);
-  wire_writer *w = lua_touserdata(L, 2);
-  c->L = L;
-  lcodec_encode_values(c, 3, lua_gettop(L) - 2, w);
-  return 0;
-}
-
 static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
   (void)fn;
   lua_State *L = ud;
   int top = lua_gettop(L);
-  run_args ra = { arg, len, 0 };
+  _Alignas(8) unsigned char stack[512];
+  wire_writer w;
+  wire_writer_init(&w, stack, sizeof stack);
+  run_args ra = { arg, len, &w };
   lua_pushcfunction(L, msgh);
   lua_pushcfunction(L, run_task);
   lua_pushlightuserdata(L, &ra);
-  int st = lua_pcall(L, 1, LUA_MULTRET, top + 1);
   int rc = 0;
-  if (st != LUA_OK) {
+  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
     rc = encode_error(L, out, lua_gettop(L));
   } else {
-    /* Encoding can raise (an unsendable result): run it protected too. */
-    int first = top + 2, n = lua_gettop(L) - top - 1;
-    unsigned char stack[512];
-    wire_writer w;
-    wire_writer_init(&w, stack, sizeof stack);
-    lcodec_ctx c = { L, NULL, "task result" };
-    lsuiro_push_current_pool(L); /* functions in results are published to this pool */
-    c.pool = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    lua_pushcfunction(L, msgh);
-    int h = lua_gettop(L);
-    lua_pushcfunction(L, encode_trampoline);
-    lua_pushlightuserdata(L, &c);
-    lua_pushlightuserdata(L, &w);
-    luaL_checkstack(L, n + 4, "too many results");
-    for (int i = 0; i < n; i++) lua_pushvalue(L, first + i);
-    if (lua_pcall(L, n + 2, 0, h) != LUA_OK) {
-      rc = encode_error(L, out, lua_gettop(L));
+    const void *buf;
+    size_t blen;
+    if (wire_writer_finish(&w, &buf, &blen) == WIRE_OK) {
+      if (suiro_out_write(out, buf, blen) != 0) rc = suiro_out_error(out, "out of memory for the result");
     } else {
-      const void *buf;
-      size_t blen;
-      if (wire_writer_finish(&w, &buf, &blen) == WIRE_OK) {
-        if (suiro_out_write(out, buf, blen) != 0) rc = suiro_out_error(out, "out of memory for the result");
-      } else {
-        rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&w));
-      }
+      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&w));
     }
-    wire_writer_free(&w);
   }
+  wire_writer_free(&w);
   lua_settop(L, top);
-  /* The task environment is per task. */
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_env");
   return rc;
 }
 
 void lsuiro_open_worker_exec(lua_State *L) {
   /* registry tables used by the worker (harmless in hosts) */
-  lua_newtable(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, PROTOS);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, REFS);
   lua_newtable(L);
@@ -456,10 +436,28 @@ void lsuiro_open_worker_exec(lua_State *L) {
     lua_pop(L, 1);
 }
 
+/* Called when the worker has attached: keep a handle on its own pool for results. */
+static int attach_self(lua_State *L) {
+  lsuiro_push_current_pool(L);
+  self_pool = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return 0;
+}
+
+static int first_exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
+  lua_State *L = ud;
+  if (!self_pool) {
+    lua_pushcfunction(L, attach_self);
+    lua_pcall(L, 0, 0, 0);
+  }
+  suiro_set_executor(exec, L);
+  return exec(fn, arg, len, out, ud);
+}
+
 int lsuiro_worker_run(lua_State *L, const char *token) {
   WL = L;
   luaL_requiref(L, "suiro.core", luaopen_suiro_core, 0);
   lua_pop(L, 1);
-  suiro_set_executor(exec, L);
+  suiro_set_executor(first_exec, L);
   return suiro_worker_run(token);
 }

@@ -262,6 +262,8 @@ static void handle_exit(suiro_pool *p, int slot) {
   int clean = state == SUIRO_WORKER_EXITED;
   int attached = state != SUIRO_WORKER_STARTING;
   atomic_fetch_and(&h->active_mask, ~(1ull << slot));
+  atomic_fetch_and(&h->parked_mask, ~(1ull << slot));
+  atomic_fetch_and(&h->waking_mask, ~(1ull << slot));
   if (!clean) {
     char how[96], why[200];
     describe_exit(&si, how, sizeof how);

@@ -76,21 +76,23 @@ typedef struct pool_hdr {
   uint64_t queue_stride;
 
   SUIRO_ALIGNED _Atomic uint32_t closing;    /* set once by stop */
-  SUIRO_ALIGNED _Atomic uint32_t work_seq;   /* futex: bumped to wake idle workers */
-  SUIRO_ALIGNED _Atomic int32_t sleepers;    /* idle workers parked or about to park */
+  /* Each group below is written by different parties at different rates: one cache line each,
+   * so a busy counter does not slow the readers of a quiet one. */
+  SUIRO_ALIGNED _Atomic uint64_t parked_mask; /* bit w: worker w parked (or about to), unclaimed */
+  _Atomic uint64_t waking_mask;              /* bit w: claimed by a waker, not running yet */
+  SUIRO_ALIGNED _Atomic int32_t awake;       /* attached workers not parked */
+  _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
   SUIRO_ALIGNED _Atomic int32_t spinners;    /* processes spinning right now */
   SUIRO_ALIGNED _Atomic int32_t idle_spinners; /* idle workers spinning for work */
-  _Atomic int32_t awake;                     /* attached workers not parked */
-  _Atomic uint32_t wake_pending;             /* a wake is in flight: do not pile up more */
-  _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
   SUIRO_ALIGNED _Atomic uint32_t state_seq;  /* futex: bumped on worker attach/exit/death */
   _Atomic uint64_t active_mask;              /* bit w: worker slot w attached and alive */
   _Atomic int32_t live;                      /* workers starting or attached */
   _Atomic uint64_t deaths, respawns;
-  _Atomic uint64_t wakes;                    /* futex wake calls for idle workers */
+  _Atomic uint64_t wakes;                    /* directed wakes of parked workers */
 } pool_hdr;
 
 typedef struct worker_rec {
+  SUIRO_ALIGNED _Atomic uint32_t park;   /* futex the worker sleeps on when idle */
   SUIRO_ALIGNED _Atomic int32_t state;   /* suiro_worker_state */
   _Atomic int32_t pid;
   _Atomic uint32_t incarnation;          /* bumped at each spawn into this slot */
@@ -168,7 +170,10 @@ static inline int sub_of_rs(const suiro_pool *p, uint32_t rs) {
 suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub);
 void pool_unmap(suiro_pool *p);
 void pool_notify_result(suiro_pool *p, int sub);
-void pool_wake_workers(pool_hdr *h, int n);
+/* Wakes every parked worker (stop, retire). */
+void pool_wake_all(suiro_pool *p);
+/* Claims one parked worker and wakes it; returns 0 when none is parked. */
+int pool_wake_one(suiro_pool *p);
 /* Wakes one parked worker if the backlog in queue q calls for it (see the policy in pool.c). */
 void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail);
 /* Host monitor's periodic check while a backlog waits for a CPU (see pool.c). */

@@ -164,7 +164,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
     suiro_set_error(SUIRO_ERR, "out of memory");
     return NULL;
   }
-  char prefix[SUIRO_NAME_MAX];
+  char prefix[SUIRO_NAME_MAX - 12];
   name_prefix(prefix, sizeof prefix);
   int fd = -1;
   for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {

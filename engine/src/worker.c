@@ -8,8 +8,10 @@
  * Memory ordering
  *   - The in-flight stack is written with relaxed stores: it is read by the host's monitor only
  *     after this process is dead, when all its stores are visible.
- *   - Idle parking follows park.c: sleepers++ (seq_cst RMW), snapshot work_seq, re-scan the
- *     queues, then futex-wait; submitters fence and read `sleepers` after publishing.
+ *   - Idle parking: snapshot the worker's own park word, announce in parked_mask (seq_cst RMW),
+ *     re-scan the queues, then futex-wait on the word; submitters fence after publishing and read
+ *     parked_mask, and a waker bumps the word only after seeing the announcement, so the wait
+ *     returns at once if the bump came first (pool.c, wake policy).
  *   - counters (tasks/steals/parks) are relaxed: statistics only.
  */
 #include "pool.h"
@@ -221,7 +223,12 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
     st_rlx(&me->depth, depth);
     return;
   }
-  if (depth == 0) st_rlx(&me->state, SUIRO_WORKER_BUSY);
+  if (depth == 0) {
+    st_rlx(&me->state, SUIRO_WORKER_BUSY);
+    /* a waker may have marked us "being woken" after we settled: we are running now */
+    uint64_t bit = 1ull << p->worker_slot;
+    if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->waking_mask) & bit)) atomic_fetch_and(&p->hdr->waking_mask, ~bit);
+  }
 
   size_t inline_cap = result_inline_cap(p->result_size);
   suiro_out o = { result_data(r), 0, inline_cap, 0, 0 };
@@ -263,10 +270,16 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   pool_notify_result(p, sub_of_rs(p, rs));
 }
 
-/* More queued behind the task just claimed: let the wake policy bring in another worker. */
+/* Set when this worker comes out of a park: its first claim decides whether to bring in another
+ * worker (chain wake), so a burst ramps up one wake at a time without every claim paying for the
+ * check. */
+static int just_woke;
+
 static inline void chain_wake(suiro_pool *p, const taskq_view *q) {
-  if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->sleepers) > 0) && taskq_maybe_ready(q))
-    pool_maybe_wake(p, q, ld_rlx(&q->q->tail) + 1);
+  if (SUIRO_UNLIKELY(just_woke)) {
+    just_woke = 0;
+    if (ld_rlx(&p->hdr->parked_mask) != 0 && taskq_maybe_ready(q)) pool_maybe_wake(p, q, ld_rlx(&q->q->tail) + 1);
+  }
 }
 
 /* Claims one task and runs it. Order: own queue (its nested work), then the host's queue, then
@@ -414,9 +427,28 @@ int suiro_worker_run(const char *token) {
   park_wake(&h->state_seq, -1);
 
   spin_adapt idle = { 4000 };
+  uint64_t bit = 1ull << slot;
   for (;;) {
     if (SUIRO_UNLIKELY(ld_rlx(&h->closing) || ld_rlx(&me->retire))) break;
-    if (worker_claim_and_run(p, 0)) continue;
+    if (worker_claim_and_run(p, 0)) {
+      /* More workers awake than CPUs (a burst woke them, or the pool has more workers than the
+       * machine has CPUs): step aside even though work remains, so the ones left run without
+       * being time-sliced against each other. They wake us again when they need help (wake
+       * policy in pool.c), and the host's monitor does when they block. */
+      if (SUIRO_UNLIKELY(ld_rlx(&h->awake) > h->ncpu)) {
+        if (atomic_fetch_sub(&h->awake, 1) > h->ncpu) {
+          uint32_t seq = ld_acq(&me->park);
+          atomic_fetch_or(&h->parked_mask, bit);
+          atomic_fetch_add_explicit(&me->parks, 1, memory_order_relaxed);
+          if (!ld_rlx(&h->closing) && !ld_rlx(&me->retire)) park_wait(&me->park, seq, UINT64_MAX);
+          atomic_fetch_and(&h->parked_mask, ~bit);
+          atomic_fetch_and(&h->waking_mask, ~bit);
+          just_woke = 1;
+        }
+        atomic_fetch_add(&h->awake, 1);
+      }
+      continue;
+    }
     /* Idle: spin while it can pay, then park. */
     uint64_t t0 = suiro_ns();
     int found = 0;
@@ -437,16 +469,18 @@ int suiro_worker_run(const char *token) {
       spin_observe(&idle, suiro_ns() - t0);
       continue;
     }
-    atomic_fetch_add(&h->sleepers, 1); /* seq_cst: the announce */
-    uint32_t seq = ld_acq(&h->work_seq);
+    uint32_t seq = ld_acq(&me->park);
+    atomic_fetch_or(&h->parked_mask, bit); /* seq_cst: the announce */
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
       atomic_fetch_add_explicit(&me->parks, 1, memory_order_relaxed);
       atomic_fetch_sub(&h->awake, 1);
-      park_wait(&h->work_seq, seq, UINT64_MAX);
+      park_wait(&me->park, seq, UINT64_MAX);
       atomic_fetch_add(&h->awake, 1);
+      just_woke = 1;
     }
-    atomic_fetch_sub(&h->sleepers, 1);
-    st_rlx(&h->wake_pending, 0); /* whatever wake was in flight has landed (or was not needed) */
+    /* Off the parked set, and no longer "being woken" (a waker that claimed us set that bit). */
+    atomic_fetch_and(&h->parked_mask, ~bit);
+    atomic_fetch_and(&h->waking_mask, ~bit);
     spin_observe(&idle, suiro_ns() - t0);
   }
   current = NULL;
