@@ -18,6 +18,7 @@
 #include <lauxlib.h>
 
 #include "larray.h"
+#include "lsuiro.h"
 
 void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
 size_t larray_big_bytes = SIZE_MAX;
@@ -52,7 +53,7 @@ static larray *push_raw(lua_State *L, int type, int64_t n) {
   a->n = n;
   a->ndim = 1;
   a->shape[0] = n;
-  luaL_setmetatable(L, LARRAY_MT);
+  lsuiro_setmt(L, &lsuiro_key_array);
   return a;
 }
 
@@ -86,10 +87,10 @@ larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int reado
   return a;
 }
 
-larray *larray_test(lua_State *L, int idx) { return luaL_testudata(L, idx, LARRAY_MT); }
+larray *larray_test(lua_State *L, int idx) { return lsuiro_testud(L, idx, &lsuiro_key_array); }
 
 larray *larray_check(lua_State *L, int idx) {
-  larray *a = luaL_checkudata(L, idx, LARRAY_MT);
+  larray *a = lsuiro_checkud(L, idx, &lsuiro_key_array, LARRAY_MT);
   if (!a->data && a->n > 0) luaL_error(L, "suiro.array: this array was released");
   return a;
 }
@@ -542,7 +543,7 @@ static const luaL_Reg meta[] = {
 
 /* Pushes a table of constructors: array(type, n|{...}), f64{...}, f32{...}, ... */
 int luaopen_suiro_array(lua_State *L) {
-  if (luaL_newmetatable(L, LARRAY_MT)) {
+  if (lsuiro_newmt(L, LARRAY_MT, &lsuiro_key_array)) {
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__methods");

@@ -452,44 +452,53 @@ static void function_info(lua_State *L, int idx) {
   lua_remove(L, -2);
 }
 
-/* Stores the function's blob in the pool's blob store unless this pool has it already. */
-static void publish_blob(enc *e, int info, uint64_t key) {
-  lua_State *L = e->c->L;
-  lpool *lp = e->c->pool;
-  /* the pool's user value holds published keys */
-  lua_pushnil(L); /* placeholder so indices stay simple */
+/* Pushes the pool's table of published functions (function -> prototype key, weak keys). */
+static void push_published(lua_State *L, lpool *lp) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, lp) == LUA_TTABLE) return;
   lua_pop(L, 1);
-  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.published");
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.published");
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, lp);
+}
+
+/* The prototype key of the Lua function at idx, its blob stored in the pool on first use. The
+ * hot path is two table lookups keyed by pointers (none when the same function comes again). */
+static uint64_t function_key_slow(enc *e, int idx) {
+  lua_State *L = e->c->L;
+  push_published(L, e->c->pool);
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) == LUA_TNUMBER) {
+    uint64_t key = (uint64_t)lua_tointeger(L, -1);
+    lua_pop(L, 2);
+    return key;
   }
-  lua_pushlightuserdata(L, lp->p);
-  if (lua_rawget(L, -2) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushlightuserdata(L, lp->p);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4);
-  }
-  lua_pushinteger(L, (lua_Integer)key);
-  if (lua_rawget(L, -2) == LUA_TNIL) {
-    lua_getfield(L, info, "blob");
-    size_t blen;
-    const char *blob = lua_tolstring(L, -1, &blen);
-    if (suiro_blob_put(lp->p, key, blob, blen) != SUIRO_OK) enc_fail(L, e, suiro_last_error());
-    lua_pop(L, 1);
-    lua_pushinteger(L, (lua_Integer)key);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -4);
-  }
+  lua_pop(L, 1);
+  function_info(L, idx);
+  lua_getfield(L, -1, "key");
+  uint64_t key = (uint64_t)lua_tointeger(L, -1);
+  lua_getfield(L, -2, "blob");
+  size_t blen;
+  const char *blob = lua_tolstring(L, -1, &blen);
+  if (suiro_blob_put(e->c->pool->p, key, blob, blen) != SUIRO_OK) enc_fail(L, e, suiro_last_error());
   lua_pop(L, 3);
+  lua_pushvalue(L, idx);
+  lua_pushinteger(L, (lua_Integer)key);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  return key;
+}
+
+static uint64_t function_key(enc *e, int idx) {
+  const void *fp = lua_topointer(e->c->L, idx);
+  if (fp == e->c->fn_ptr) return e->c->fn_key;
+  uint64_t key = function_key_slow(e, idx);
+  e->c->fn_ptr = fp;
+  e->c->fn_key = key;
+  return key;
 }
 
 static void enc_function(enc *e, int idx) {
@@ -503,24 +512,20 @@ static void enc_function(enc *e, int idx) {
     lua_pop(L, 1);
     return;
   }
-  if (!e->c->pool) enc_fail(L, e, "a function cannot be sent here");
+  if (!e->c->pool || !e->c->pool->p) enc_fail(L, e, "a function cannot be sent here");
   if (enc_shared(e, idx)) return;
-  function_info(L, idx);
-  int info = lua_gettop(L);
-  lua_getfield(L, info, "key");
-  uint64_t key = (uint64_t)lua_tointeger(L, -1);
-  lua_getfield(L, info, "nups");
-  int nups = (int)lua_tointeger(L, -1);
-  lua_pop(L, 2);
-  publish_blob(e, info, key);
+  uint64_t key = function_key(e, idx);
+  int nups = 0;
+  while (lua_getupvalue(L, idx, nups + 1) != NULL) { lua_pop(L, 1); nups++; }
   wire_put_func(e->w, WIRE_LANG_LUA, key, (uint64_t)nups + 1);
   wire_put_nil(e->w); /* no name: a prototype */
+  if (!nups) return;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   int globals = lua_gettop(L);
   for (int i = 1; i <= nups; i++) {
     const char *name = lua_getupvalue(L, idx, i);
     /* _ENV (or the globals table under a stripped name) is rebound by the worker */
-    if (strcmp(name, "_ENV") == 0 || lua_rawequal(L, -1, globals)) {
+    if ((name[0] == '_' && strcmp(name, "_ENV") == 0) || lua_rawequal(L, -1, globals)) {
       wire_put_nil(e->w);
     } else {
       with_seg(e, SEG_UPVAL, 0, name);
@@ -529,7 +534,7 @@ static void enc_function(enc *e, int idx) {
     }
     lua_pop(L, 1);
   }
-  lua_pop(L, 2); /* globals, info */
+  lua_pop(L, 1);
 }
 
 static void enc_value(enc *e, int idx) {
@@ -550,10 +555,10 @@ static void enc_value(enc *e, int idx) {
   }
   case LUA_TTABLE:
     if (lua_getmetatable(L, idx)) {
-      luaL_getmetatable(L, LSUIRO_CALL);
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_call);
       int is_call = lua_rawequal(L, -1, -2);
       lua_pop(L, 1);
-      luaL_getmetatable(L, LSUIRO_ERROR);
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_error);
       int is_err = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
       if (is_call) { enc_call(e, idx); return; }
@@ -592,11 +597,7 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
   e.nseg = 0;
   int t = lua_type(L, fidx);
   int is_call = 0;
-  if (t == LUA_TTABLE && lua_getmetatable(L, fidx)) {
-    luaL_getmetatable(L, LSUIRO_CALL);
-    is_call = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-  }
+  if (t == LUA_TTABLE) is_call = lsuiro_is(L, fidx, &lsuiro_key_call);
   if (t != LUA_TFUNCTION && t != LUA_TSTRING && !is_call)
     luaL_error(L, "pool:%s: argument 1 must be a function or call spec, got %s", c->verb, luaL_typename(L, fidx));
   if (is_call && n > 0)
@@ -701,7 +702,7 @@ static void push_error_obj(lua_State *L, const char *cls, size_t cl, const char 
     lua_pushinteger(L, (lua_Integer)index + 1);
     lua_setfield(L, -2, "index");
   }
-  luaL_setmetatable(L, LSUIRO_ERROR);
+  lsuiro_setmt(L, &lsuiro_key_error);
 }
 
 static void dec_array_like(dec *d, wire_item *it) {
@@ -884,7 +885,7 @@ static void dec_value(dec *d, wire_item *it) {
     lua_setfield(L, t, "named");
     lua_pushinteger(L, nn);
     lua_setfield(L, t, "nnamed");
-    luaL_setmetatable(L, LSUIRO_CALL);
+    lsuiro_setmt(L, &lsuiro_key_call);
     return;
   }
   case WIRE_FUNC:
@@ -1019,7 +1020,7 @@ static int l_error_tostring(lua_State *L) {
 }
 
 void lcodec_open(lua_State *L) {
-  luaL_newmetatable(L, LSUIRO_ERROR);
+  lsuiro_newmt(L, LSUIRO_ERROR, &lsuiro_key_error);
   lua_pushcfunction(L, l_error_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pushliteral(L, "suiro.error");

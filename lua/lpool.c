@@ -21,15 +21,17 @@
 
 #include "lsuiro.h"
 
+const char lsuiro_key_pool, lsuiro_key_task, lsuiro_key_error, lsuiro_key_call, lsuiro_key_array;
+
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
 lpool *lsuiro_checkpool(lua_State *L, int idx) {
-  lpool *lp = luaL_checkudata(L, idx, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, idx, &lsuiro_key_pool, LSUIRO_POOL);
   if (lp->closed || !lp->p) luaL_error(L, "the pool is stopped");
   return lp;
 }
 
-static ltask *checktask(lua_State *L, int idx) { return luaL_checkudata(L, idx, LSUIRO_TASK); }
+static ltask *checktask(lua_State *L, int idx) { return lsuiro_checkud(L, idx, &lsuiro_key_task, LSUIRO_TASK); }
 
 /* Timeout argument: nil -> the pool's default, number of seconds, or math.huge / negative for
  * forever. Strings ("250ms") are converted by the Lua layer before they reach here. */
@@ -143,7 +145,7 @@ static int l_pool_new(lua_State *L) {
 
   lpool *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
-  luaL_setmetatable(L, LSUIRO_POOL);
+  lsuiro_setmt(L, &lsuiro_key_pool);
   lua_newtable(L); /* user value: per-pool caches (published function prototypes) */
   lua_setiuservalue(L, -2, 1);
   suiro_status st = suiro_pool_create(&o, &lp->p);
@@ -155,8 +157,16 @@ static int l_pool_new(lua_State *L) {
   return 1;
 }
 
+/* Forgets what was published to a pool (its blob store dies with it; a later pool may reuse the
+ * handle's address). */
+static void forget_published(lua_State *L, lpool *lp) {
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, lp);
+}
+
 static int l_pool_stop(lua_State *L) {
-  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
+  forget_published(L, lp);
   if (lp->owner && lp->p && !lp->closed) {
     double timeout = luaL_optnumber(L, 2, 5.0);
     suiro_pool_stop(lp->p, timeout);
@@ -167,7 +177,8 @@ static int l_pool_stop(lua_State *L) {
 }
 
 static int l_pool_gc(lua_State *L) {
-  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
+  forget_published(L, lp);
   if (lp->owner && lp->p && !lp->closed) suiro_pool_stop(lp->p, 5.0);
   lp->closed = 1;
   lp->p = NULL;
@@ -178,7 +189,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
   ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
   k->t = t;
   k->state = 0;
-  luaL_setmetatable(L, LSUIRO_TASK);
+  lsuiro_setmt(L, &lsuiro_key_task);
   lua_pushvalue(L, pool_idx);
   lua_setiuservalue(L, -2, 1);
   return k;
@@ -192,7 +203,7 @@ static int l_submit(lua_State *L) {
   unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  lcodec_ctx c = { L, lp, "submit" };
+  lcodec_ctx c = { L, lp, "submit", NULL, 0 };
   lcodec_encode_task(&c, 2, 3, n, &w);
   const void *buf;
   size_t len;
@@ -208,20 +219,51 @@ static int l_submit(lua_State *L) {
   return 1;
 }
 
-/* pool:submit_batch(f, { {args...}, {args...}, ... }) -> { task, ... } */
+/* pool:submit_batch(f, { {args...}, {args...}, ... }) -> { task, ... }
+ * Every task is encoded first, then all go to the engine in one batch (one publication and one
+ * wake decision per run of free ring entries). If the ring stays full past the pool's timeout,
+ * returns the tasks that went in and "timeout" (or "full"). */
+typedef struct batch_buf {
+  unsigned char *bytes;
+  size_t len, cap;
+  size_t *offs;       /* n + 1 offsets */
+  suiro_task_spec *specs;
+  suiro_task *tasks;
+} batch_buf;
+
+static int batch_gc(lua_State *L) {
+  batch_buf *b = lua_touserdata(L, 1);
+  free(b->bytes);
+  free(b->offs);
+  free(b->specs);
+  free(b->tasks);
+  memset(b, 0, sizeof *b);
+  return 0;
+}
+
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   luaL_checkany(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 3);
-  lua_createtable(L, (int)n, 0);
-  int out = lua_gettop(L);
-  unsigned char stack[512];
-  lcodec_ctx c = { L, lp, "submit_batch" };
-  /* Encode and submit one by one: each submit is a ring write; the engine publishes and wakes
-   * per call, but the wake policy makes that a load and a branch. */
+  lua_settop(L, 3);
+  /* scratch that is freed even when encoding raises: a userdata with __gc */
+  batch_buf *b = lua_newuserdatauv(L, sizeof *b, 0);
+  memset(b, 0, sizeof *b);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, batch_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  size_t nn = (size_t)(n > 0 ? n : 0);
+  b->offs = malloc((nn + 1) * sizeof *b->offs);
+  b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
+  b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
+  if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
+  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0 };
+  int base = lua_gettop(L);
+  size_t accepted = 0, from = 0;
+  suiro_status st = SUIRO_OK;
   for (lua_Integer i = 1; i <= n; i++) {
-    int top = lua_gettop(L);
     if (lua_geti(L, 3, i) != LUA_TTABLE)
       return luaL_error(L, "pool:submit_batch: argument lists[%d] must be a table, got %s", (int)i,
                         luaL_typename(L, -1));
@@ -231,6 +273,7 @@ static int l_submit_batch(lua_State *L) {
     lua_pushvalue(L, 2);
     int fidx = lua_gettop(L);
     for (lua_Integer k = 1; k <= na; k++) lua_geti(L, args, k);
+    _Alignas(8) unsigned char stack[512];
     wire_writer w;
     wire_writer_init(&w, stack, sizeof stack);
     lcodec_encode_task(&c, fidx, fidx + 1, (int)na, &w);
@@ -240,22 +283,54 @@ static int l_submit_batch(lua_State *L) {
       wire_writer_free(&w);
       return luaL_error(L, "pool:submit_batch: %s", wire_writer_error(&w));
     }
-    suiro_task t;
-    suiro_status st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
+    if (b->len + len > b->cap) {
+      size_t cap = b->cap ? b->cap * 2 : 4096;
+      while (cap < b->len + len) cap *= 2;
+      unsigned char *nb = realloc(b->bytes, cap);
+      if (!nb) {
+        wire_writer_free(&w);
+        return luaL_error(L, "pool:submit_batch: out of memory");
+      }
+      b->bytes = nb;
+      b->cap = cap;
+    }
+    memcpy(b->bytes + b->len, buf, len);
+    b->offs[i - 1] = b->len;
+    b->len += len;
     wire_writer_free(&w);
-    if (st != SUIRO_OK) return push_outcome(L, st, "pool:submit_batch");
-    lua_settop(L, top);
-    push_task(L, 1, t);
-    lua_rawseti(L, out, i);
+    lua_settop(L, base);
+    /* Hand tasks over in small runs: workers start on the first while the rest are encoded, and
+     * the publication fence and wake decision are paid once per run. */
+    size_t upto = (size_t)i;
+    if (upto - from == 32 || upto == nn) {
+      b->offs[upto] = b->len;
+      for (size_t k = from; k < upto; k++)
+        b->specs[k] = (suiro_task_spec){ SUIRO_FN_BINDING, b->bytes + b->offs[k], b->offs[k + 1] - b->offs[k] };
+      size_t got = 0;
+      st = suiro_submit_batch(lp->p, b->specs + from, upto - from, b->tasks + from, &got, lp->default_timeout);
+      accepted += got;
+      if (st != SUIRO_OK) break;
+      from = upto;
+      b->len = 0; /* the engine copied them */
+    }
   }
-  return 1;
+  if (st == SUIRO_ERR && accepted == 0) return luaL_error(L, "pool:submit_batch: %s", suiro_last_error());
+  lua_createtable(L, (int)accepted, 0);
+  int out = lua_gettop(L);
+  for (size_t i = 0; i < accepted; i++) {
+    push_task(L, 1, b->tasks[i]);
+    lua_rawseti(L, out, (lua_Integer)i + 1);
+  }
+  if (accepted == nn) return 1;
+  lua_pushstring(L, st == SUIRO_TIMEOUT ? "timeout" : st == SUIRO_CLOSED ? "closed" : "full");
+  return 2;
 }
 
 /* task:collect([timeout]) -> values... | nil, "timeout" */
 static int l_task_collect(lua_State *L) {
   ltask *k = checktask(L, 1);
   lua_getiuservalue(L, 1, 1);
-  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
   lua_pop(L, 1);
   if (k->state == 1) return luaL_error(L, "task:collect: this task was collected already");
   if (k->state == 2) return luaL_error(L, "task:collect: this task was released");
@@ -276,7 +351,7 @@ static int l_task_collect(lua_State *L) {
 static int l_task_ready(lua_State *L) {
   ltask *k = checktask(L, 1);
   lua_getiuservalue(L, 1, 1);
-  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
   lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
   return 1;
 }
@@ -284,7 +359,7 @@ static int l_task_ready(lua_State *L) {
 static int l_task_cancel(lua_State *L) {
   ltask *k = checktask(L, 1);
   lua_getiuservalue(L, 1, 1);
-  lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
   lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
   return 1;
 }
@@ -306,37 +381,34 @@ static int l_task_tostring(lua_State *L) {
   return 1;
 }
 
-/* Collects the tasks in the table at idx: the shared part of collect_all and collect_any. */
-static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, const char *verb) {
+/* Collects the tasks in the table at idx: the shared part of collect_all and collect_any. Pushes
+ * a scratch userdata holding the handles, then the ltask pointers. */
+static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, const char *verb, ltask ***ks) {
   luaL_checktype(L, idx, LUA_TTABLE);
   *n = luaL_len(L, idx);
-  suiro_task *ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(*n ? *n : 1), 0);
+  size_t m = (size_t)(*n ? *n : 1);
+  suiro_task *ts = lua_newuserdatauv(L, (sizeof *ts + sizeof(ltask *)) * m, 0);
+  *ks = (ltask **)(ts + m);
   for (lua_Integer i = 1; i <= *n; i++) {
     lua_geti(L, idx, i);
-    ltask *k = luaL_testudata(L, -1, LSUIRO_TASK);
+    ltask *k = lsuiro_testud(L, -1, &lsuiro_key_task);
     if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
     if (k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
     lua_getiuservalue(L, -1, 1);
     if (lua_touserdata(L, -1) != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
     lua_pop(L, 2);
     ts[i - 1] = k->t;
+    (*ks)[i - 1] = k;
   }
   return ts;
 }
 
-static void mark_collected(lua_State *L, int idx, lua_Integer i) {
-  lua_geti(L, idx, i);
-  ltask *k = lua_touserdata(L, -1);
-  k->state = 1;
-  lua_pop(L, 1);
-}
-
-struct sink_ctx { lua_State *L; int tasks; int out; int failed; };
+struct sink_ctx { lua_State *L; ltask **ks; int out; int failed; };
 
 static int sink_into_table(void *ctx, size_t i, const suiro_result *r) {
   struct sink_ctx *s = ctx;
   lua_State *L = s->L;
-  mark_collected(L, s->tasks, (lua_Integer)i + 1);
+  s->ks[i]->state = 1;
   if (r->kind != SUIRO_RESULT_VALUE) {
     if (!s->failed) { /* keep the first failure; the rest are consumed */
       lcodec_push_error(L, r, (int)i + 1);
@@ -359,9 +431,10 @@ static int l_collect_all(lua_State *L) {
   double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
   lua_settop(L, 2);
   lua_Integer n;
-  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_all");
+  ltask **ks;
+  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_all", &ks);
   lua_createtable(L, (int)n, 0);
-  struct sink_ctx s = { L, 2, lua_gettop(L), 0 };
+  struct sink_ctx s = { L, ks, lua_gettop(L), 0 };
   suiro_status st = suiro_collect_all(lp->p, ts, (size_t)n, sink_into_table, &s, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
   if (s.failed) {
@@ -377,13 +450,14 @@ static int l_collect_any(lua_State *L) {
   double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
   lua_settop(L, 2);
   lua_Integer n;
-  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_any");
+  ltask **ks;
+  suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_any", &ks);
   if (n == 0) return luaL_error(L, "pool:collect_any: no tasks given");
   size_t idx;
   suiro_result r;
   suiro_status st = suiro_collect_any(lp->p, ts, (size_t)n, &idx, &r, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_any");
-  mark_collected(L, 2, (lua_Integer)idx + 1);
+  ks[idx]->state = 1;
   lua_pushinteger(L, (lua_Integer)idx + 1);
   int base = lua_gettop(L);
   if (r.kind != SUIRO_RESULT_VALUE) {
@@ -453,7 +527,7 @@ static int l_event_ack(lua_State *L) {
 }
 
 static int l_pool_tostring(lua_State *L) {
-  lpool *lp = luaL_checkudata(L, 1, LSUIRO_POOL);
+  lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
   if (!lp->p || lp->closed) lua_pushliteral(L, "suiro.pool(stopped)");
   else lua_pushfstring(L, "suiro.pool(%s)", suiro_pool_name(lp->p));
   return 1;
@@ -480,7 +554,7 @@ void lsuiro_push_current_pool(lua_State *L) {
   lp->p = p;
   lp->owner = 0;
   lp->default_timeout = -1;
-  luaL_setmetatable(L, LSUIRO_POOL);
+  lsuiro_setmt(L, &lsuiro_key_pool);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1);
   lua_pushvalue(L, -1);
@@ -550,7 +624,7 @@ static int l_arm_events(lua_State *L) {
   lua_Integer n = luaL_len(L, 1);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 1, i);
-    lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+    lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
     if (lp->p && !lp->closed) suiro_pool_eventfd(lp->p);
     lua_pop(L, 1);
   }
@@ -568,7 +642,7 @@ static int l_wait_events(lua_State *L) {
   int nf = 0;
   for (lua_Integer i = 1; i <= n && nf < 64; i++) {
     lua_geti(L, 1, i);
-    lpool *lp = luaL_checkudata(L, -1, LSUIRO_POOL);
+    lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
     lua_pop(L, 1);
     if (!lp->p || lp->closed) continue;
     int fd = suiro_pool_eventfd(lp->p);
@@ -627,7 +701,7 @@ static const luaL_Reg core_funcs[] = {
 };
 
 int luaopen_suiro_core(lua_State *L) {
-  luaL_newmetatable(L, LSUIRO_POOL);
+  lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
   luaL_newlib(L, pool_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
@@ -640,7 +714,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
 
-  luaL_newmetatable(L, LSUIRO_TASK);
+  lsuiro_newmt(L, LSUIRO_TASK, &lsuiro_key_task);
   luaL_newlib(L, task_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
@@ -658,7 +732,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "pool_methods");
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "task_methods");
-  luaL_newmetatable(L, LSUIRO_CALL);
+  lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
   lua_setfield(L, -2, "call_mt");
   lcodec_open(L);
   lua_setfield(L, -2, "error_mt");

@@ -14,6 +14,39 @@
 #define LSUIRO_CALL "suiro.call"
 #define LSUIRO_ARRAY "suiro.array"
 
+/* Metatables are found through light-userdata keys in the registry (a hash lookup on a pointer):
+ * cheaper on hot paths than luaL_checkudata's name lookup, and per lua_State. */
+extern const char lsuiro_key_pool, lsuiro_key_task, lsuiro_key_error, lsuiro_key_call, lsuiro_key_array;
+
+/* The userdata or table at idx if its metatable is registry[key], else NULL (tables: non-NULL). */
+static inline int lsuiro_is(lua_State *L, int idx, const void *key) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same;
+}
+static inline void *lsuiro_testud(lua_State *L, int idx, const void *key) {
+  void *p = lua_touserdata(L, idx);
+  return p && lsuiro_is(L, idx, key) ? p : NULL;
+}
+static inline void *lsuiro_checkud(lua_State *L, int idx, const void *key, const char *tname) {
+  void *p = lsuiro_testud(L, idx, key);
+  if (!p) luaL_typeerror(L, idx, tname);
+  return p;
+}
+static inline void lsuiro_setmt(lua_State *L, const void *key) { /* on the value at the top */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+  lua_setmetatable(L, -2);
+}
+/* luaL_newmetatable plus registration under key; leaves the metatable on the stack. */
+static inline int lsuiro_newmt(lua_State *L, const char *tname, const void *key) {
+  int fresh = luaL_newmetatable(L, tname);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+  return fresh;
+}
+
 /* A pool as Lua sees it: the engine handle plus what the binding caches per pool. */
 typedef struct lpool {
   suiro_pool *p;
@@ -38,6 +71,8 @@ typedef struct lcodec_ctx {
   lua_State *L;
   lpool *pool;          /* where function prototypes get published (NULL: refuse functions) */
   const char *verb;     /* for messages: "submit", "send", ... */
+  const void *fn_ptr;   /* the last function looked up (a batch sends one function many times) */
+  uint64_t fn_key;
 } lcodec_ctx;
 
 /* Encodes the task payload: the function (or call spec / reference) at fidx and n arguments

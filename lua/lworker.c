@@ -345,7 +345,7 @@ static int run_task(lua_State *L) {
     int spec = lua_gettop(L);
     call_spec(L, spec);
     int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
-    lcodec_ctx cx = { L, self_pool, "task result" };
+    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
     lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
     return 0;
   } else {
@@ -361,7 +361,7 @@ static int run_task(lua_State *L) {
       lua_pushvalue(L, fn + i);
       lua_setupvalue(L, fn, i);
     }
-  lcodec_ctx cx = { L, self_pool, "task result" };
+  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
   lcodec_encode_values(&cx, fn_at, nr, ra->w);
   return 0;
 }

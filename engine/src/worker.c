@@ -264,8 +264,9 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   r->slot = (int32_t)w;
   st_rel(&r->state, rs_state(gen, w, o.error ? RS_ERROR : RS_VALUE));
   st_rlx(&me->depth, depth);
-  atomic_fetch_add_explicit(&me->tasks, 1, memory_order_relaxed);
-  if (qi != p->sub && qi != 0) atomic_fetch_add_explicit(&me->steals, 1, memory_order_relaxed);
+  /* own counters: one writer, so a load and a store, not a locked add */
+  st_rlx(&me->tasks, ld_rlx(&me->tasks) + 1);
+  if (qi != p->sub && qi != 0) st_rlx(&me->steals, ld_rlx(&me->steals) + 1);
   if (depth == 0) st_rlx(&me->state, SUIRO_WORKER_IDLE);
   pool_notify_result(p, sub_of_rs(p, rs));
 }
@@ -439,7 +440,7 @@ int suiro_worker_run(const char *token) {
         if (atomic_fetch_sub(&h->awake, 1) > h->ncpu) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
-          atomic_fetch_add_explicit(&me->parks, 1, memory_order_relaxed);
+          st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
           if (!ld_rlx(&h->closing) && !ld_rlx(&me->retire)) park_wait(&me->park, seq, UINT64_MAX);
           atomic_fetch_and(&h->parked_mask, ~bit);
           atomic_fetch_and(&h->waking_mask, ~bit);
@@ -472,7 +473,7 @@ int suiro_worker_run(const char *token) {
     uint32_t seq = ld_acq(&me->park);
     atomic_fetch_or(&h->parked_mask, bit); /* seq_cst: the announce */
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
-      atomic_fetch_add_explicit(&me->parks, 1, memory_order_relaxed);
+      st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
       atomic_fetch_sub(&h->awake, 1);
       park_wait(&me->park, seq, UINT64_MAX);
       atomic_fetch_add(&h->awake, 1);
