@@ -19,6 +19,9 @@ local M = {
 
 local task_methods = core.task_methods
 
+-- typed arrays: suiro.array(type, n), suiro.f64 {...}, suiro.i32 {...}, ...
+for name, ctor in pairs(core.array) do M[name] = ctor end
+
 local parse_mod
 local function parse()
   parse_mod = parse_mod or require "suiro.parse"
@@ -309,10 +312,10 @@ function M.open(path)
     if not ok2 then error("suiro.open: " .. path .. ": " .. tostring(e), 2) end
     specs[name] = s
   end
-  local pools = {}
+  local created = {}   -- name -> pool, in creation order for closing
   local set = {}
   local mt = {
-    __index = function(_, name)
+    __index = function(t, name)
       local s = specs[name]
       if not s then
         local names = {}
@@ -321,15 +324,12 @@ function M.open(path)
         error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
       end
       local p = M.pool(s)
-      pools[name] = p
+      created[#created + 1] = p
+      rawset(t, name, p)
       return p
     end,
-    __close = function() for _, p in pairs(pools) do p:stop() end end,
-    __pairs = function()
-      return function(_, k)
-        local n = next(specs, k)
-        if n then return n, set[n] end
-      end, set, nil
+    __close = function()
+      for i = #created, 1, -1 do created[i]:stop() end
     end,
   }
   mt.__gc = mt.__close

@@ -24,6 +24,7 @@ describe("suiro.open", function()
     assert.are.equal(6, pools.fast:submit(function(a, b) return a * b end, 2, 3):collect())
     assert.are.equal("fast", pools.fast:submit(function() return os.getenv("MODE") end):collect())
     assert.are.equal(1, #pools.single:status().workers)
+    assert.are.equal(pools.fast, pools.fast) -- one pool per name, created once
     assert.has_error(function() return pools.nope end)
   end)
 
