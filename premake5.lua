@@ -27,10 +27,17 @@ local configs = {
 }
 local order = { "release", "debug", "asan", "tsan" }
 
+-- premake4 strips binaries unless told to keep symbols (premake5 spells it `symbols "On"`);
+-- every configuration keeps them so crashes and profiles have names.
+local function keep_symbols()
+  if symbols then symbols "On" else flags { "Symbols" } end
+end
+
 local function per_config(kind_dir)
   for _, name in ipairs(order) do
     local c = configs[name]
     configuration(name)
+      keep_symbols()
       targetdir(root .. "/" .. c.dir .. "/" .. kind_dir)
       objdir(root .. "/" .. c.dir .. "/obj")
       buildoptions(c.opts)

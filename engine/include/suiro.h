@@ -93,9 +93,11 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout);
 /* The name another process passes to suiro_pool_attach (not yet implemented across processes). */
 const char *suiro_pool_name(const suiro_pool *p);
 
-/* Function codes. 0 is the binding executor (suiro_set_executor); other codes name native
- * functions registered with suiro_register. */
+/* Function codes. 0 is the binding executor (suiro_set_executor), 1 a map runner (also handed to
+ * the binding executor, see suiro_map_*); other codes name native functions registered with
+ * suiro_register. */
 #define SUIRO_FN_BINDING 0u
+#define SUIRO_FN_MAP 1u
 uint64_t suiro_fn_id(const char *name);
 
 /* Submit one task; its argument bytes are copied. Waits up to timeout for ring space (FULL when
@@ -283,6 +285,61 @@ size_t suiro_buf_offset(const suiro_buf *b); /* of the data within the region */
 const char *suiro_buf_name(const suiro_buf *b); /* NULL when its name is gone: send a copy */
 /* Floor (bytes), and caps of the warm free list (bytes, count); 0 keeps a setting. */
 void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap);
+
+/* Parallel maps: n elements staged once in a shared region; one runner task per worker claims
+ * ranges of indices from a shared cursor (small batches at first and near the end, growing while
+ * work is plentiful). The binding writes the description (function, input) into the region,
+ * runs the elements in its executor (tasks with fn == SUIRO_FN_MAP) and reads the results: a
+ * typed output area it lays out itself, and/or one untyped result slot per element. The first
+ * failing element cancels the rest. A map created inside a worker runs nested: the worker works
+ * on it while it waits, so nesting never deadlocks. */
+typedef struct suiro_map suiro_map;
+typedef struct suiro_map_opts {
+  size_t size;          /* sizeof, set by suiro_map_opts_init */
+  uint64_t n;           /* elements */
+  size_t desc_bytes;    /* room for the binding's description */
+  size_t out_bytes;     /* typed output area */
+  int slots;            /* 1: a result slot per element (untyped results, in the heap) */
+  size_t heap_bytes;    /* heap for untyped results and error messages */
+  int stream;           /* 1: runners report completed ranges (suiro_map_next_range) */
+  int runners;          /* runner tasks; 0: one per live worker (at most n) */
+} suiro_map_opts;
+
+void suiro_map_opts_init(suiro_map_opts *o);
+suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map **out);
+void *suiro_map_desc(suiro_map *m);
+size_t suiro_map_desc_bytes(suiro_map *m);
+void *suiro_map_output(suiro_map *m);
+uint64_t suiro_map_size(suiro_map *m);
+/* Starts a run (a map can run again after it finished: prepared maps). */
+suiro_status suiro_map_start(suiro_map *m, double timeout);
+/* Waits for every runner: OK, TIMEOUT (still running: wait again or cancel). */
+suiro_status suiro_map_wait(suiro_map *m, double timeout);
+uint64_t suiro_map_done(suiro_map *m); /* elements finished so far */
+void suiro_map_cancel(suiro_map *m);
+/* After wait: 1 and the first failure (element index, the binding's error payload, kind
+ * SUIRO_RESULT_ERROR or SUIRO_RESULT_DIED with index UINT64_MAX), or 0. */
+int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind);
+/* Untyped result of element i (1), or 0 when it has none. */
+int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len);
+/* Streaming maps: the next range of finished elements, in completion order (0: none yet). */
+int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end);
+void suiro_map_free(suiro_map *m); /* cancels and waits if it still runs */
+
+/* Runner side, inside the binding executor for SUIRO_FN_MAP tasks. */
+suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsigned *runner);
+const void *suiro_map_runner_desc(suiro_map *m);
+void *suiro_map_runner_output(suiro_map *m);
+uint64_t suiro_map_runner_size(suiro_map *m);
+int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end); /* 0: nothing left */
+int suiro_map_cancelled(suiro_map *m);
+int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len); /* -1: heap full */
+void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end);
+int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len); /* 1: first */
+void suiro_map_detach(suiro_map *m);
+
+/* For map runners and other in-flight references that never got sent: undo suiro_buf_ref. */
+void suiro_buf_unsend(suiro_buf *b);
 
 #ifdef __cplusplus
 }

@@ -275,6 +275,10 @@ void suiro_buf_ref(suiro_buf *b) {
   atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
 }
 
+void suiro_buf_unsend(suiro_buf *b) {
+  atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_relaxed); /* the sender still holds one */
+}
+
 void suiro_buf_hold(suiro_buf *b) {
   atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
   pthread_mutex_lock(&lock);

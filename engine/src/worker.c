@@ -41,7 +41,7 @@ static void *binding_ud;
 
 uint64_t suiro_fn_id(const char *name) {
   uint64_t h = suiro_hash64(name, strlen(name));
-  return h ? h : 1; /* 0 is the binding executor */
+  return h > SUIRO_FN_MAP ? h : h + 2; /* 0 and 1 are the binding executor's */
 }
 
 suiro_status suiro_register(const char *name, suiro_native_fn fn, void *ud) {

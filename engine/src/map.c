@@ -1,0 +1,417 @@
+/*
+ * map.c — parallel maps: n elements staged once in a shared region, one runner task per worker,
+ * ranges handed out by a shared cursor (cursor.c).
+ *
+ * Region layout (one suiro_buf, recycled warm between maps):
+ *   map_hdr | description (the binding's: function and input) | typed output area |
+ *   result slots (one per element, untyped results) | heap (untyped results, error messages) |
+ *   stream rings (one SPSC ring per runner: completed ranges, in completion order)
+ *
+ * Ownership
+ *   - The creator (host or a worker, for a nested map) writes the description and starts a run;
+ *     runners only read it. Each element index is claimed exactly once (the cursor), and only its
+ *     claimer writes its output cell or result slot. Heap space is handed out in chunks by a
+ *     shared bump pointer; a runner owns the chunks it took.
+ *   - A run has a generation: result slots carry the generation that wrote them, so a recycled
+ *     region needs no clearing.
+ * Memory ordering
+ *   - The description is written before the runner tasks are published (release through the
+ *     task queue); the results are written before the runner's task result is published
+ *     (release), and the creator reads them after collecting every runner (acquire).
+ *   - Streaming: a range is pushed to the runner's SPSC ring (ring.c, release publication) after
+ *     its results are written.
+ *   - cancel, err_index and done are atomics; err_index is claimed by CAS (the first failure wins)
+ *     and its message is written before the runner finishes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cursor.h"
+#include "pool.h"
+#include "ring.h"
+
+#define MAP_MAGIC 0x70616d6f72697573ull /* "suiromap" */
+#define NO_ERROR UINT64_MAX
+#define HEAP_CHUNK ((size_t)64 << 10)
+#define STREAM_CAP 256u
+#define STREAM_SLOT 64u
+
+typedef struct map_hdr {
+  uint64_t magic;
+  uint64_t n;
+  uint64_t desc_off, desc_bytes;
+  uint64_t out_off, out_bytes;
+  uint64_t slots_off;          /* 0: no slots */
+  uint64_t heap_off, heap_bytes;
+  uint64_t rings_off;          /* 0: not streaming */
+  uint32_t runners;
+  uint32_t gen;                /* current run */
+  SUIRO_ALIGNED _Atomic uint64_t cursor;
+  SUIRO_ALIGNED _Atomic uint64_t done;
+  SUIRO_ALIGNED _Atomic uint32_t cancel;
+  SUIRO_ALIGNED _Atomic uint64_t err_index;
+  uint64_t err_off, err_len;
+  SUIRO_ALIGNED _Atomic uint64_t heap_top;
+} map_hdr;
+
+typedef struct map_slot {
+  _Atomic uint32_t gen;  /* the run that wrote it */
+  uint32_t len;
+  uint64_t off;          /* in the heap */
+} map_slot;
+
+struct suiro_map {
+  suiro_pool *pool;      /* creator side */
+  suiro_buf *buf;
+  map_hdr *h;
+  char *base;
+  /* creator side */
+  suiro_task *tasks;
+  int ntasks;
+  int died;
+  char died_msg[200];
+  ring_consumer *streams;
+  unsigned next_stream;
+  /* runner side */
+  unsigned runner;
+  cursor_claimer claimer;
+  uint64_t chunk, chunk_end; /* heap chunk owned by this runner */
+  ring_producer stream;
+};
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+void suiro_map_opts_init(suiro_map_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+}
+
+static int live_workers(suiro_pool *p) {
+  int n = 0;
+  for (int i = 0; i < p->hdr->max_workers; i++) {
+    int s = ld_rlx(&p->workers[i].state);
+    if (s == SUIRO_WORKER_IDLE || s == SUIRO_WORKER_BUSY || s == SUIRO_WORKER_STARTING) n++;
+  }
+  return n;
+}
+
+suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map **out) {
+  *out = NULL;
+  if (!o || o->size != sizeof *o) return suiro_set_error(SUIRO_ERR, "map: options not initialised with suiro_map_opts_init");
+  if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "map: the pool is stopping");
+  int runners = o->runners > 0 ? o->runners : live_workers(p);
+  if (runners < 1) runners = 1;
+  if ((uint64_t)runners > o->n && o->n > 0) runners = (int)o->n;
+  if (runners > POOL_MAX_WORKERS) runners = POOL_MAX_WORKERS;
+  size_t off = align64(sizeof(map_hdr));
+  size_t desc_off = off;
+  off = align64(off + o->desc_bytes);
+  size_t out_off = off;
+  off = align64(off + o->out_bytes);
+  size_t slots_off = 0;
+  if (o->slots) {
+    slots_off = off;
+    off = align64(off + (size_t)o->n * sizeof(map_slot));
+  }
+  size_t heap_off = off;
+  off = align64(off + o->heap_bytes);
+  size_t rings_off = 0;
+  size_t ring_stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
+  if (o->stream) {
+    rings_off = off;
+    off += ring_stride * (size_t)runners;
+  }
+  suiro_map *m = calloc(1, sizeof *m);
+  if (!m) return suiro_set_error(SUIRO_ERR, "out of memory");
+  m->buf = suiro_buf_alloc(off);
+  if (!m->buf) {
+    free(m);
+    return SUIRO_ERR;
+  }
+  m->pool = p;
+  m->base = suiro_buf_data(m->buf);
+  m->h = (map_hdr *)m->base;
+  map_hdr *h = m->h;
+  uint32_t gen = h->magic == MAP_MAGIC ? h->gen : 0; /* a recycled region keeps counting */
+  memset(h, 0, sizeof *h);
+  h->magic = MAP_MAGIC;
+  h->gen = gen;
+  h->n = o->n;
+  h->desc_off = desc_off;
+  h->desc_bytes = o->desc_bytes;
+  h->out_off = out_off;
+  h->out_bytes = o->out_bytes;
+  h->slots_off = slots_off;
+  h->heap_off = heap_off;
+  h->heap_bytes = o->heap_bytes;
+  h->rings_off = rings_off;
+  h->runners = (uint32_t)runners;
+  m->tasks = calloc((size_t)runners, sizeof *m->tasks);
+  if (o->stream) m->streams = calloc((size_t)runners, sizeof *m->streams);
+  if (!m->tasks || (o->stream && !m->streams)) {
+    suiro_map_free(m);
+    return suiro_set_error(SUIRO_ERR, "out of memory");
+  }
+  *out = m;
+  return SUIRO_OK;
+}
+
+void *suiro_map_desc(suiro_map *m) { return m->base + m->h->desc_off; }
+size_t suiro_map_desc_bytes(suiro_map *m) { return m->h->desc_bytes; }
+void *suiro_map_output(suiro_map *m) { return m->base + m->h->out_off; }
+uint64_t suiro_map_size(suiro_map *m) { return m->h->n; }
+uint64_t suiro_map_done(suiro_map *m) { return ld_rlx(&m->h->done); }
+void suiro_map_cancel(suiro_map *m) { atomic_store(&m->h->cancel, 1); }
+int suiro_map_cancelled(suiro_map *m) { return ld_rlx(&m->h->cancel) != 0; }
+
+suiro_status suiro_map_start(suiro_map *m, double timeout) {
+  map_hdr *h = m->h;
+  if (m->ntasks) return suiro_set_error(SUIRO_ERR, "map: a run is still in progress");
+  h->gen++;
+  if (h->gen == 0) h->gen = 1;
+  st_rlx(&h->cursor, 0);
+  st_rlx(&h->done, 0);
+  st_rlx(&h->cancel, 0);
+  st_rlx(&h->err_index, NO_ERROR);
+  h->err_off = h->err_len = 0;
+  st_rlx(&h->heap_top, 0);
+  m->died = 0;
+  m->died_msg[0] = 0;
+  if (h->rings_off) {
+    size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
+    for (uint32_t r = 0; r < h->runners; r++) {
+      void *mem = m->base + h->rings_off + stride * r;
+      memset(mem, 0, sizeof(ring));
+      ring_consumer_init(&m->streams[r], mem, STREAM_CAP, STREAM_SLOT);
+    }
+    m->next_stream = 0;
+  }
+  const char *name = suiro_buf_name(m->buf);
+  if (!name) return suiro_set_error(SUIRO_ERR, "map: its region lost its name");
+  /* runner payload: u32 runner index, then the region name */
+  struct { uint32_t runner; char name[SUIRO_NAME_MAX]; } arg;
+  size_t len = sizeof arg.runner + strlen(name) + 1;
+  memcpy(arg.name, name, strlen(name) + 1);
+  for (uint32_t r = 0; r < h->runners; r++) {
+    arg.runner = r;
+    suiro_buf_ref(m->buf); /* the runner's reference, taken over when it attaches */
+    suiro_status st = suiro_submit(m->pool, SUIRO_FN_MAP, &arg, len, &m->tasks[r], timeout);
+    if (st != SUIRO_OK) {
+      suiro_buf_unsend(m->buf);
+      suiro_map_cancel(m);
+      m->ntasks = (int)r;
+      char msg[300];
+      snprintf(msg, sizeof msg, "%s", suiro_last_error());
+      suiro_map_wait(m, -1);
+      return suiro_set_error(st, "map: %s", msg);
+    }
+  }
+  m->ntasks = (int)h->runners;
+  return SUIRO_OK;
+}
+
+struct died_ctx { suiro_map *m; };
+static int collect_runner(void *ctx, size_t i, const suiro_result *r) {
+  suiro_map *m = ((struct died_ctx *)ctx)->m;
+  (void)i;
+  if (r->kind == SUIRO_RESULT_DIED && !m->died) {
+    m->died = 1;
+    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)r->len, (const char *)r->data);
+    suiro_map_cancel(m);
+  } else if (r->kind == SUIRO_RESULT_ERROR && !m->died && ld_acq(&m->h->err_index) == NO_ERROR) {
+    /* a runner that failed outside any element (its binding could not start it) */
+    m->died = 2;
+    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)r->len, (const char *)r->data);
+    suiro_map_cancel(m);
+  }
+  return 0;
+}
+
+suiro_status suiro_map_wait(suiro_map *m, double timeout) {
+  if (!m->ntasks) return SUIRO_OK;
+  struct died_ctx c = { m };
+  suiro_status st = suiro_collect_all(m->pool, m->tasks, (size_t)m->ntasks, collect_runner, &c, timeout);
+  if (st == SUIRO_OK) m->ntasks = 0;
+  return st;
+}
+
+int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind) {
+  uint64_t e = ld_acq(&m->h->err_index);
+  if (e != NO_ERROR) {
+    *index = e;
+    *data = m->base + m->h->heap_off + m->h->err_off;
+    *len = m->h->err_len;
+    *kind = SUIRO_RESULT_ERROR;
+    return 1;
+  }
+  if (m->died) {
+    *index = UINT64_MAX;
+    *data = m->died_msg;
+    *len = strlen(m->died_msg);
+    *kind = m->died == 1 ? SUIRO_RESULT_DIED : SUIRO_RESULT_ERROR;
+    return 1;
+  }
+  return 0;
+}
+
+int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len) {
+  map_hdr *h = m->h;
+  if (!h->slots_off || i >= h->n) return 0;
+  map_slot *s = (map_slot *)(m->base + h->slots_off) + i;
+  if (ld_acq(&s->gen) != h->gen) return 0;
+  *data = m->base + h->heap_off + s->off;
+  *len = s->len;
+  return 1;
+}
+
+int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
+  map_hdr *h = m->h;
+  if (!h->rings_off) return 0;
+  for (uint32_t k = 0; k < h->runners; k++) {
+    uint32_t r = (m->next_stream + k) % h->runners;
+    const ring_slot *s = ring_peek(&m->streams[r]);
+    if (!s) continue;
+    uint64_t v[2];
+    memcpy(v, s->data, sizeof v);
+    ring_pop(&m->streams[r]);
+    ring_release(&m->streams[r]);
+    m->next_stream = r + 1;
+    *begin = v[0];
+    *end = v[1];
+    return 1;
+  }
+  return 0;
+}
+
+void suiro_map_free(suiro_map *m) {
+  if (!m) return;
+  if (m->ntasks) { /* abandoned mid-run: stop the runners and wait for them */
+    suiro_map_cancel(m);
+    suiro_map_wait(m, -1);
+  }
+  if (m->buf) suiro_buf_unref(m->buf);
+  free(m->tasks);
+  free(m->streams);
+  free(m);
+}
+
+/* ---- runner side ----------------------------------------------------------------------------- */
+
+suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsigned *runner) {
+  *out = NULL;
+  uint32_t r;
+  if (len < sizeof r + 2) return suiro_set_error(SUIRO_ERR, "map runner: malformed payload");
+  memcpy(&r, arg, sizeof r);
+  char name[SUIRO_NAME_MAX];
+  size_t nl = len - sizeof r;
+  if (nl > sizeof name) return suiro_set_error(SUIRO_ERR, "map runner: malformed payload");
+  memcpy(name, (const char *)arg + sizeof r, nl);
+  name[nl - 1] = 0;
+  suiro_buf *b;
+  suiro_status st = suiro_buf_open(name, 0, &b);
+  if (st != SUIRO_OK) return st;
+  suiro_map *m = calloc(1, sizeof *m);
+  if (!m) {
+    suiro_buf_unref(b);
+    return suiro_set_error(SUIRO_ERR, "out of memory");
+  }
+  m->buf = b;
+  m->base = suiro_buf_data(b);
+  m->h = (map_hdr *)m->base;
+  if (m->h->magic != MAP_MAGIC || r >= m->h->runners) {
+    suiro_map_detach(m);
+    return suiro_set_error(SUIRO_ERR, "map runner: %s is not a map region", name);
+  }
+  m->runner = r;
+  if (m->h->rings_off) {
+    size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
+    ring_producer_init(&m->stream, m->base + m->h->rings_off + stride * r, STREAM_CAP, STREAM_SLOT);
+  }
+  *runner = r;
+  *out = m;
+  return SUIRO_OK;
+}
+
+int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
+  if (ld_rlx(&m->h->cancel)) return 0;
+  return cursor_claim(&m->h->cursor, m->h->n, m->h->runners, &m->claimer, begin, end);
+}
+
+void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
+  atomic_fetch_add_explicit(&m->h->done, end - begin, memory_order_relaxed);
+  if (!m->h->rings_off) return;
+  uint64_t v[2] = { begin, end };
+  /* The creator drains as it streams; if it stops reading, cancelling the map frees us. */
+  uint64_t spins = 0;
+  while (ring_push(&m->stream, v, sizeof v, 0) != 0) {
+    if (ld_rlx(&m->h->cancel)) return;
+    if (++spins > 1000) {
+      struct timespec ts = { 0, 50000 };
+      nanosleep(&ts, NULL);
+    } else {
+      cpu_relax();
+    }
+  }
+}
+
+static void *heap_alloc(suiro_map *m, size_t n, uint64_t *off) {
+  map_hdr *h = m->h;
+  n = (n + 7) & ~(size_t)7;
+  if (m->chunk + n > m->chunk_end) {
+    size_t want = n > HEAP_CHUNK ? n : HEAP_CHUNK;
+    uint64_t top = ld_rlx(&h->heap_top);
+    if (top < h->heap_bytes && want > h->heap_bytes - top && n <= h->heap_bytes - top)
+      want = n; /* near the end of the heap: take just what is needed */
+    uint64_t at = atomic_fetch_add_explicit(&h->heap_top, want, memory_order_relaxed);
+    if (at + want > h->heap_bytes) return NULL;
+    m->chunk = at;
+    m->chunk_end = at + want;
+  }
+  *off = m->chunk;
+  m->chunk += n;
+  return m->base + h->heap_off + *off;
+}
+
+int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len) {
+  map_hdr *h = m->h;
+  if (!h->slots_off || i >= h->n) return -1;
+  uint64_t off;
+  void *dst = heap_alloc(m, len, &off);
+  if (!dst) return -1;
+  memcpy(dst, data, len);
+  map_slot *s = (map_slot *)(m->base + h->slots_off) + i;
+  s->len = (uint32_t)len;
+  s->off = off;
+  st_rel(&s->gen, h->gen);
+  return 0;
+}
+
+int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len) {
+  map_hdr *h = m->h;
+  uint64_t none = NO_ERROR;
+  if (!atomic_compare_exchange_strong(&h->err_index, &none, index)) return 0; /* someone was first */
+  uint64_t off = 0;
+  void *dst = heap_alloc(m, len, &off);
+  if (!dst) { /* no room for the message: keep the index */
+    h->err_off = 0;
+    h->err_len = 0;
+  } else {
+    memcpy(dst, err, len);
+    h->err_off = off;
+    h->err_len = len;
+  }
+  atomic_store(&h->cancel, 1);
+  return 1;
+}
+
+void *suiro_map_runner_output(suiro_map *m) { return m->base + m->h->out_off; }
+const void *suiro_map_runner_desc(suiro_map *m) { return m->base + m->h->desc_off; }
+uint64_t suiro_map_runner_size(suiro_map *m) { return m->h->n; }
+
+void suiro_map_detach(suiro_map *m) {
+  if (!m) return;
+  if (m->buf) suiro_buf_unref(m->buf);
+  free(m);
+}
