@@ -5,13 +5,20 @@
  *   local z = suiro.array("i32", 10)        -- zero-filled
  *   a[1], #a, ipairs(a), a:sum(), a:mean(), a:min(), a:max(), a:totable(), a:slice(2, 3),
  *   a:type(), a * 2, a + a, -a, a / 2, tostring(a)
+ *   local m = suiro.f64 { 1, 2, 3, 4, 5, 6 }:reshape({ 2, 3 }, "F")   -- an n-d array (NDARRAY)
+ *   suiro.date({ 0, 19723 }), suiro.timestamp({ 0, 1.7e9 }, { unit = "s", tz = "UTC" }),
+ *   suiro.factor({ "hi", "lo", suiro.NA }, { levels = { "lo", "hi" } }): arrays of a kind
+ *   (DATE / TIMESTAMP / FACTOR); a:kind(), a:unit(), a:tz(), a:levels(), a:ordered(), a:codes()
  *
  * An array either owns its memory (malloc, or a shared region from larray_alloc_big) or is a view
  * of memory owned elsewhere (a zero-copy value received from another process: read-only, released
  * once at __gc or a:release()). Indexing is 1-based; element access converts to Lua numbers
- * (integers for integer types, booleans for bool, {re, im} for c128).
+ * (integers for integer types, booleans for bool, {re, im} for c128); a bool NA reads as
+ * suiro.NA. A factor is an i32 array of 0-based codes (-1 = NA) with its levels in the user value;
+ * its elements read and write as level strings (or suiro.NA).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +26,14 @@
 
 #include "larray.h"
 #include "lsuiro.h"
+#include "lvalues.h"
 
 void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
 size_t larray_big_bytes = SIZE_MAX;
 
 static const char *const type_names[] = { NULL, "f64", "f32", "i64", "i32", "u8", "bool", "c128" };
+static const char *const kind_names[] = { "plain", "date", "timestamp", "factor" };
+static const char *const unit_names[] = { "s", "ms", "us", "ns" };
 
 static int type_from_name(lua_State *L, int idx) {
   const char *s = luaL_checkstring(L, idx);
@@ -95,18 +105,70 @@ larray *larray_check(lua_State *L, int idx) {
   return a;
 }
 
+/* ---- kind attributes (user value 1) ---------------------------------------------------------- */
+
+void larray_set_attr(lua_State *L, int idx, const char *field) {
+  idx = lua_absindex(L, idx);
+  lua_createtable(L, 0, 1);
+  lua_insert(L, -2);
+  lua_setfield(L, -2, field);
+  lua_setiuservalue(L, idx, 1);
+}
+
+const char *larray_tz(lua_State *L, int idx, size_t *len) {
+  const char *tz = NULL;
+  if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE) {
+    if (lua_getfield(L, -1, "tz") == LUA_TSTRING) tz = lua_tolstring(L, -1, len); /* anchored by the array */
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (!tz) {
+    tz = "";
+    *len = 0;
+  }
+  return tz;
+}
+
+lua_Integer larray_push_levels(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE) {
+    if (lua_getfield(L, -1, "levels") == LUA_TTABLE) {
+      lua_remove(L, -2);
+      return (lua_Integer)lua_rawlen(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  return 0;
+}
+
 /* ---- elements -------------------------------------------------------------------------------- */
 
-static void push_elem(lua_State *L, const larray *a, int64_t i) {
+/* Pushes element i of the array a at stack index aidx (factors look up their levels there). */
+static void push_elem(lua_State *L, const larray *a, int aidx, int64_t i) {
   switch (a->type) {
   case WIRE_T_F64: lua_pushnumber(L, ((const double *)a->data)[i]); break;
   case WIRE_T_F32: lua_pushnumber(L, ((const float *)a->data)[i]); break;
   case WIRE_T_I64: lua_pushinteger(L, ((const int64_t *)a->data)[i]); break;
-  case WIRE_T_I32: lua_pushinteger(L, ((const int32_t *)a->data)[i]); break;
+  case WIRE_T_I32: {
+    int32_t v = ((const int32_t *)a->data)[i];
+    if (a->kind == LARRAY_FACTOR) {
+      larray_push_levels(L, aidx);
+      if (v < 0 || lua_rawgeti(L, -1, (lua_Integer)v + 1) != LUA_TSTRING) {
+        if (v >= 0) lua_pop(L, 1);
+        lsuiro_push_na(L);
+      }
+      lua_remove(L, -2);
+      break;
+    }
+    lua_pushinteger(L, v);
+    break;
+  }
   case WIRE_T_U8: lua_pushinteger(L, ((const uint8_t *)a->data)[i]); break;
   case WIRE_T_BOOL: {
     uint8_t b = ((const uint8_t *)a->data)[i];
-    if (b == WIRE_NA_BOOL) lua_pushnil(L);
+    if (b == WIRE_NA_BOOL) lsuiro_push_na(L);
     else lua_pushboolean(L, b);
     break;
   }
@@ -134,7 +196,49 @@ static double num_at(const larray *a, int64_t i) {
   }
 }
 
-static void store_elem(lua_State *L, larray *a, int64_t i, int v) {
+static double na_f64(void) {
+  uint64_t bits = WIRE_NA_F64_BITS;
+  double d;
+  memcpy(&d, &bits, 8);
+  return d;
+}
+
+/* The 0-based code of the level named by the value at v (-1 for suiro.NA or nil). */
+static int32_t factor_code(lua_State *L, int aidx, int v) {
+  if (lua_isnil(L, v) || lsuiro_is_na(L, v)) return WIRE_NA_CODE;
+  if (lua_type(L, v) != LUA_TSTRING)
+    luaL_error(L, "suiro.array: a factor element must be one of its levels (a string) or suiro.NA, got %s",
+               luaL_typename(L, v));
+  lua_Integer n = larray_push_levels(L, aidx);
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, -1, k);
+    int same = lua_rawequal(L, -1, v);
+    lua_pop(L, 1);
+    if (same) {
+      lua_pop(L, 1);
+      return (int32_t)(k - 1);
+    }
+  }
+  return luaL_error(L, "suiro.array: \"%s\" is not a level of this factor", lua_tostring(L, v));
+}
+
+/* Stores the value at v as element i of the array a at stack index aidx. suiro.NA stores the
+ * type's NA (f64, i32, i64, c128, bool; factors also take nil); f32 and u8 have none. */
+static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
+  if (a->kind == LARRAY_FACTOR) {
+    ((int32_t *)a->data)[i] = factor_code(L, aidx, v);
+    return;
+  }
+  if (lsuiro_is_na(L, v)) {
+    switch (a->type) {
+    case WIRE_T_F64: ((double *)a->data)[i] = na_f64(); return;
+    case WIRE_T_I64: ((int64_t *)a->data)[i] = WIRE_NA_I64; return;
+    case WIRE_T_I32: ((int32_t *)a->data)[i] = WIRE_NA_I32; return;
+    case WIRE_T_BOOL: ((uint8_t *)a->data)[i] = WIRE_NA_BOOL; return;
+    case WIRE_T_C128: ((double *)a->data)[2 * i] = ((double *)a->data)[2 * i + 1] = na_f64(); return;
+    default: luaL_error(L, "suiro.array: %s arrays have no NA", type_names[a->type]); return;
+    }
+  }
   switch (a->type) {
   case WIRE_T_F64: ((double *)a->data)[i] = luaL_checknumber(L, v); break;
   case WIRE_T_F32: ((float *)a->data)[i] = (float)luaL_checknumber(L, v); break;
@@ -182,7 +286,7 @@ static int l_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER) {
     lua_Integer i = lua_tointeger(L, 2);
     if (i < 1 || i > a->n) return 0; /* nil past the end, so ipairs stops */
-    push_elem(L, a, i - 1);
+    push_elem(L, a, 1, i - 1);
     return 1;
   }
   /* methods */
@@ -198,7 +302,7 @@ static int l_newindex(lua_State *L) {
   if (a->readonly)
     return luaL_error(L, "suiro.array: this %s array is a read-only view of shared memory; copy it first "
                          "(a:copy()) to modify it", type_names[a->type]);
-  store_elem(L, a, check_index(L, a, 2), 3);
+  store_elem(L, a, 1, check_index(L, a, 2), 3);
   return 0;
 }
 
@@ -218,6 +322,7 @@ static int l_release(lua_State *L) {
   free_data(a);
   a->n = 0;
   a->ndim = 1;
+  a->nd = 0;
   a->shape[0] = 0;
   return 0;
 }
@@ -237,9 +342,63 @@ static int l_shape(lua_State *L) {
   return 1;
 }
 
+static int l_order(lua_State *L) {
+  lua_pushstring(L, larray_check(L, 1)->order == WIRE_ORDER_F ? "F" : "C");
+  return 1;
+}
+
 static int l_isview(lua_State *L) {
   larray *a = larray_check(L, 1);
   lua_pushboolean(L, a->readonly);
+  return 1;
+}
+
+static int l_kind(lua_State *L) {
+  lua_pushstring(L, kind_names[larray_check(L, 1)->kind]);
+  return 1;
+}
+
+static int l_unit(lua_State *L) {
+  larray *a = larray_check(L, 1);
+  if (a->kind != LARRAY_TIMESTAMP) return 0;
+  lua_pushstring(L, unit_names[a->unit & 3]);
+  return 1;
+}
+
+static int l_tz(lua_State *L) {
+  larray *a = larray_check(L, 1);
+  if (a->kind != LARRAY_TIMESTAMP) return 0;
+  size_t len;
+  const char *tz = larray_tz(L, 1, &len);
+  lua_pushlstring(L, tz, len);
+  return 1;
+}
+
+static int l_levels(lua_State *L) { /* a copy: the levels of an array do not change */
+  larray *a = larray_check(L, 1);
+  if (a->kind != LARRAY_FACTOR) return 0;
+  lua_Integer n = larray_push_levels(L, 1);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, -2, k);
+    lua_rawseti(L, -2, k);
+  }
+  return 1;
+}
+
+static int l_ordered(lua_State *L) {
+  larray *a = larray_check(L, 1);
+  if (a->kind != LARRAY_FACTOR) return 0;
+  lua_pushboolean(L, a->ordered);
+  return 1;
+}
+
+static int l_codes(lua_State *L) {
+  larray *a = larray_check(L, 1);
+  if (a->kind != LARRAY_FACTOR) return luaL_error(L, "suiro.array: codes() is for factors, this is a %s array",
+                                                   kind_names[a->kind]);
+  larray *b = larray_new(L, WIRE_T_I32, a->n);
+  memcpy(b->data, a->data, larray_bytes(a));
   return 1;
 }
 
@@ -247,7 +406,7 @@ static int l_totable(lua_State *L) {
   larray *a = larray_check(L, 1);
   lua_createtable(L, (int)(a->n < 1 << 26 ? a->n : 0), 0);
   for (int64_t i = 0; i < a->n; i++) {
-    push_elem(L, a, i);
+    push_elem(L, a, 1, i);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -258,13 +417,28 @@ static int l_tostring(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "suiro.array ");
-  luaL_addstring(&b, type_names[a->type]);
-  if (a->ndim > 1) {
+  if (a->kind == LARRAY_FACTOR) {
+    luaL_addstring(&b, a->ordered ? "factor ordered" : "factor");
+  } else {
+    if (a->kind != LARRAY_PLAIN) {
+      luaL_addstring(&b, kind_names[a->kind]);
+      luaL_addchar(&b, ' ');
+    }
+    luaL_addstring(&b, type_names[a->type]);
+  }
+  if (a->kind == LARRAY_TIMESTAMP) {
+    size_t len;
+    const char *tz = larray_tz(L, 1, &len);
+    lua_pushfstring(L, " %s%s%s", unit_names[a->unit & 3], len ? " " : "", tz);
+    luaL_addvalue(&b);
+  }
+  if (larray_is_nd(a)) {
+    luaL_addstring(&b, " [");
     for (int d = 0; d < a->ndim; d++) {
-      lua_pushfstring(L, "%s%I", d ? "x" : "[", (lua_Integer)a->shape[d]);
+      lua_pushfstring(L, "%s%I", d ? "x" : "", (lua_Integer)a->shape[d]);
       luaL_addvalue(&b);
     }
-    luaL_addstring(&b, "]");
+    luaL_addstring(&b, a->order == WIRE_ORDER_F && a->ndim > 1 ? "] F" : "]");
   }
   if (a->readonly) luaL_addstring(&b, " view");
   luaL_addstring(&b, " {");
@@ -273,16 +447,13 @@ static int l_tostring(lua_State *L) {
     if (i) luaL_addstring(&b, ", ");
     if (a->type == WIRE_T_C128) {
       const double *c = (const double *)a->data + 2 * i;
-      lua_pushfstring(L, "%f%+fi", c[0], c[1]);
+      char buf[64];
+      snprintf(buf, sizeof buf, "%g%+gi", c[0], c[1]);
+      lua_pushstring(L, buf);
     } else {
-      push_elem(L, a, i);
-      if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        lua_pushliteral(L, "NA");
-      } else {
-        luaL_tolstring(L, -1, NULL);
-        lua_remove(L, -2);
-      }
+      push_elem(L, a, 1, i);
+      luaL_tolstring(L, -1, NULL); /* suiro.NA prints as NA */
+      lua_remove(L, -2);
     }
     luaL_addvalue(&b);
   }
@@ -295,17 +466,23 @@ static int l_tostring(lua_State *L) {
   return 1;
 }
 
+/* Fills the new array at the top from the sequence at t (n elements). */
+static void fill_from(lua_State *L, larray *a, int t, lua_Integer n) {
+  int aidx = lua_gettop(L);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, t, i);
+    store_elem(L, a, aidx, i - 1, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+}
+
 /* suiro.array(type, n) or suiro.array(type, {values}) */
 static int l_new(lua_State *L) {
   int type = type_from_name(L, 1);
   if (lua_istable(L, 2)) {
     lua_Integer n = luaL_len(L, 2);
     larray *a = larray_new(L, type, n);
-    for (lua_Integer i = 1; i <= n; i++) {
-      lua_geti(L, 2, i);
-      store_elem(L, a, i - 1, lua_gettop(L));
-      lua_pop(L, 1);
-    }
+    fill_from(L, a, 2, n);
     return 1;
   }
   lua_Integer n = luaL_checkinteger(L, 2);
@@ -323,12 +500,17 @@ static int l_typed_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 1);
   larray *a = larray_new(L, type, n);
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_geti(L, 1, i);
-    store_elem(L, a, i - 1, lua_gettop(L));
-    lua_pop(L, 1);
-  }
+  fill_from(L, a, 1, n);
   return 1;
+}
+
+/* Gives the new array at the top the kind, unit, order flag and attributes of a (at aidx). */
+static void copy_kind(lua_State *L, const larray *a, int aidx, larray *b) {
+  b->kind = a->kind;
+  b->unit = a->unit;
+  b->ordered = a->ordered;
+  lua_getiuservalue(L, aidx, 1); /* shared: attributes are never modified in place */
+  lua_setiuservalue(L, -2, 1);
 }
 
 static int l_copy(lua_State *L) {
@@ -336,8 +518,10 @@ static int l_copy(lua_State *L) {
   larray *b = larray_new(L, a->type, a->n);
   memcpy(b->data, a->data, larray_bytes(a));
   b->ndim = a->ndim;
+  b->nd = a->nd;
   b->order = a->order;
   memcpy(b->shape, a->shape, sizeof b->shape);
+  copy_kind(L, a, 1, b);
   return 1;
 }
 
@@ -352,6 +536,311 @@ static int l_slice(lua_State *L) {
   larray *b = larray_new(L, a->type, n);
   size_t es = wire_type_size(a->type);
   if (n) memcpy(b->data, (char *)a->data + (size_t)(i - 1) * es, (size_t)n * es);
+  copy_kind(L, a, 1, b);
+  return 1;
+}
+
+/* a:reshape(shape [, order]): a copy with these extents ("C" row-major, default, or "F"
+ * column-major), sent as an n-d array; {} makes a 0-d array of one element. */
+static int l_reshape(lua_State *L) {
+  larray *a = larray_check(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const char *ord = luaL_optstring(L, 3, "C");
+  if (strcmp(ord, "C") != 0 && strcmp(ord, "F") != 0)
+    return luaL_argerror(L, 3, lua_pushfstring(L, "order must be \"C\" or \"F\", got \"%s\"", ord));
+  if (a->kind != LARRAY_PLAIN)
+    return luaL_error(L, "suiro.array: reshape: a %s array cannot have a shape", kind_names[a->kind]);
+  lua_Integer nd = (lua_Integer)lua_rawlen(L, 2);
+  if (nd > LARRAY_MAX_NDIM) return luaL_error(L, "suiro.array: reshape: %I dimensions (at most %d)", nd, LARRAY_MAX_NDIM);
+  int64_t shape[LARRAY_MAX_NDIM];
+  uint64_t prod = 1;
+  for (lua_Integer d = 0; d < nd; d++) {
+    lua_rawgeti(L, 2, d + 1);
+    int ok;
+    lua_Integer x = lua_tointegerx(L, -1, &ok);
+    if (!ok || x < 0)
+      return luaL_error(L, "suiro.array: reshape: extent %I must be a non-negative integer, got %s", d + 1,
+                        luaL_tolstring(L, -1, NULL));
+    lua_pop(L, 1);
+    shape[d] = x;
+    if (x && prod > (uint64_t)INT64_MAX / (uint64_t)x) prod = (uint64_t)INT64_MAX;
+    else prod *= (uint64_t)x;
+  }
+  if (prod != (uint64_t)a->n) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (lua_Integer d = 0; d < nd; d++) {
+      lua_pushfstring(L, "%s%I", d ? "x" : "", (lua_Integer)shape[d]);
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    return luaL_error(L, "suiro.array: reshape: shape [%s] holds %I elements, the array has %I", lua_tostring(L, -1),
+                      (lua_Integer)prod, (lua_Integer)a->n);
+  }
+  larray *b = larray_new(L, a->type, a->n);
+  memcpy(b->data, a->data, larray_bytes(a));
+  b->nd = 1;
+  b->ndim = (int)nd;
+  b->order = ord[0] == 'F' ? WIRE_ORDER_F : WIRE_ORDER_C;
+  memset(b->shape, 0, sizeof b->shape);
+  for (lua_Integer d = 0; d < nd; d++) b->shape[d] = shape[d];
+  return 1;
+}
+
+/* ---- arrays of a kind: dates, timestamps, factors -------------------------------------------- */
+
+/* Checks that the options table at idx (nil allowed) has only the given keys. */
+static void check_opts(lua_State *L, int idx, const char *fname, const char *const *keys) {
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: argument %d (options) must be a table, got %s", fname, idx, luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int known = 0;
+    for (int k = 0; keys[k] && !known; k++)
+      known = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), keys[k]) == 0;
+    if (!known) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int k = 0; keys[k]; k++) {
+        if (k) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, keys[k]);
+      }
+      luaL_pushresult(&b);
+      const char *choices = lua_tostring(L, -1);
+      const char *got = luaL_tolstring(L, -2, NULL);
+      luaL_error(L, "%s: unknown option %s (options: %s)", fname, got, choices);
+    }
+  }
+}
+
+/* Option `field` of the options at idx as an index into names (dflt when absent). */
+static int opt_name(lua_State *L, int idx, const char *field, const char *fname, const char *const *names, int lo,
+                    int hi, int dflt) {
+  if (lua_isnoneornil(L, idx)) return dflt;
+  int t = lua_getfield(L, idx, field);
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    return dflt;
+  }
+  const char *s = lua_tostring(L, -1);
+  for (int k = lo; s && t == LUA_TSTRING && k <= hi; k++)
+    if (names[k] && strcmp(s, names[k]) == 0) {
+      lua_pop(L, 1);
+      return k;
+    }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int k = lo, first = 1; k <= hi; k++) {
+    if (!names[k]) continue;
+    lua_pushfstring(L, "%s\"%s\"", first ? "" : ", ", names[k]);
+    luaL_addvalue(&b);
+    first = 0;
+  }
+  luaL_pushresult(&b);
+  const char *choices = lua_tostring(L, -1);
+  const char *got = luaL_tolstring(L, -2, NULL);
+  return luaL_error(L, "%s: %s must be one of %s, got %s", fname, field, choices, got);
+}
+
+/* The elements for a kind constructor (argument 1): a table of values, or a plain 1-d
+ * suiro.array of an allowed type (copied). Pushes the new array. type: the type asked for, or 0
+ * for the given array's (a table then gets dflt). */
+static larray *kind_values(lua_State *L, const char *fname, int type, int dflt, const int *allowed) {
+  larray *src = larray_test(L, 1);
+  if (src) {
+    larray_check(L, 1);
+    if (src->kind != LARRAY_PLAIN || larray_is_nd(src))
+      luaL_error(L, "%s: argument 1 must be a plain 1-d array or a table, got a %s array", fname,
+                 larray_is_nd(src) ? "n-d" : kind_names[src->kind]);
+    if (type && type != src->type)
+      luaL_error(L, "%s: argument 1 is an %s array but type is \"%s\"", fname, type_names[src->type], type_names[type]);
+    int ok = 0;
+    for (int k = 0; allowed[k]; k++) ok |= allowed[k] == src->type;
+    if (!ok) luaL_error(L, "%s: %s elements are not allowed here", fname, type_names[src->type]);
+    larray *a = larray_new(L, src->type, src->n);
+    memcpy(a->data, src->data, larray_bytes(src));
+    return a;
+  }
+  if (!lua_istable(L, 1))
+    luaL_error(L, "%s: argument 1 must be a table of values or a suiro.array, got %s", fname, luaL_typename(L, 1));
+  lua_Integer n = luaL_len(L, 1);
+  larray *a = larray_new(L, type ? type : dflt, n);
+  fill_from(L, a, 1, n);
+  return a;
+}
+
+/* suiro.date(days [, { type = "i32" | "i64" | "f64" }]): days since 1970-01-01. */
+static int l_date(lua_State *L) {
+  static const char *const keys[] = { "type", NULL };
+  static const int allowed[] = { WIRE_T_I32, WIRE_T_I64, WIRE_T_F64, 0 };
+  static const char *const tnames[] = { NULL, "f64", NULL, "i64", "i32" };
+  check_opts(L, 2, "suiro.date", keys);
+  int type = opt_name(L, 2, "type", "suiro.date", tnames, 1, 4, 0);
+  larray *a = kind_values(L, "suiro.date", type, WIRE_T_I32, allowed);
+  a->kind = LARRAY_DATE;
+  return 1;
+}
+
+/* suiro.timestamp(values [, { type = "i64" | "f64", unit = "s" | "ms" | "us" | "ns", tz = "" }]) */
+static int l_timestamp(lua_State *L) {
+  static const char *const keys[] = { "type", "unit", "tz", NULL };
+  static const int allowed[] = { WIRE_T_I64, WIRE_T_F64, 0 };
+  static const char *const tnames[] = { NULL, "f64", NULL, "i64" };
+  check_opts(L, 2, "suiro.timestamp", keys);
+  int type = opt_name(L, 2, "type", "suiro.timestamp", tnames, 1, 3, 0);
+  int unit = opt_name(L, 2, "unit", "suiro.timestamp", unit_names, 0, 3, WIRE_UNIT_S);
+  if (!lua_isnoneornil(L, 2)) {
+    int t = lua_getfield(L, 2, "tz");
+    if (t != LUA_TNIL && t != LUA_TSTRING)
+      return luaL_error(L, "suiro.timestamp: tz must be a string (an IANA name or \"\"), got %s", luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  larray *a = kind_values(L, "suiro.timestamp", type, WIRE_T_I64, allowed);
+  a->kind = LARRAY_TIMESTAMP;
+  a->unit = unit;
+  if (lua_isnoneornil(L, 2)) lua_pushnil(L);
+  else lua_getfield(L, 2, "tz");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushliteral(L, "");
+  }
+  larray_set_attr(L, -2, "tz");
+  return 1;
+}
+
+static int cmp_lstr(const void *x, const void *y) {
+  const wire_str *a = x, *b = y;
+  int c = memcmp(a->ptr, b->ptr, a->len < b->len ? a->len : b->len);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* suiro.factor(values [, { levels = {...}, ordered = false }]): values are level names (or
+ * suiro.NA / nil), or a suiro.i32 array of 0-based codes (-1 = NA) when levels are given.
+ * Without levels they are the distinct values, sorted. */
+static int l_factor(lua_State *L) {
+  static const char *const keys[] = { "levels", "ordered", NULL };
+  check_opts(L, 2, "suiro.factor", keys);
+  int ordered = 0;
+  lua_settop(L, 2);
+  if (!lua_isnil(L, 2)) {
+    lua_getfield(L, 2, "ordered");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+      return luaL_error(L, "suiro.factor: ordered must be a boolean, got %s", luaL_typename(L, -1));
+    ordered = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 2, "levels");
+  } else {
+    lua_pushnil(L);
+  }
+  int levels = 3;
+  larray *codes = larray_test(L, 1);
+  lua_Integer n;
+  if (codes) {
+    larray_check(L, 1);
+    if (codes->type != WIRE_T_I32 || codes->kind != LARRAY_PLAIN || larray_is_nd(codes))
+      return luaL_error(L, "suiro.factor: argument 1 must be a table of level names or a plain i32 array of codes");
+    if (lua_isnil(L, levels)) return luaL_error(L, "suiro.factor: codes need levels = { ... }");
+    n = codes->n;
+  } else {
+    if (!lua_istable(L, 1))
+      return luaL_error(L, "suiro.factor: argument 1 must be a table of level names or an i32 array of codes, got %s",
+                        luaL_typename(L, 1));
+    lua_getfield(L, 1, "n");
+    n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, 1);
+    lua_pop(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+      int t = lua_rawgeti(L, 1, i);
+      if (t != LUA_TSTRING && t != LUA_TNIL && !lsuiro_is_na(L, -1))
+        return luaL_error(L, "suiro.factor: element %I must be a string or suiro.NA, got %s", i, luaL_typename(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  /* the levels: a copy of the given ones (checked), or the sorted distinct values */
+  lua_newtable(L);
+  int lv = lua_gettop(L);
+  lua_newtable(L);
+  int seen = lua_gettop(L);
+  lua_Integer nl = 0;
+  if (!lua_isnil(L, levels)) {
+    if (!lua_istable(L, levels)) return luaL_error(L, "suiro.factor: levels must be a table of strings, got %s",
+                                                   luaL_typename(L, levels));
+    lua_Integer m = (lua_Integer)lua_rawlen(L, levels);
+    for (lua_Integer k = 1; k <= m; k++) {
+      if (lua_rawgeti(L, levels, k) != LUA_TSTRING)
+        return luaL_error(L, "suiro.factor: level %I must be a string, got %s", k, luaL_typename(L, -1));
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, seen) != LUA_TNIL) return luaL_error(L, "suiro.factor: level \"%s\" appears twice", lua_tostring(L, -2));
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_pushinteger(L, k - 1);
+      lua_rawset(L, seen);
+      lua_rawseti(L, lv, ++nl);
+    }
+  } else {
+    for (lua_Integer i = 1; i <= n; i++) {
+      if (lua_rawgeti(L, 1, i) == LUA_TSTRING) {
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, seen) == LUA_TNIL) {
+          lua_pop(L, 1);
+          lua_pushvalue(L, -1);
+          lua_pushboolean(L, 1);
+          lua_rawset(L, seen);
+          lua_rawseti(L, lv, ++nl);
+          continue;
+        }
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+    /* sorted by bytes */
+    wire_str *v = lua_newuserdatauv(L, sizeof *v * (size_t)(nl ? nl : 1), 0);
+    for (lua_Integer k = 0; k < nl; k++) {
+      lua_rawgeti(L, lv, k + 1);
+      v[k].ptr = lua_tolstring(L, -1, &v[k].len); /* anchored by lv */
+      lua_pop(L, 1);
+    }
+    qsort(v, (size_t)nl, sizeof *v, cmp_lstr);
+    lua_newtable(L);
+    for (lua_Integer k = 0; k < nl; k++) {
+      lua_pushlstring(L, v[k].ptr, v[k].len);
+      lua_pushvalue(L, -1);
+      lua_pushinteger(L, k);
+      lua_rawset(L, seen);
+      lua_rawseti(L, -2, k + 1);
+    }
+    lua_replace(L, lv);
+    lua_pop(L, 1);
+  }
+  larray *a = larray_new(L, WIRE_T_I32, n);
+  int32_t *c = a->data;
+  if (codes) {
+    for (int64_t i = 0; i < n; i++) {
+      int32_t x = ((const int32_t *)codes->data)[i];
+      if (x < WIRE_NA_CODE || x >= nl)
+        return luaL_error(L, "suiro.factor: code %d (element %I) is not in -1..%I", (int)x, (lua_Integer)i + 1,
+                          nl - 1);
+      c[i] = x;
+    }
+  } else {
+    for (lua_Integer i = 1; i <= n; i++) {
+      if (lua_rawgeti(L, 1, i) == LUA_TSTRING) {
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, seen) != LUA_TNUMBER)
+          return luaL_error(L, "suiro.factor: element %I (\"%s\") is not one of the levels", i, lua_tostring(L, -2));
+        c[i - 1] = (int32_t)lua_tointeger(L, -1);
+        lua_pop(L, 2);
+      } else {
+        c[i - 1] = WIRE_NA_CODE;
+        lua_pop(L, 1);
+      }
+    }
+  }
+  a->kind = LARRAY_FACTOR;
+  a->ordered = ordered;
+  lua_pushvalue(L, lv);
+  larray_set_attr(L, -2, "levels");
   return 1;
 }
 
@@ -360,6 +849,7 @@ static int l_slice(lua_State *L) {
 static int reduce(lua_State *L, int op) { /* 0 sum, 1 min, 2 max, 3 mean */
   larray *a = larray_check(L, 1);
   if (a->type == WIRE_T_C128) return luaL_error(L, "suiro.array: reductions of c128 arrays are not supported");
+  if (a->kind == LARRAY_FACTOR) return luaL_error(L, "suiro.array: reductions of a factor are not supported");
   int integer = a->type == WIRE_T_I64 || a->type == WIRE_T_I32 || a->type == WIRE_T_U8 || a->type == WIRE_T_BOOL;
   if (a->n == 0) {
     if (op == 0) {
@@ -420,6 +910,7 @@ static operand get_operand(lua_State *L, int idx, const char *opname) {
   o.a = larray_test(L, idx);
   if (o.a) {
     if (o.a->type == WIRE_T_C128) luaL_error(L, "suiro.array: '%s' on c128 arrays is not supported", opname);
+    if (o.a->kind == LARRAY_FACTOR) luaL_error(L, "suiro.array: '%s' on a factor is not supported", opname);
     return o;
   }
   if (lua_isinteger(L, idx)) {
@@ -453,6 +944,7 @@ static int arith(lua_State *L, int op) {
   const larray *shape_src = x.a ? x.a : y.a;
   r->ndim = shape_src->ndim;
   r->order = shape_src->order;
+  r->nd = shape_src->nd;
   memcpy(r->shape, shape_src->shape, sizeof r->shape);
   if (rtype == WIRE_T_F64 && (!x.a || x.a->type == WIRE_T_F64) && (!y.a || y.a->type == WIRE_T_F64)) {
     /* the hot path: doubles with doubles or scalars, written so the compiler vectorises it */
@@ -520,19 +1012,40 @@ static int l_mul(lua_State *L) { return arith(L, OP_MUL); }
 static int l_div(lua_State *L) { return arith(L, OP_DIV); }
 static int l_unm(lua_State *L) { return arith(L, OP_NEG); }
 
+/* Equal: same type, kind and attributes, shape (and order when n-d), and the same bytes (so
+ * NaN payloads count and a NaN equals itself). */
 static int l_eq(lua_State *L) {
   larray *a = larray_test(L, 1), *b = larray_test(L, 2);
-  int eq = a && b && a->type == b->type && a->n == b->n && a->ndim == b->ndim &&
-           memcmp(a->shape, b->shape, sizeof a->shape) == 0 &&
-           (larray_bytes(a) == 0 || memcmp(a->data, b->data, larray_bytes(a)) == 0);
+  int eq = a && b && a->type == b->type && a->n == b->n && a->ndim == b->ndim && a->nd == b->nd &&
+           a->kind == b->kind && (!larray_is_nd(a) || a->order == b->order) &&
+           (larray_bytes(a) == 0 || (a->data && b->data && memcmp(a->data, b->data, larray_bytes(a)) == 0));
+  for (int d = 0; eq && d < a->ndim; d++) eq = a->shape[d] == b->shape[d];
+  if (eq && a->kind == LARRAY_TIMESTAMP) {
+    size_t la, lb;
+    const char *ta = larray_tz(L, 1, &la), *tb = larray_tz(L, 2, &lb);
+    eq = a->unit == b->unit && la == lb && memcmp(ta, tb, la) == 0;
+  }
+  if (eq && a->kind == LARRAY_FACTOR) {
+    lua_Integer na = larray_push_levels(L, 1), nb = larray_push_levels(L, 2);
+    eq = a->ordered == b->ordered && na == nb;
+    for (lua_Integer k = 1; eq && k <= na; k++) {
+      lua_rawgeti(L, -2, k);
+      lua_rawgeti(L, -2, k);
+      eq = lua_rawequal(L, -1, -2);
+      lua_pop(L, 2);
+    }
+    lua_pop(L, 2);
+  }
   lua_pushboolean(L, eq);
   return 1;
 }
 
 static const luaL_Reg methods[] = {
-  { "type", l_type },     { "shape", l_shape }, { "totable", l_totable }, { "sum", l_sum },
-  { "min", l_min },       { "max", l_max },     { "mean", l_mean },       { "slice", l_slice },
-  { "copy", l_copy },     { "release", l_release }, { "isview", l_isview }, { NULL, NULL },
+  { "type", l_type },       { "shape", l_shape },     { "totable", l_totable }, { "sum", l_sum },
+  { "min", l_min },         { "max", l_max },         { "mean", l_mean },       { "slice", l_slice },
+  { "copy", l_copy },       { "release", l_release }, { "isview", l_isview },   { "order", l_order },
+  { "reshape", l_reshape }, { "kind", l_kind },       { "unit", l_unit },       { "tz", l_tz },
+  { "levels", l_levels },   { "ordered", l_ordered }, { "codes", l_codes },     { NULL, NULL },
 };
 
 static const luaL_Reg meta[] = {
@@ -541,7 +1054,8 @@ static const luaL_Reg meta[] = {
   { "__mul", l_mul }, { "__div", l_div }, { "__unm", l_unm }, { "__eq", l_eq }, { NULL, NULL },
 };
 
-/* Pushes a table of constructors: array(type, n|{...}), f64{...}, f32{...}, ... */
+/* Pushes a table of constructors: array(type, n|{...}), f64{...}, f32{...}, ..., date(...),
+ * timestamp(...), factor(...) */
 int luaopen_suiro_array(lua_State *L) {
   if (lsuiro_newmt(L, LARRAY_MT, &lsuiro_key_array)) {
     luaL_setfuncs(L, meta, 0);
@@ -559,5 +1073,11 @@ int luaopen_suiro_array(lua_State *L) {
     lua_pushcclosure(L, l_typed_new, 1);
     lua_setfield(L, -2, type_names[t]);
   }
+  lua_pushcfunction(L, l_date);
+  lua_setfield(L, -2, "date");
+  lua_pushcfunction(L, l_timestamp);
+  lua_setfield(L, -2, "timestamp");
+  lua_pushcfunction(L, l_factor);
+  lua_setfield(L, -2, "factor");
   return 1;
 }

@@ -22,6 +22,7 @@ struct larray {
   int type;             /* WIRE_T_* */
   int ndim;             /* 1 for vectors; shape holds the extents */
   int order;            /* WIRE_ORDER_C / WIRE_ORDER_F */
+  int nd;               /* 1: an n-d array (wire NDARRAY) even when ndim is 0 or 1; 0: a vector */
   int kind;             /* LARRAY_PLAIN / DATE / TIMESTAMP / FACTOR */
   int unit;             /* TIMESTAMP: WIRE_UNIT_* */
   int ordered;          /* FACTOR */
@@ -31,7 +32,9 @@ struct larray {
   /* Zero-copy: the region the data lives in (NULL for private memory) and how to let go. */
   void *region;
   larray_release_fn release;
-  /* user value 1: a table with kind attributes (levels = {...}, tz = "..."), or nil */
+  /* user value 1: a table with kind attributes, or nil:
+   *   TIMESTAMP  tz = "Europe/Warsaw" ("" for none)
+   *   FACTOR     levels = { "lo", "hi" } (a sequence of strings; codes index it 0-based) */
 };
 
 /* A new zero-filled array of n elements (1-d), owned by Lua. */
@@ -43,6 +46,14 @@ larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int reado
 larray *larray_check(lua_State *L, int idx);
 larray *larray_test(lua_State *L, int idx);
 size_t larray_bytes(const larray *a);
+/* The array at idx is an n-d array, i.e. sent as NDARRAY (nd set, or ndim other than 1). */
+static inline int larray_is_nd(const larray *a) { return a->nd || a->ndim != 1; }
+/* TIMESTAMP time zone of the array at idx ("" when none); valid while the array lives. */
+const char *larray_tz(lua_State *L, int idx, size_t *len);
+/* Pushes the FACTOR levels of the array at idx (an empty table when none); returns their count. */
+lua_Integer larray_push_levels(lua_State *L, int idx);
+/* Sets user value 1 of the array at idx to a new table { [field] = value at the top } (pops it). */
+void larray_set_attr(lua_State *L, int idx, const char *field);
 
 /* Hook for large results: when set, arrays of at least `larray_big_bytes` are allocated by it
  * (in a shared region) instead of malloc, so they can leave a worker without another copy. */

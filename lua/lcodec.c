@@ -2,14 +2,18 @@
  * lcodec.c — Lua values <-> the wire format (docs/wire-format.md).
  *
  *   Lua                         wire
- *   nil, boolean                NIL, BOOL
+ *   nil, boolean, suiro.NA      NIL, BOOL (suiro.NA: BOOL NA)
  *   integer / float             I64 (I48 when small) / F64
- *   string                      STR
+ *   string / suiro.bytes        STR / BYTES
  *   sequence {1, 2, 3}          LIST        (a table with n = N is a list of N with holes)
- *   {a = 1, b = 2}              DICT        (keys in the order they arrived in, else sorted)
+ *   {a = 1, b = 2}              DICT        (keys in the order they arrived in or were given
+ *                                            with suiro.dict, else sorted; see KEYORDER)
+ *   suiro.strings {...}         STRS
  *   suiro.array                 ARRAY / NDARRAY / DATE / TIMESTAMP / FACTOR (or REF: zero-copy)
+ *   suiro.frame                 FRAME
  *   suiro.call {...}            CALL
  *   error object                ERROR
+ *   REF / FUNC descriptors      REF / FUNC  (suiro.wire.decode(s, { describe = true }) makes them)
  *   Lua function                FUNC (prototype key + captured values; bytecode in the pool's
  *                               blob store), C function of a loaded module: FUNC by name
  *   the same table twice        BACKREF (cycles and shared parts survive)
@@ -28,15 +32,21 @@
 
 #include "larray.h"
 #include "lsuiro.h"
+#include "lvalues.h"
 
-#define KEYORDER "suiro.keyorder"   /* weak table: decoded dict -> its key order (if not sorted) */
+/* KEYORDER: weak table, record -> its key order: a table with the keys at 1..m and, for each
+ * key k, ord[k] = true when k is sent even while t[k] is nil (it arrived with a nil value, or
+ * suiro.dict listed it without one), false otherwise. Recorded for decoded dicts whose keys are
+ * not sorted, that hold nil values, or that would read as a list ({} and { n = 3 }); and by
+ * suiro.dict. A record without one sends its keys sorted. */
+#define KEYORDER "suiro.keyorder"
 #define FNINFO "suiro.fninfo"       /* weak table: function -> { key, nups, blob published } */
 #define CNAMES "suiro.cnames"       /* C function -> "module.name" */
 
 /* ---- encoding -------------------------------------------------------------------------------- */
 
 typedef struct seg { int kind; lua_Integer i; const char *s; } seg; /* path segment */
-enum { SEG_ARG, SEG_INDEX, SEG_KEY, SEG_UPVAL, SEG_NAMED, SEG_RESULT };
+enum { SEG_ARG, SEG_INDEX, SEG_KEY, SEG_UPVAL, SEG_NAMED, SEG_RESULT, SEG_VALUE };
 
 #define SEEN_INLINE 8 /* the first containers are tracked in C; a Lua table takes the rest */
 
@@ -60,6 +70,7 @@ static void push_path(lua_State *L, enc *e) {
     switch (s->kind) {
     case SEG_ARG: lua_pushfstring(L, "argument %I", s->i); break;
     case SEG_RESULT: lua_pushfstring(L, "result %I", s->i); break;
+    case SEG_VALUE: lua_pushliteral(L, "value"); break;
     case SEG_INDEX: lua_pushfstring(L, "[%I]", s->i); break;
     case SEG_KEY: lua_pushfstring(L, ".%s", s->s); break;
     case SEG_UPVAL: lua_pushfstring(L, "%supvalue '%s'", k ? " " : "", s->s); break;
@@ -132,6 +143,96 @@ static int cmp_keys(const void *a, const void *b) {
   return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
+/* Pushes the recorded key order of the table at t (see KEYORDER), or nil; 1 when there is one. */
+static int push_keyorder(lua_State *L, int t) {
+  t = lua_absindex(L, t);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, KEYORDER) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return 0;
+  }
+  lua_pushvalue(L, t);
+  int ty = lua_rawget(L, -2);
+  lua_remove(L, -2);
+  return ty == LUA_TTABLE;
+}
+
+static int has_keyorder(lua_State *L, int t) {
+  int has = push_keyorder(L, t);
+  lua_pop(L, 1);
+  return has;
+}
+
+/* The string keys of the record at t in the order they are sent: the recorded order (keys
+ * present, or marked to be sent as nil), then any other keys sorted; without a recorded order,
+ * all sorted. Pushes the order table (or nil) and an array of *count keys, which it returns; the
+ * key strings live as long as t and the order table do. */
+static wire_str *dict_keys(lua_State *L, int t, lua_Integer *count) {
+  t = lua_absindex(L, t);
+  int has = push_keyorder(L, t);
+  int ord = lua_gettop(L);
+  lua_Integer m = has ? (lua_Integer)lua_rawlen(L, ord) : 0, nt = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    nt++;
+    lua_pop(L, 1);
+  }
+  wire_str *keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(m + nt + 1), 0);
+  lua_Integer k = 0;
+  for (lua_Integer i = 1; i <= m; i++) {
+    if (lua_rawgeti(L, ord, i) == LUA_TSTRING) {
+      lua_pushvalue(L, -1);
+      int send = lua_rawget(L, t) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (!send) {
+        lua_pushvalue(L, -1);
+        send = lua_rawget(L, ord) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+      }
+      if (send) {
+        keys[k].ptr = lua_tolstring(L, -1, &keys[k].len);
+        k++;
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_Integer first = k;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    if (has) {
+      lua_pushvalue(L, -1);
+      int listed = lua_rawget(L, ord) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (listed) continue;
+    }
+    keys[k].ptr = lua_tolstring(L, -1, &keys[k].len);
+    k++;
+  }
+  qsort(keys + first, (size_t)(k - first), sizeof *keys, cmp_keys);
+  *count = k;
+  return keys;
+}
+
+/* Writes the record at idx as a DICT, its values named by kind (SEG_KEY or SEG_NAMED). */
+static void enc_dict(enc *e, int idx, int kind) {
+  lua_State *L = e->c->L;
+  lua_Integer count;
+  wire_str *keys = dict_keys(L, idx, &count);
+  wire_put_dict(e->w, (uint64_t)count);
+  for (lua_Integer i = 0; i < count; i++) {
+    wire_put_str(e->w, keys[i].ptr, keys[i].len);
+    lua_pushlstring(L, keys[i].ptr, keys[i].len);
+    lua_rawget(L, idx);
+    with_seg(e, kind, 0, keys[i].ptr);
+    enc_value(e, lua_gettop(L));
+    e->nseg--;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2); /* keys and the order table */
+}
+
 static void enc_table(enc *e, int idx) {
   lua_State *L = e->c->L;
   luaL_checkstack(L, 8, "nested too deeply");
@@ -177,6 +278,8 @@ static void enc_table(enc *e, int idx) {
     lua_pop(L, 1);
     if (nn >= max_int && nn >= 0) list_n = nn; /* table.pack style: a list with holes */
   }
+  /* {} and { n = 3 } are records when they came as one (or suiro.dict made them) */
+  if (list_n >= 0 && (count == 0 || (count == 1 && has_n)) && has_keyorder(L, idx)) list_n = -1;
   if (list_n < 0 && nkeys_str != count) {
     /* mixed: name an integer key and a string key */
     lua_pushnil(L);
@@ -185,7 +288,6 @@ static void enc_table(enc *e, int idx) {
       lua_pop(L, 1);
       if (lua_type(L, -1) == LUA_TSTRING && !skey) skey = lua_tostring(L, -1);
     }
-    if (nkeys_str == count - 0 && n > 0) skey = skey; /* unreachable: kept simple */
     enc_fail(L, e, lua_pushfstring(L, "table mixes list items (1..%I) and string keys (\"%s\"): make it all one "
                                       "or the other", count - nkeys_str, skey ? skey : "?"));
   }
@@ -204,46 +306,7 @@ static void enc_table(enc *e, int idx) {
     }
     return;
   }
-  /* dict: keys in recorded order (a decoded dict keeps the order it came in) or sorted */
-  wire_put_dict(e->w, (uint64_t)count);
-  wire_str *keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(count ? count : 1), 0);
-  int keys_idx = lua_gettop(L);
-  int ordered = 0;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, KEYORDER) == LUA_TTABLE) {
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, -2) == LUA_TTABLE && (lua_Integer)lua_rawlen(L, -1) == count) {
-      ordered = 1;
-      for (lua_Integer i = 1; i <= count && ordered; i++) {
-        lua_rawgeti(L, -1, i);
-        keys[i - 1].ptr = lua_tolstring(L, -1, &keys[i - 1].len);
-        lua_pushvalue(L, -1);
-        if (lua_rawget(L, idx) == LUA_TNIL) ordered = 0; /* keys changed since: sort instead */
-        lua_pop(L, 2); /* key strings stay alive: they are in the order table */
-      }
-    }
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  if (!ordered) {
-    lua_Integer k = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-      lua_pop(L, 1);
-      keys[k].ptr = lua_tolstring(L, -1, &keys[k].len); /* alive: keys of idx */
-      k++;
-    }
-    qsort(keys, (size_t)count, sizeof *keys, cmp_keys);
-  }
-  for (lua_Integer i = 0; i < count; i++) {
-    wire_put_str(e->w, keys[i].ptr, keys[i].len);
-    lua_pushlstring(L, keys[i].ptr, keys[i].len);
-    lua_rawget(L, idx);
-    with_seg(e, SEG_KEY, 0, keys[i].ptr);
-    enc_value(e, lua_gettop(L));
-    e->nseg--;
-    lua_pop(L, 1);
-  }
-  lua_remove(L, keys_idx);
+  enc_dict(e, idx, SEG_KEY);
 }
 
 static void enc_call(enc *e, int idx) {
@@ -274,32 +337,10 @@ static void enc_call(enc *e, int idx) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  lua_getfield(L, idx, "named");
-  int named = lua_gettop(L);
-  lua_Integer count = 0;
-  lua_pushnil(L);
-  while (lua_next(L, named)) { count++; lua_pop(L, 1); }
-  wire_put_dict(e->w, (uint64_t)count);
   e->ncontainers++;
-  wire_str *keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(count ? count : 1), 0);
-  lua_Integer k = 0;
-  lua_pushnil(L);
-  while (lua_next(L, named)) {
-    lua_pop(L, 1);
-    keys[k].ptr = lua_tolstring(L, -1, &keys[k].len);
-    k++;
-  }
-  qsort(keys, (size_t)count, sizeof *keys, cmp_keys);
-  for (lua_Integer i = 0; i < count; i++) {
-    wire_put_str(e->w, keys[i].ptr, keys[i].len);
-    lua_pushlstring(L, keys[i].ptr, keys[i].len);
-    lua_rawget(L, named);
-    with_seg(e, SEG_NAMED, 0, keys[i].ptr);
-    enc_value(e, lua_gettop(L));
-    e->nseg--;
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 2);
+  if (lua_getfield(L, idx, "named") == LUA_TTABLE) enc_dict(e, lua_gettop(L), SEG_NAMED); /* as they came */
+  else wire_put_dict(e->w, 0);
+  lua_pop(L, 1);
 }
 
 static void enc_error_obj(enc *e, int idx) {
@@ -312,22 +353,48 @@ static void enc_error_obj(enc *e, int idx) {
     if (!lua_isstring(L, -1)) f[i].len = 0;
   }
   lua_getfield(L, idx, "index");
-  int64_t index = lua_isinteger(L, -1) ? (int64_t)lua_tointeger(L, -1) - 1 : -1;
+  int64_t index = lua_isinteger(L, -1) ? (int64_t)((uint64_t)lua_tointeger(L, -1) - 1) : -1;
   wire_put_error(e->w, f[0], f[1], f[2], index);
   lua_pop(L, 4);
 }
 
-static void enc_array(enc *e, larray *a) {
+/* FACTOR: codes (checked against the levels, so a bad code is refused here with its path rather
+ * than by a reader) and the levels from the array's user value. */
+static void enc_factor(enc *e, int idx, larray *a) {
+  lua_State *L = e->c->L;
+  lua_Integer nl = larray_push_levels(L, idx);
+  const int32_t *src = a->data;
+  for (int64_t i = 0; i < a->n; i++)
+    if (src[i] < WIRE_NA_CODE || src[i] >= nl)
+      enc_fail(L, e, lua_pushfstring(L, "factor code %d (element %I) is not in -1..%I", (int)src[i],
+                                     (lua_Integer)i + 1, nl - 1));
+  int32_t *codes = wire_put_factor(e->w, (uint64_t)a->n, a->ordered, (uint64_t)nl);
+  if (codes && a->n) memcpy(codes, src, (size_t)a->n * 4);
+  for (lua_Integer k = 1; k <= nl; k++) {
+    if (lua_rawgeti(L, -1, k) != LUA_TSTRING)
+      enc_fail(L, e, lua_pushfstring(L, "factor level %I is a %s, not a string", k, luaL_typename(L, -1)));
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    wire_strs_add(e->w, s, len);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/* The array a at stack index idx: its kind decides the item. */
+static void enc_array(enc *e, int idx, larray *a) {
   size_t bytes = larray_bytes(a);
   void *dst;
   if (a->kind == LARRAY_DATE) {
     dst = wire_put_date(e->w, a->type, (uint64_t)a->n);
   } else if (a->kind == LARRAY_TIMESTAMP) {
-    lua_State *L = e->c->L;
-    lua_pushlightuserdata(L, a); /* find the array's attributes via the stack: caller has it */
-    lua_pop(L, 1);
-    dst = wire_put_timestamp(e->w, a->type, a->unit, (wire_str){ "", 0 }, (uint64_t)a->n);
-  } else if (a->ndim > 1) {
+    size_t tzlen;
+    const char *tz = larray_tz(e->c->L, idx, &tzlen);
+    dst = wire_put_timestamp(e->w, a->type, a->unit, (wire_str){ tz, tzlen }, (uint64_t)a->n);
+  } else if (a->kind == LARRAY_FACTOR) {
+    enc_factor(e, idx, a);
+    return;
+  } else if (larray_is_nd(a)) {
     uint64_t dims[LARRAY_MAX_NDIM];
     for (int d = 0; d < a->ndim; d++) dims[d] = (uint64_t)a->shape[d];
     dst = wire_put_ndarray(e->w, a->type, a->order, a->ndim, dims);
@@ -335,6 +402,175 @@ static void enc_array(enc *e, larray *a) {
     dst = wire_put_array(e->w, a->type, (uint64_t)a->n);
   }
   if (dst && bytes) memcpy(dst, a->data, bytes);
+}
+
+/* A string vector: n from its field n (else its length); elements strings, suiro.NA or nil. */
+static void enc_strings(enc *e, int idx) {
+  lua_State *L = e->c->L;
+  lua_pushliteral(L, "n");
+  lua_Integer n = lua_rawget(L, idx) == LUA_TNUMBER && lua_isinteger(L, -1) ? lua_tointeger(L, -1)
+                                                                             : (lua_Integer)lua_rawlen(L, idx);
+  lua_pop(L, 1);
+  if (n < 0) enc_fail(L, e, lua_pushfstring(L, "string vector with n = %I", n));
+  if (lua_rawgeti(L, idx, n + 1) != LUA_TNIL)
+    enc_fail(L, e, lua_pushfstring(L, "string vector has an element %I past its n = %I: update n", n + 1, n));
+  lua_pop(L, 1);
+  wire_put_strs(e->w, (uint64_t)n);
+  for (lua_Integer i = 1; i <= n; i++) {
+    int t = lua_rawgeti(L, idx, i);
+    if (t == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      wire_strs_add(e->w, s, len);
+    } else if (t == LUA_TNIL || lsuiro_is_na(L, -1)) {
+      wire_strs_add_na(e->w);
+    } else {
+      enc_fail(L, e, lua_pushfstring(L, "string vector element %I is a %s (string vectors hold strings and suiro.NA)",
+                                     i, luaL_typename(L, -1)));
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* FRAME: every column a 1-d suiro.array or a string vector of nrow elements. */
+static void enc_frame(enc *e, int idx, lframe *f) {
+  lua_State *L = e->c->L;
+  luaL_checkstack(L, 8, "nested too deeply");
+  lframe_push_parts(L, idx);
+  int names = lua_gettop(L) - 1, cols = names + 1;
+  wire_put_frame(e->w, (uint64_t)f->ncol, (uint64_t)f->nrow);
+  for (lua_Integer i = 1; i <= f->ncol; i++) {
+    size_t len;
+    lua_rawgeti(L, names, i);
+    const char *name = lua_tolstring(L, -1, &len);
+    wire_put_str(e->w, name, len);
+    lua_rawgeti(L, cols, i);
+    int c = lua_gettop(L);
+    with_seg(e, SEG_KEY, 0, name);
+    larray *a = larray_test(L, c);
+    int64_t n = -1;
+    if (a) {
+      if (!a->data && a->n) enc_fail(L, e, "a released suiro.array cannot be sent");
+      if (larray_is_nd(a)) enc_fail(L, e, "a frame column must be 1-d, this is an n-d array");
+      n = a->n;
+    } else if (lsuiro_is_strings(L, c)) {
+      lua_pushliteral(L, "n");
+      n = lua_rawget(L, c) == LUA_TNUMBER ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, c);
+      lua_pop(L, 1);
+    } else {
+      enc_fail(L, e, lua_pushfstring(L, "a frame column must be a suiro.array or suiro.strings, got %s",
+                                     luaL_typename(L, c)));
+    }
+    if (n != f->nrow)
+      enc_fail(L, e, lua_pushfstring(L, "frame column has %I rows, the frame %I", (lua_Integer)n, (lua_Integer)f->nrow));
+    if (a) enc_array(e, c, a);
+    else enc_strings(e, c);
+    e->nseg--;
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 2);
+}
+
+/* REF descriptor: { name =, type =, order =, flags =, offset =, length =, shape = {...} } */
+static lua_Integer desc_int(enc *e, int idx, const char *field, int required) {
+  lua_State *L = e->c->L;
+  int t = lua_getfield(L, idx, field);
+  if (t == LUA_TNIL && !required) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (!lua_isinteger(L, -1))
+    enc_fail(L, e, lua_pushfstring(L, "a %s descriptor needs %s (an integer), got %s",
+                                   lsuiro_is(L, idx, &lsuiro_key_refdesc) ? "ref" : "func", field, luaL_typename(L, -1)));
+  lua_Integer v = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static void enc_refdesc(enc *e, int idx) {
+  lua_State *L = e->c->L;
+  wire_ref r;
+  memset(&r, 0, sizeof r);
+  uint64_t dims[WIRE_MAX_NDIM];
+  int base = lua_gettop(L);
+  if (lua_getfield(L, idx, "name") != LUA_TSTRING)
+    enc_fail(L, e, lua_pushfstring(L, "a ref descriptor needs name (a string), got %s", luaL_typename(L, -1)));
+  r.name.ptr = lua_tolstring(L, -1, &r.name.len);
+  const char *ty = lua_getfield(L, idx, "type") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  r.type = -1;
+  for (int k = 0; k <= WIRE_REF_WIRE; k++)
+    if (wire_type_name(k) && strcmp(ty, wire_type_name(k)) == 0) r.type = k;
+  if (r.type < 0)
+    enc_fail(L, e, lua_pushfstring(L, "a ref descriptor needs type (f64, f32, i64, i32, u8, bool, c128, bytes or "
+                                      "wire), got %s", luaL_tolstring(L, -1, NULL)));
+  int ot = lua_getfield(L, idx, "order");
+  const char *o = ot == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  if (ot != LUA_TNIL && (!o || (strcmp(o, "C") != 0 && strcmp(o, "F") != 0)))
+    enc_fail(L, e, "a ref descriptor's order must be \"C\" or \"F\"");
+  r.order = o && o[0] == 'F' ? WIRE_ORDER_F : WIRE_ORDER_C;
+  r.flags = (uint64_t)desc_int(e, idx, "flags", 0);
+  r.offset = (uint64_t)desc_int(e, idx, "offset", 1);
+  r.length = (uint64_t)desc_int(e, idx, "length", 1);
+  if (lua_getfield(L, idx, "shape") == LUA_TTABLE) {
+    lua_Integer nd = (lua_Integer)lua_rawlen(L, -1);
+    if (nd > WIRE_MAX_NDIM) enc_fail(L, e, lua_pushfstring(L, "a ref descriptor with %I dimensions", nd));
+    for (lua_Integer d = 0; d < nd; d++) {
+      lua_rawgeti(L, -1, d + 1);
+      if (!lua_isinteger(L, -1)) enc_fail(L, e, "a ref descriptor's shape must hold integers");
+      dims[d] = (uint64_t)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    r.ndim = (int)nd;
+  } else if (!lua_isnil(L, -1)) {
+    enc_fail(L, e, "a ref descriptor's shape must be a table of extents");
+  }
+  r.dims = dims;
+  wire_put_ref(e->w, &r); /* the writer checks the rules of a ref */
+  lua_settop(L, base);
+}
+
+/* FUNC descriptor: { lang =, key =, name = (or nil), captured = { n =, ... } } */
+static void enc_funcdesc(enc *e, int idx) {
+  lua_State *L = e->c->L;
+  if (enc_shared(e, idx)) return;
+  static const char *const langs[] = { NULL, "lua", "python", "r" };
+  int lang = 0;
+  if (lua_getfield(L, idx, "lang") == LUA_TSTRING)
+    for (int k = 1; k <= 3; k++)
+      if (strcmp(lua_tostring(L, -1), langs[k]) == 0) lang = k;
+  if (!lang) enc_fail(L, e, "a func descriptor needs lang (\"lua\", \"python\" or \"r\")");
+  lua_pop(L, 1);
+  uint64_t key = (uint64_t)desc_int(e, idx, "key", 1);
+  lua_Integer n = 0;
+  int caps = 0;
+  if (lua_getfield(L, idx, "captured") == LUA_TTABLE) {
+    caps = lua_gettop(L);
+    lua_getfield(L, caps, "n");
+    n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, caps);
+    lua_pop(L, 1);
+  } else if (!lua_isnil(L, -1)) {
+    enc_fail(L, e, "a func descriptor's captured values must be a table");
+  }
+  wire_put_func(e->w, lang, key, (uint64_t)n + 1);
+  int nt = lua_getfield(L, idx, "name");
+  if (nt == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    wire_put_str(e->w, s, len);
+  } else if (nt == LUA_TNIL) {
+    wire_put_nil(e->w);
+  } else {
+    enc_fail(L, e, "a func descriptor's name must be a string or nil");
+  }
+  lua_pop(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, caps, i);
+    with_seg(e, SEG_INDEX, i, NULL);
+    enc_value(e, lua_gettop(L));
+    e->nseg--;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* captured */
 }
 
 /* "string.format" for a C function of a loaded module, via a reverse map built once. */
@@ -388,6 +624,48 @@ static const char *cfunction_name(lua_State *L, int idx) {
     return NULL;
   }
   return lua_tostring(L, -1);
+}
+
+/* The name under which the table at idx is in package.loaded (pushed, and returned), or NULL
+ * (nothing pushed). Answers are cached per table, weakly. */
+static const char *module_name(lua_State *L, int idx) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.modnames") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.modnames");
+  }
+  int cache = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  int t = lua_rawget(L, cache);
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushboolean(L, 0); /* not a module, unless found below */
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, idx)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_replace(L, -4); /* the answer: the module's name */
+        lua_pop(L, 1);
+        break;
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* package.loaded */
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, cache);
+  }
+  lua_remove(L, cache);
+  if (lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return NULL;
 }
 
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
@@ -525,8 +803,16 @@ static void enc_function(enc *e, int idx) {
   for (int i = 1; i <= nups; i++) {
     const char *name = lua_getupvalue(L, idx, i);
     /* _ENV (or the globals table under a stripped name) is rebound by the worker */
+    const char *mod;
     if ((name[0] == '_' && strcmp(name, "_ENV") == 0) || lua_rawequal(L, -1, globals)) {
       wire_put_nil(e->w);
+    } else if (lua_type(L, -1) == LUA_TTABLE && (mod = module_name(L, lua_gettop(L))) != NULL) {
+      /* a loaded module (local json = require "json"): the worker requires it by name */
+      if (!enc_shared(e, lua_gettop(L))) {
+        wire_put_func(e->w, WIRE_LANG_LUA, 0, 1);
+        wire_put_str(e->w, mod, strlen(mod));
+      }
+      lua_pop(L, 1); /* the name */
     } else {
       with_seg(e, SEG_UPVAL, 0, name);
       enc_value(e, lua_gettop(L));
@@ -555,14 +841,22 @@ static void enc_value(enc *e, int idx) {
   }
   case LUA_TTABLE:
     if (lua_getmetatable(L, idx)) {
-      lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_call);
-      int is_call = lua_rawequal(L, -1, -2);
+      static const void *const kinds[] = { &lsuiro_key_call, &lsuiro_key_error, &lsuiro_key_strings,
+                                           &lsuiro_key_refdesc, &lsuiro_key_funcdesc };
+      int kind = -1;
+      for (int k = 0; k < 5 && kind < 0; k++) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, kinds[k]);
+        if (lua_rawequal(L, -1, -2)) kind = k;
+        lua_pop(L, 1);
+      }
       lua_pop(L, 1);
-      lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_error);
-      int is_err = lua_rawequal(L, -1, -2);
-      lua_pop(L, 2);
-      if (is_call) { enc_call(e, idx); return; }
-      if (is_err) { enc_error_obj(e, idx); return; }
+      switch (kind) {
+      case 0: enc_call(e, idx); return;
+      case 1: enc_error_obj(e, idx); return;
+      case 2: enc_strings(e, idx); return;
+      case 3: enc_refdesc(e, idx); return;
+      case 4: enc_funcdesc(e, idx); return;
+      }
     }
     if (enc_shared(e, idx)) return;
     enc_table(e, idx);
@@ -572,7 +866,28 @@ static void enc_value(enc *e, int idx) {
     larray *a = larray_test(L, idx);
     if (a) {
       if (!a->data && a->n) enc_fail(L, e, "a released suiro.array cannot be sent");
-      enc_array(e, a);
+      enc_array(e, idx, a);
+      return;
+    }
+    lframe *f = lframe_test(L, idx);
+    if (f) {
+      enc_frame(e, idx, f);
+      return;
+    }
+    int64_t rstart, rstep;
+    uint64_t rn;
+    if (lmap_torange(L, idx, &rstart, &rstep, &rn)) {
+      wire_put_range(e->w, rstart, rstep, rn);
+      return;
+    }
+    size_t blen;
+    const char *b = lsuiro_tobytes(L, idx, &blen);
+    if (b) {
+      wire_put_bytes(e->w, b, blen);
+      return;
+    }
+    if (lsuiro_is_na(L, idx)) {
+      wire_put_bool(e->w, WIRE_NA_BOOL);
       return;
     }
     const char *tn = "userdata";
@@ -648,6 +963,25 @@ void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w) {
   }
 }
 
+/* One value (not a list): suiro.wire.encode. */
+void lcodec_encode_value(lcodec_ctx *c, int idx, wire_writer *w) {
+  lua_State *L = c->L;
+  enc e;
+  e.c = c;
+  e.w = w;
+  e.seen = 0;
+  e.nseen = 0;
+  e.ncontainers = 0;
+  e.nseg = 0;
+  luaL_checkstack(L, 16, "too many values");
+  with_seg(&e, SEG_VALUE, 0, NULL);
+  enc_value(&e, lua_absindex(L, idx));
+  if (e.seen) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+  }
+}
+
 /* ---- decoding -------------------------------------------------------------------------------- */
 
 typedef lcodec_dec dec;
@@ -665,6 +999,9 @@ static void dec_next(dec *d, wire_item *it) {
 }
 
 static void dec_value(dec *d, wire_item *it);
+static void remember(dec *d);
+static void push_refdesc(lua_State *L, const wire_ref *r);
+static void dec_funcdesc(dec *d, wire_item *it);
 
 static void remember(dec *d) { /* the container on top of the stack gets the next ordinal */
   if (!d->refs) { d->nref++; return; }
@@ -699,7 +1036,7 @@ static void push_error_obj(lua_State *L, const char *cls, size_t cl, const char 
   lua_pushlstring(L, tb, tl);
   lua_setfield(L, -2, "traceback");
   if (index >= 0) {
-    lua_pushinteger(L, (lua_Integer)index + 1);
+    lua_pushinteger(L, (lua_Integer)((uint64_t)index + 1)); /* wraps only for an absurd index */
     lua_setfield(L, -2, "index");
   }
   lsuiro_setmt(L, &lsuiro_key_error);
@@ -711,9 +1048,12 @@ static void dec_array_like(dec *d, wire_item *it) {
   size_t bytes = larray_bytes(a);
   if (bytes) memcpy(a->data, it->data, bytes);
   if (it->tag == WIRE_NDARRAY) {
+    if (it->ndim > LARRAY_MAX_NDIM)
+      luaL_error(L, "cannot decode value: an array of %d dimensions at byte %d (suiro.array has at most %d)", it->ndim,
+                 (int)it->pos, LARRAY_MAX_NDIM);
+    a->nd = 1;
     a->ndim = it->ndim;
     a->order = it->flag;
-    if (it->ndim > LARRAY_MAX_NDIM) luaL_error(L, "cannot decode value: %d dimensions (at most %d)", it->ndim, LARRAY_MAX_NDIM);
     for (int k = 0; k < it->ndim; k++) a->shape[k] = (int64_t)it->dims[k];
   } else if (it->tag == WIRE_DATE) {
     a->kind = LARRAY_DATE;
@@ -727,38 +1067,92 @@ static void dec_array_like(dec *d, wire_item *it) {
   }
 }
 
+/* A REF described: { name, type, order, flags, offset, length, shape } (flags as the bits of a Lua
+ * integer). */
+static void push_refdesc(lua_State *L, const wire_ref *r) {
+  lua_createtable(L, 0, 7);
+  lua_pushlstring(L, r->name.ptr, r->name.len);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, wire_type_name(r->type));
+  lua_setfield(L, -2, "type");
+  lua_pushstring(L, r->order == WIRE_ORDER_F ? "F" : "C");
+  lua_setfield(L, -2, "order");
+  lua_pushinteger(L, (lua_Integer)r->flags);
+  lua_setfield(L, -2, "flags");
+  lua_pushinteger(L, (lua_Integer)r->offset);
+  lua_setfield(L, -2, "offset");
+  lua_pushinteger(L, (lua_Integer)r->length);
+  lua_setfield(L, -2, "length");
+  lua_createtable(L, r->ndim, 0);
+  for (int k = 0; k < r->ndim; k++) {
+    lua_pushinteger(L, (lua_Integer)r->dims[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "shape");
+  lsuiro_push_mt(L, &lsuiro_key_refdesc);
+  lua_setmetatable(L, -2);
+}
+
+/* A FUNC described: { lang, key (the bits of a Lua integer), name (or nil), captured = { n, ... } }.
+ * It is a container: back-references to it (a recursive function) give this table. */
+static void dec_funcdesc(dec *d, wire_item *it) {
+  static const char *const langs[] = { NULL, "lua", "python", "r" };
+  lua_State *L = d->L;
+  lua_createtable(L, 0, 4);
+  remember(d);
+  lua_pushstring(L, it->flag >= 1 && it->flag <= 3 ? langs[it->flag] : "?");
+  lua_setfield(L, -2, "lang");
+  lua_pushinteger(L, (lua_Integer)it->i);
+  lua_setfield(L, -2, "key");
+  lsuiro_push_mt(L, &lsuiro_key_funcdesc);
+  lua_setmetatable(L, -2);
+  uint64_t n = it->n;
+  wire_item c;
+  dec_next(d, &c);
+  dec_value(d, &c); /* the name: a str or nil */
+  lua_setfield(L, -2, "name");
+  lua_createtable(L, n - 1 < (1u << 26) ? (int)(n - 1) : 0, 1);
+  for (uint64_t i = 1; i < n; i++) {
+    dec_next(d, &c);
+    dec_value(d, &c);
+    lua_rawseti(L, -2, (lua_Integer)i);
+  }
+  lua_pushinteger(L, (lua_Integer)(n - 1));
+  lua_setfield(L, -2, "n");
+  lua_setfield(L, -2, "captured");
+}
+
 static void dec_value(dec *d, wire_item *it) {
   lua_State *L = d->L;
   luaL_checkstack(L, 8, "value nested too deeply");
   switch (it->tag) {
   case WIRE_NIL: lua_pushnil(L); return;
   case WIRE_BOOL:
-    if (it->flag == WIRE_NA_BOOL) lua_pushnil(L);
+    if (it->flag == WIRE_NA_BOOL) lsuiro_push_na(L);
     else lua_pushboolean(L, it->flag);
     return;
   case WIRE_I64: lua_pushinteger(L, (lua_Integer)it->i); return;
   case WIRE_F64: lua_pushnumber(L, it->f); return;
   case WIRE_STR: lua_pushlstring(L, it->data, (size_t)it->n); return;
-  case WIRE_BYTES: lua_pushlstring(L, it->data, (size_t)it->n); return;
+  case WIRE_BYTES: lsuiro_push_bytes(L, it->data, (size_t)it->n); return;
   case WIRE_ARRAY:
   case WIRE_NDARRAY:
   case WIRE_DATE:
   case WIRE_TIMESTAMP: dec_array_like(d, it); return;
   case WIRE_STRS: {
-    lua_createtable(L, (int)it->n, 1);
+    lua_createtable(L, it->n < (1u << 26) ? (int)it->n : 0, 1);
     wire_strs_iter si = wire_strs_begin(&it->strs);
     const char *s;
     size_t len;
     lua_Integer i = 1;
     while (wire_strs_next(&si, &s, &len)) {
-      if (s) {
-        lua_pushlstring(L, s, len);
-        lua_rawseti(L, -2, i);
-      }
-      i++;
+      if (s) lua_pushlstring(L, s, len);
+      else lsuiro_push_na(L);
+      lua_rawseti(L, -2, i++);
     }
     lua_pushinteger(L, (lua_Integer)it->n);
     lua_setfield(L, -2, "n");
+    lsuiro_setmt_strings(L);
     return;
   }
   case WIRE_FACTOR: {
@@ -803,7 +1197,7 @@ static void dec_value(dec *d, wire_item *it) {
     lua_createtable(L, 0, n < (1u << 26) ? (int)n : 0);
     remember(d);
     int t = lua_gettop(L);
-    int order = 0, sorted = 1;
+    int order = 0, sorted = 1, nils = 0, only_n = 0;
     const char *prev = NULL;
     size_t prevlen = 0;
     for (uint64_t i = 1; i <= n; i++) {
@@ -828,37 +1222,43 @@ static void dec_value(dec *d, wire_item *it) {
       }
       lua_pushvalue(L, -1);
       lua_rawseti(L, order, (lua_Integer)i);
+      if (n == 1 && kl == 1 && ks[0] == 'n') only_n = 1;
       dec_next(d, &v);
       dec_value(d, &v);
+      if (lua_isnil(L, -1)) nils = 1;
       lua_rawset(L, t);
     }
-    if (order) {
-      if (!sorted) set_keyorder(L, t, order);
-      lua_remove(L, order);
+    if (n == 0 || !sorted || nils || only_n) {
+      /* keep the order (and which keys came with nil) so the dict goes back as it came */
+      if (!order) {
+        lua_newtable(L);
+        order = lua_gettop(L);
+      }
+      for (uint64_t i = 1; i <= n; i++) {
+        lua_rawgeti(L, order, (lua_Integer)i);
+        lua_pushvalue(L, -1);
+        int isnil = lua_rawget(L, t) == LUA_TNIL;
+        lua_pop(L, 1);
+        lua_pushboolean(L, isnil);
+        lua_rawset(L, order);
+      }
+      set_keyorder(L, t, order);
     }
+    if (order) lua_remove(L, order);
     return;
   }
   case WIRE_FRAME: {
-    /* a frame as a table of columns with its names in order (suiro.frame lives in Lua) */
-    lua_createtable(L, 0, (int)it->n + 2);
-    int t = lua_gettop(L);
-    lua_createtable(L, (int)it->n, 0);
-    int names = lua_gettop(L);
+    /* the reader has checked the names (str) and the columns (kind and length) */
+    lframe_push(L, (int64_t)it->nrow);
+    int f = lua_gettop(L);
     for (uint64_t i = 1; i <= it->n; i++) {
       wire_item k, v;
       dec_next(d, &k);
       lua_pushlstring(L, k.data, (size_t)k.n);
-      lua_pushvalue(L, -1);
-      lua_rawseti(L, names, (lua_Integer)i);
       dec_next(d, &v);
       dec_value(d, &v);
-      lua_rawset(L, t);
+      lframe_append(L, f);
     }
-    lua_setfield(L, t, "__names");
-    lua_pushinteger(L, (lua_Integer)it->nrow);
-    lua_setfield(L, t, "__nrow");
-    if (luaL_getmetatable(L, "suiro.frame") == LUA_TTABLE) lua_setmetatable(L, t);
-    else lua_pop(L, 1);
     return;
   }
   case WIRE_ERROR:
@@ -889,14 +1289,25 @@ static void dec_value(dec *d, wire_item *it) {
     return;
   }
   case WIRE_FUNC:
+    if (d->describe) {
+      dec_funcdesc(d, it);
+      return;
+    }
     if (!d->func) luaL_error(L, "cannot decode value: a function arrived where none can run (at byte %d)", (int)it->pos);
     d->func(L, d, it, d->func_ud);
+    return;
+  case WIRE_RANGE:
+    lmap_push_range(L, it->i, it->step, it->n);
     return;
   case WIRE_BACKREF:
     if (!d->refs) luaL_error(L, "cannot decode value: unexpected back-reference at byte %d", (int)it->pos);
     lua_rawgeti(L, d->refs, (lua_Integer)it->i);
     return;
   case WIRE_REF:
+    if (d->describe) { /* suiro.wire.decode(s, { describe = true }): what the reference says */
+      push_refdesc(L, &it->ref);
+      return;
+    }
     luaL_error(L, "cannot decode value: shared-memory references are not supported here yet (byte %d)", (int)it->pos);
     return;
   default:
@@ -914,6 +1325,7 @@ void lcodec_dec_remember(lcodec_dec *d) { remember(d); }
 
 static void dec_init(dec *d, lua_State *L, const void *buf, size_t len) {
   d->L = L;
+  d->describe = 0;
   d->refs = 0;
   d->nref = 0;
   d->func = NULL;
@@ -943,6 +1355,61 @@ int lcodec_decode_values(lua_State *L, const void *buf, size_t len) {
   }
   if (d.refs) lua_remove(L, d.refs);
   return lua_gettop(L) - base;
+}
+
+/* One value (suiro.wire.decode): pushes it. describe: REF and FUNC items become descriptors. */
+int lcodec_decode_value(lua_State *L, const void *buf, size_t len, int describe) {
+  dec d;
+  dec_init(&d, L, buf, len);
+  d.describe = describe;
+  wire_item it;
+  dec_next(&d, &it);
+  dec_value(&d, &it);
+  int st = wire_next(&d.r, &it);
+  if (st == WIRE_ERR) dec_fail(&d);
+  if (st != WIRE_END) luaL_error(L, "cannot decode value: more than one value (at byte %d)", (int)it.pos);
+  if (d.refs) lua_remove(L, d.refs);
+  return 1;
+}
+
+/* suiro.keys(t): the keys of t in the order they are sent. */
+void lcodec_push_keys(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_Integer n;
+  wire_str *keys = dict_keys(L, idx, &n);
+  lua_createtable(L, n < (1 << 26) ? (int)n : 0, 0);
+  for (lua_Integer i = 0; i < n; i++) {
+    lua_pushlstring(L, keys[i].ptr, keys[i].len);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+/* suiro.dict(t, keys): records the sequence of distinct strings at keys as t's key order; keys
+ * that t lacks are sent with nil values. */
+void lcodec_set_keys(lua_State *L, int t, int keys) {
+  t = lua_absindex(L, t);
+  keys = lua_absindex(L, keys);
+  lua_Integer m = (lua_Integer)lua_rawlen(L, keys);
+  lua_createtable(L, (int)m, (int)m);
+  int ord = lua_gettop(L);
+  for (lua_Integer i = 1; i <= m; i++) {
+    if (lua_rawgeti(L, keys, i) != LUA_TSTRING)
+      luaL_error(L, "suiro.dict: key %I must be a string, got %s", i, luaL_typename(L, -1));
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, ord) != LUA_TNIL) luaL_error(L, "suiro.dict: key \"%s\" appears twice", lua_tostring(L, -2));
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    int absent = lua_rawget(L, t) == LUA_TNIL;
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushboolean(L, absent);
+    lua_rawset(L, ord);
+    lua_rawseti(L, ord, i);
+  }
+  set_keyorder(L, t, ord);
+  lua_pop(L, 1);
 }
 
 /* Decoder for the worker's task payloads: lworker.c drives it (d lives on the C stack). When

@@ -576,9 +576,9 @@ static int l_reap(lua_State *L) {
   return 1;
 }
 
-/* core.task_pool(task) -> its pool */
+/* core.task_pool(task or map) -> its pool (both keep it as their first user value) */
 static int l_task_pool(lua_State *L) {
-  checktask(L, 1);
+  luaL_checktype(L, 1, LUA_TUSERDATA);
   lua_getiuservalue(L, 1, 1);
   return 1;
 }
@@ -736,8 +736,10 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "call_mt");
   lcodec_open(L);
   lua_setfield(L, -2, "error_mt");
+  lmap_open(L);
   luaopen_suiro_array(L);
   lua_setfield(L, -2, "array");
   lsuiro_open_worker_exec(L);
+  lsuiro_open_values(L); /* NA, bytes, strings, dict, keys, frame, wire_*: lvalues.c */
   return 1;
 }

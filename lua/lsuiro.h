@@ -82,6 +82,10 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
 void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w);
 /* Decodes a list of values and pushes them; returns how many. Raises on malformed input. */
 int lcodec_decode_values(lua_State *L, const void *buf, size_t len);
+/* One value each way (suiro.wire.encode / decode); describe: REF and FUNC items decode to
+ * descriptors that encode back to the same bytes. */
+void lcodec_encode_value(lcodec_ctx *c, int idx, wire_writer *w);
+int lcodec_decode_value(lua_State *L, const void *buf, size_t len, int describe);
 /* A decoder the worker drives item by item (lworker.c). FUNC items go to `func`. */
 typedef struct lcodec_dec lcodec_dec;
 typedef void (*lcodec_func_fn)(lua_State *L, lcodec_dec *d, wire_item *it, void *ud);
@@ -92,6 +96,7 @@ struct lcodec_dec {
   lua_Integer nref;
   lcodec_func_fn func;  /* how to turn FUNC items into functions (worker), or NULL */
   void *func_ud;
+  int describe;         /* REF and FUNC items decode to descriptors (suiro.wire.decode) */
 };
 /* Starts decoding buf; pushes a table on the Lua stack when the buffer has back-references. */
 void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
@@ -111,7 +116,16 @@ extern int lsuiro_is_cli;
 int lsuiro_worker_run(lua_State *L, const char *token);
 void lsuiro_open_worker_exec(lua_State *L);
 
+/* lmap.c — pool:map, suiro.range */
+void lmap_open(lua_State *L);
+void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
+int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
+
 /* larray.c — typed arrays */
 int luaopen_suiro_array(lua_State *L);
+
+/* lvalues.c, lframe.c — suiro.NA, bytes, strings, dict, keys, frame and suiro.wire: sets them in
+ * the table at the top (luaopen_suiro_core's). */
+void lsuiro_open_values(lua_State *L);
 
 #endif

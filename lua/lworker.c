@@ -23,6 +23,7 @@
 #include <lualib.h>
 
 #include "larray.h"
+#include "lmap.h"
 #include "lsuiro.h"
 
 #define REFS "suiro.refs"      /* "mod.fn" -> function */
@@ -159,19 +160,19 @@ static const char resolve_src[] =
   "for p in name:gmatch('[^.]+') do parts[#parts + 1] = p end\n"
   "if #parts == 0 then error('empty function name', 0) end\n"
   "local errs = {}\n"
-  "for k = #parts - 1, 0, -1 do\n"
+  "for k = #parts, 0, -1 do\n"
   "  local v\n"
   "  if k == 0 then v = _G else\n"
   "    local mod = table.concat(parts, '.', 1, k)\n"
   "    local ok, m = pcall(require, mod)\n"
-  "    if ok then v = m else errs[#errs + 1] = tostring(m) end\n"
+  "    if ok then v = m elseif k < #parts then errs[#errs + 1] = tostring(m) end\n"
   "  end\n"
   "  for i = k + 1, #parts do\n"
   "    if type(v) ~= 'table' then v = nil break end\n"
   "    v = v[parts[i]]\n"
   "  end\n"
   "  if v ~= nil then\n"
-  "    if type(v) ~= 'function' and not (getmetatable(v) or {}).__call then\n"
+  "    if type(v) ~= 'function' and type(v) ~= 'table' then\n"
   "      error(('\"%s\" is a %s, not a function'):format(name, type(v)), 0)\n"
   "    end\n"
   "    return v\n"
@@ -392,9 +393,305 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
   return rc;
 }
 
+
+/* ---- per-element random streams ------------------------------------------------------------- */
+
+/* xoshiro256** seeded from (seed, element index) through splitmix64: a map's draws depend on
+ * nothing but the seed and the index, whatever the worker count, batch sizes or steal order. */
+static uint64_t rng[4];
+static int rng_seeded; /* the current element has a stream (inside a seeded map) */
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void rng_start(uint64_t seed, uint64_t index) {
+  uint64_t x = seed ^ (index * 0xd1342543de82ef95ull + 0x632be59bd9b4e019ull);
+  for (int i = 0; i < 4; i++) rng[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(void) {
+  uint64_t r = rotl(rng[1] * 5, 7) * 9, t = rng[1] << 17;
+  rng[2] ^= rng[0];
+  rng[3] ^= rng[1];
+  rng[1] ^= rng[2];
+  rng[0] ^= rng[3];
+  rng[2] ^= t;
+  rng[3] = rotl(rng[3], 45);
+  return r;
+}
+
+/* suiro.random([m [, n]]): math.random's contract, drawing from the element's own stream inside
+ * a seeded map (and from math.random elsewhere). */
+static int l_random(lua_State *L) {
+  if (!rng_seeded) {
+    lua_getglobal(L, "math");
+    lua_getfield(L, -1, "random");
+    lua_insert(L, 1);
+    lua_pop(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+  }
+  uint64_t r = rng_next();
+  lua_Integer lo, hi;
+  switch (lua_gettop(L)) {
+  case 0: lua_pushnumber(L, (double)(r >> 11) * 0x1.0p-53); return 1;
+  case 1: lo = 1; hi = luaL_checkinteger(L, 1); break;
+  default: lo = luaL_checkinteger(L, 1); hi = luaL_checkinteger(L, 2); break;
+  }
+  luaL_argcheck(L, lo <= hi, lua_gettop(L) == 1 ? 1 : 2, "interval is empty");
+  uint64_t span = (uint64_t)hi - (uint64_t)lo;
+  if (span == UINT64_MAX) {
+    lua_pushinteger(L, (lua_Integer)r);
+    return 1;
+  }
+  uint64_t lim = span + 1, v;
+  /* rejection sampling: unbiased and independent of the platform */
+  uint64_t cut = UINT64_MAX - UINT64_MAX % lim;
+  while (r >= cut) r = rng_next();
+  v = r % lim;
+  lua_pushinteger(L, (lua_Integer)((uint64_t)lo + v));
+  return 1;
+}
+
+/* ---- map runners ------------------------------------------------------------------------------ */
+
+typedef struct map_run {
+  suiro_map *m;
+  uint64_t current;  /* element being run, for the failure report */
+  const void *arg;
+  size_t len;
+} map_run;
+
+/* Decodes the single value of a stand-alone buffer (functions allowed) and pushes it. */
+static void decode_one(lua_State *L, const void *buf, size_t len) {
+  task_ctx c;
+  lua_pushnil(L); /* an environment slot for functions among the values */
+  c.env = lua_gettop(L);
+  int base = lua_gettop(L);
+  lcodec_dec d;
+  lcodec_dec_init(&d, L, buf, len, decode_func_value, &c);
+  wire_item it;
+  if (lcodec_dec_item(&d, &it) != WIRE_OK || it.tag != WIRE_LIST || it.n != 1)
+    luaL_error(L, "map: malformed element");
+  lcodec_dec_remember(&d);
+  lcodec_dec_child(&d);
+  lua_replace(L, base);
+  lua_settop(L, base);
+}
+
+static const char *const out_names[] = { "", "f64", "f32", "i64", "i32", "u8", "bool", "c128" };
+
+/* Stores the value at idx into a typed cell; raises naming the element on a mismatch. */
+static void store_typed(lua_State *L, int idx, int type, char *p, uint64_t i, const char *field) {
+  int ok = 1;
+  switch (type) {
+  case WIRE_T_F64: { double v = lua_tonumberx(L, idx, &ok); if (ok) memcpy(p, &v, 8); break; }
+  case WIRE_T_F32: { float v = (float)lua_tonumberx(L, idx, &ok); if (ok) memcpy(p, &v, 4); break; }
+  case WIRE_T_I64: { int64_t v = (int64_t)lua_tointegerx(L, idx, &ok); if (ok) memcpy(p, &v, 8); break; }
+  case WIRE_T_I32: {
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (ok && (v < INT32_MIN || v > INT32_MAX)) ok = 0;
+    if (ok) { int32_t x = (int32_t)v; memcpy(p, &x, 4); }
+    break;
+  }
+  case WIRE_T_U8: {
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (ok && (v < 0 || v > 255)) ok = 0;
+    if (ok) *(uint8_t *)p = (uint8_t)v;
+    break;
+  }
+  case WIRE_T_BOOL:
+    if (lua_isboolean(L, idx)) *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
+    else ok = 0;
+    break;
+  default: ok = 0;
+  }
+  if (!ok) {
+    if (field)
+      luaL_error(L, "element %I: template field \"%s\" (%s) cannot hold %s %s", (lua_Integer)i + 1, field,
+                 out_names[type], luaL_typename(L, idx), lua_isnumber(L, idx) ? lua_tostring(L, idx) : "");
+    luaL_error(L, "element %I: template %s cannot hold %s %s", (lua_Integer)i + 1, out_names[type],
+               luaL_typename(L, idx), lua_isnumber(L, idx) ? lua_tostring(L, idx) : "");
+  }
+}
+
+static int run_map_task(lua_State *L) {
+  map_run *mr = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  unsigned runner;
+  if (suiro_map_attach(mr->arg, mr->len, &mr->m, &runner) != SUIRO_OK)
+    return luaL_error(L, "map runner: %s", suiro_last_error());
+  suiro_map *m = mr->m;
+  const char *base = suiro_map_runner_desc(m);
+  const lmap_desc *d = (const lmap_desc *)base;
+  char *out = suiro_map_runner_output(m);
+  decode_one(L, base + d->fn_off, d->fn_len); /* 1: the function (or a "module.fn" name) */
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    size_t nl;
+    const char *nm = lua_tolstring(L, 1, &nl);
+    resolve_ref(L, nm, nl);
+    lua_replace(L, 1);
+  }
+  const char *data = base + d->data_off;
+  const uint64_t *offs = (const uint64_t *)data;
+  const char *names = base + d->names_off;
+  size_t esize = d->out_type ? wire_type_size((int)d->out_type) : 0;
+  uint64_t b, e;
+  while (suiro_map_claim(m, &b, &e)) {
+    for (uint64_t i = b; i < e; i++) {
+      mr->current = i;
+      if (d->seeded) {
+        rng_start(d->seed, i);
+        rng_seeded = 1;
+      }
+      lua_pushvalue(L, 1);
+      switch (d->in_kind) {
+      case LMAP_IN_ARRAY:
+        switch (d->in_type) {
+        case WIRE_T_F64: lua_pushnumber(L, ((const double *)data)[i]); break;
+        case WIRE_T_F32: lua_pushnumber(L, ((const float *)data)[i]); break;
+        case WIRE_T_I64: lua_pushinteger(L, ((const int64_t *)data)[i]); break;
+        case WIRE_T_I32: lua_pushinteger(L, ((const int32_t *)data)[i]); break;
+        case WIRE_T_U8: lua_pushinteger(L, ((const uint8_t *)data)[i]); break;
+        case WIRE_T_BOOL: {
+          uint8_t v = ((const uint8_t *)data)[i];
+          if (v == WIRE_NA_BOOL) lua_pushnil(L);
+          else lua_pushboolean(L, v);
+          break;
+        }
+        default: lua_pushnil(L);
+        }
+        break;
+      case LMAP_IN_RANGE: lua_pushinteger(L, (lua_Integer)(d->start + (int64_t)i * d->step)); break;
+      default: decode_one(L, data + offs[i], offs[i + 1] - offs[i]); break;
+      }
+      lua_call(L, 1, 1);
+      switch (d->out_kind) {
+      case LMAP_OUT_SCALAR:
+        if (d->out_type == WIRE_T_F64 && lua_type(L, -1) == LUA_TNUMBER) { /* the common case */
+          double v = lua_tonumber(L, -1);
+          memcpy(out + i * 8, &v, 8);
+        } else {
+          store_typed(L, -1, (int)d->out_type, out + i * esize, i, NULL);
+        }
+        break;
+      case LMAP_OUT_ARRAY: {
+        char *cell = out + i * d->width * esize;
+        larray *a = larray_test(L, -1);
+        if (a) {
+          if ((uint64_t)a->n != d->width)
+            luaL_error(L, "element %I: template wants %d values, got an array of %I", (lua_Integer)i + 1,
+                       (int)d->width, (lua_Integer)a->n);
+          if (a->type == (int)d->out_type) memcpy(cell, a->data, d->width * esize);
+          else
+            for (uint32_t k = 0; k < d->width; k++) {
+              lua_geti(L, -1, k + 1);
+              store_typed(L, -1, (int)d->out_type, cell + k * esize, i, NULL);
+              lua_pop(L, 1);
+            }
+        } else if (lua_istable(L, -1)) {
+          if (lua_rawlen(L, -1) != d->width)
+            luaL_error(L, "element %I: template wants %d values, got a table of %d", (lua_Integer)i + 1,
+                       (int)d->width, (int)lua_rawlen(L, -1));
+          for (uint32_t k = 0; k < d->width; k++) {
+            lua_rawgeti(L, -1, k + 1);
+            store_typed(L, -1, (int)d->out_type, cell + k * esize, i, NULL);
+            lua_pop(L, 1);
+          }
+        } else {
+          luaL_error(L, "element %I: template wants %d values, got %s", (lua_Integer)i + 1, (int)d->width,
+                     luaL_typename(L, -1));
+        }
+        break;
+      }
+      case LMAP_OUT_RECORD: {
+        if (!lua_istable(L, -1))
+          luaL_error(L, "element %I: a record template wants a table, got %s", (lua_Integer)i + 1, luaL_typename(L, -1));
+        const char *nm = names;
+        for (uint32_t k = 0; k < d->nfields; k++) {
+          lua_getfield(L, -1, nm);
+          size_t es = wire_type_size((int)d->field_type[k]);
+          store_typed(L, -1, (int)d->field_type[k], out + d->field_off[k] + i * es, i, nm);
+          lua_pop(L, 1);
+          nm += strlen(nm) + 1;
+        }
+        break;
+      }
+      default: {
+        _Alignas(8) unsigned char stack[256];
+        wire_writer w;
+        wire_writer_init(&w, stack, sizeof stack);
+        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0 };
+        lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
+        const void *buf;
+        size_t blen;
+        if (wire_writer_finish(&w, &buf, &blen) != WIRE_OK) {
+          wire_writer_free(&w);
+          luaL_error(L, "element %I: %s", (lua_Integer)i + 1, wire_writer_error(&w));
+        }
+        int full = suiro_map_put(m, i, buf, blen) != 0;
+        wire_writer_free(&w);
+        if (full) luaL_error(L, "element %I: the map's results outgrew its heap; use a template", (lua_Integer)i + 1);
+      }
+      }
+      lua_settop(L, 1);
+      if (SUIRO_UNLIKELY(suiro_map_cancelled(m))) break;
+    }
+    rng_seeded = 0;
+    suiro_map_completed(m, b, e);
+  }
+  rng_seeded = 0;
+  return 0;
+}
+
+/* A map runner task: errors become the element's failure (which cancels the map). */
+static int exec_map(lua_State *L, const void *arg, size_t len, suiro_out *out) {
+  int top = lua_gettop(L);
+  map_run mr = { NULL, 0, arg, len };
+  lua_pushcfunction(L, msgh);
+  lua_pushcfunction(L, run_map_task);
+  lua_pushlightuserdata(L, &mr);
+  int rc = 0;
+  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
+    rng_seeded = 0;
+    if (!mr.m) {
+      rc = encode_error(L, out, lua_gettop(L));
+    } else {
+      const char *msg = "", *tb = "";
+      size_t ml = 0, tl = 0;
+      if (lua_istable(L, -1)) {
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        msg = lua_tolstring(L, -2, &ml);
+        tb = lua_tolstring(L, -1, &tl);
+        if (!msg) { msg = ""; ml = 0; }
+        if (!tb) { tb = ""; tl = 0; }
+      }
+      _Alignas(8) unsigned char stack[1024];
+      wire_writer w;
+      wire_writer_init(&w, stack, sizeof stack);
+      wire_put_error(&w, WIRE_CSTR("remote"), (wire_str){ msg, ml }, (wire_str){ tb, tl }, (int64_t)mr.current);
+      const void *buf;
+      size_t blen;
+      if (wire_writer_finish(&w, &buf, &blen) == WIRE_OK) suiro_map_fail(mr.m, mr.current, buf, blen);
+      else suiro_map_fail(mr.m, mr.current, msg, ml);
+      wire_writer_free(&w);
+    }
+  }
+  if (mr.m) suiro_map_detach(mr.m);
+  lua_settop(L, top);
+  return rc;
+}
+
 static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
-  (void)fn;
   lua_State *L = ud;
+  if (fn == SUIRO_FN_MAP) return exec_map(L, arg, len, out);
   int top = lua_gettop(L);
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
@@ -421,6 +718,8 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
 }
 
 void lsuiro_open_worker_exec(lua_State *L) {
+  lua_pushcfunction(L, l_random);
+  lua_setfield(L, -2, "random");
   /* registry tables used by the worker (harmless in hosts) */
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, REFS);

@@ -55,7 +55,7 @@ const char *wire_tag_name(int tag) {
   static const char *const names[] = { NULL, "nil", "bool", "i48", "i64", "f64", "str", "bytes",
                                        "array", "ndarray", "strs", "list", "dict", "frame",
                                        "factor", "date", "timestamp", "error", "call", "ref",
-                                       "func", "backref" };
+                                       "func", "backref", "range" };
   return tag >= 1 && tag <= WIRE_TAG_MAX ? names[tag] : NULL;
 }
 
@@ -628,6 +628,28 @@ int wire_put_backref(wire_writer *w, uint64_t ordinal) {
   return WIRE_OK;
 }
 
+/* A range's last element must fit in int64: start + (n - 1) * step. */
+static int range_fits(int64_t start, int64_t step, uint64_t n) {
+  if (n == 0) return 1;
+  if (n - 1 > (uint64_t)INT64_MAX) return 0;
+  int64_t span, last;
+  return !__builtin_mul_overflow((int64_t)(n - 1), step, &span) && !__builtin_add_overflow(start, span, &last);
+}
+
+int wire_put_range(wire_writer *w, int64_t start, int64_t step, uint64_t n) {
+  if (step == 0) return wfail(w, "range with step 0");
+  if (n > MAXN) return wfail(w, "range of %llu elements (at most 2^48 - 1)", (unsigned long long)n);
+  if (!range_fits(start, step, n)) return wfail(w, "range overflows int64");
+  unsigned char *p = begin(w, WIRE_RANGE, n, 24);
+  if (!p) return WIRE_ERR;
+  st64(p, hdr(WIRE_RANGE, 0, n));
+  st64(p + 8, (uint64_t)start);
+  st64(p + 16, (uint64_t)step);
+  w->len += 24;
+  leaf(w);
+  return WIRE_OK;
+}
+
 /* Checks a reference's fields; returns NULL or the reason. Shared by writer and reader. */
 static const char *ref_problem(const wire_ref *r, char *buf, size_t cap) {
   if (r->name.len == 0 || r->name.len > WIRE_REF_NAME_MAX) {
@@ -1059,6 +1081,18 @@ int wire_next(wire_reader *r, wire_item *it) {
     it->i = (int64_t)n;
     r->nbackrefs++;
     break;
+  case WIRE_RANGE: {
+    if (aux) return rfail(r, pos + 1, "nonzero aux byte in range");
+    NEED(p, 16, pos, "truncated: range needs 16 bytes, %zu remain", len - p);
+    int64_t start = (int64_t)ld64(b + p), step = (int64_t)ld64(b + p + 8);
+    if (step == 0) return rfail(r, pos + 16, "range with step 0");
+    if (!range_fits(start, step, n)) return rfail(r, pos, "range overflows int64");
+    it->i = start;
+    it->step = step;
+    it->n = n;
+    p += 16;
+    break;
+  }
   default:
     return rfail(r, pos, "bad tag 0x%02x", tag);
   }
@@ -1123,6 +1157,7 @@ static int put_item(wire_writer *w, const wire_item *it) {
   case WIRE_REF: return wire_put_ref(w, &it->ref);
   case WIRE_FUNC: return wire_put_func(w, it->flag, (uint64_t)it->i, it->n);
   case WIRE_BACKREF: return wire_put_backref(w, (uint64_t)it->i);
+  case WIRE_RANGE: return wire_put_range(w, it->i, it->step, it->n);
   case WIRE_STRS:
   case WIRE_FACTOR: {
     if (it->tag == WIRE_STRS) {

@@ -61,7 +61,8 @@ enum {
   WIRE_REF = 0x13,       /* a typed array (or bytes, or an encoded value) in a shared region */
   WIRE_FUNC = 0x14,      /* a function of one language: key + name (or nil) + captured values */
   WIRE_BACKREF = 0x15,   /* the container with this ordinal again (shared parts, cycles) */
-  WIRE_TAG_MAX = 0x15
+  WIRE_RANGE = 0x16,     /* the integers start, start + step, ... (n of them), not materialised */
+  WIRE_TAG_MAX = 0x16
 };
 
 /* FUNC languages (aux byte). */
@@ -239,6 +240,8 @@ int wire_put_func(wire_writer *w, int lang, uint64_t key, uint64_t n);
 /* The container (LIST, DICT or FUNC item, numbered from 0 in buffer order) with this ordinal
  * again; it must have started already (it may still be open: a cycle). Sets the header flag. */
 int wire_put_backref(wire_writer *w, uint64_t ordinal);
+/* The integers start, start + step, ..., n of them (step != 0; the last must fit in int64). */
+int wire_put_range(wire_writer *w, int64_t start, int64_t step, uint64_t n);
 
 /* ---------------------------------------------------------------------------------------------
  * Reader: a pull cursor over one buffer. wire_next returns items depth-first in wire order; a
@@ -259,6 +262,7 @@ typedef struct wire_item {
   int64_t i;          /* I64; ERROR: element index or -1; FUNC: key (all 64 bits);
                          BACKREF: ordinal */
   double f;           /* F64 */
+  int64_t step;       /* RANGE: step (start in i, count in n) */
   const void *data;   /* STR, BYTES: the bytes; arrays, DATE, TIMESTAMP: elements (8-aligned);
                          FACTOR: int32 codes */
   const uint64_t *dims; /* NDARRAY: ndim extents */

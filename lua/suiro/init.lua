@@ -17,10 +17,31 @@ local M = {
   reap = core.reap,
 }
 
+local pool_methods = core.pool_methods
 local task_methods = core.task_methods
 
--- typed arrays: suiro.array(type, n), suiro.f64 {...}, suiro.i32 {...}, ...
+-- typed arrays: suiro.array(type, n), suiro.f64 {...}, suiro.i32 {...}, ...; and arrays of a
+-- kind: suiro.date, suiro.timestamp, suiro.factor
 for name, ctor in pairs(core.array) do M[name] = ctor end
+
+-- >>> wire values (lua/lvalues.c, lua/lframe.c; docs/api.md "What crosses")
+M.NA = core.NA             -- the missing value: BOOL NA, NA in string vectors, bool arrays, factors
+M.bytes = core.bytes       -- suiro.bytes(s): binary data (wire BYTES)
+M.strings = core.strings   -- suiro.strings { "a", suiro.NA }: a string vector (STRS)
+M.dict = core.dict         -- suiro.dict { { "b", 1 }, { "a", 2 } }: a record with its key order
+M.keys = core.keys         -- suiro.keys(t): the keys of a record in the order they are sent
+M.frame = core.frame       -- suiro.frame { { "x", column }, ... }: a data frame (FRAME)
+--- suiro.wire: one value to a wire buffer and back (a debugging and interop aid)
+M.wire = {
+  encode = core.wire_encode, -- suiro.wire.encode(v) -> string
+  decode = core.wire_decode, -- suiro.wire.decode(s [, { describe = true }]) -> v
+  ref = core.wire_ref,       -- descriptor of a shared-memory reference (REF)
+  func = core.wire_func,     -- descriptor of a function (FUNC)
+}
+-- <<< wire values
+
+local AWAIT = setmetatable({}, { __name = "suiro.await" })
+local managed = setmetatable({}, { __mode = "k" }) -- coroutines run by suiro.run
 
 local parse_mod
 local function parse()
@@ -127,6 +148,63 @@ function M.pool(opts)
 end
 
 ---------------------------------------------------------------------------------------------------
+-- Maps
+
+local map_keys = { template = true, seed = true, progress = true, timeout = true, stream = true }
+
+local function map_spec(opts, verb)
+  opts = opts or {}
+  if type(opts) ~= "table" then error(verb .. ": options must be a table, got " .. type(opts), 3) end
+  for k in pairs(opts) do
+    if not map_keys[k] then parse().check_keys(opts, map_keys, verb .. " options") end
+  end
+  local progress = opts.progress
+  if progress ~= nil and type(progress) ~= "boolean" and type(progress) ~= "function" then
+    error(verb .. ": progress must be true or a function(done, n), got " .. type(progress), 3)
+  end
+  if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
+    error(verb .. ": seed must be an integer, got " .. tostring(opts.seed), 3)
+  end
+  return {
+    template = opts.template ~= nil and parse().template(opts.template) or nil,
+    seed = opts.seed,
+    stream = opts.stream and true or false,
+    progress = progress,
+    timeout_s = seconds(opts.timeout, "timeout"),
+  }
+end
+
+--- pool:map(f, xs, { template = "f64", seed = 42, progress = true, timeout = "1m", stream = false })
+--- xs: a table, a suiro.array or a suiro.range. Returns a map: m:collect(), m:results(), m:cancel().
+function pool_methods:map(f, xs, opts)
+  return core.map_new(self, f, xs, map_spec(opts, "pool:map"))
+end
+
+--- pool:map_prepare(f, xs, opts): stages f and xs once; pm:run([new_xs]) runs it, as often as wanted.
+function pool_methods:map_prepare(f, xs, opts)
+  local spec = map_spec(opts, "pool:map_prepare")
+  spec.prepare = true
+  return core.map_new(self, f, xs, spec)
+end
+
+--- suiro.range(a, b [, step]): the integers a..b, never materialised (a map input).
+M.range = core.range
+--- suiro.random([m [, n]]): math.random inside map elements, from the element's own stream when
+--- the map has a seed (so results do not depend on worker count or scheduling).
+M.random = core.random
+
+--- map:await([timeout]): inside suiro.run, yields until the map is done; elsewhere collects.
+function core.map_methods:await(timeout)
+  local co = coroutine.running()
+  if managed[co] then
+    local res = table.pack(coroutine.yield(AWAIT, self, timeout))
+    if res[1] then return table.unpack(res, 2, res.n) end
+    error(res[2], 0)
+  end
+  return self:collect(timeout)
+end
+
+---------------------------------------------------------------------------------------------------
 -- Call specs
 
 local call_mt = core.call_mt
@@ -180,9 +258,6 @@ function M.is_error(v) return getmetatable(v) == core.error_mt end
 ---------------------------------------------------------------------------------------------------
 -- Async: coroutines that await tasks, driven by the pools' eventfds
 
-local AWAIT = setmetatable({}, { __name = "suiro.await" })
-local managed = setmetatable({}, { __mode = "k" }) -- coroutines run by suiro.run
-
 --- task:await([timeout]) : inside suiro.run, yields until the task is done; elsewhere blocks.
 function task_methods:await(timeout)
   local co = coroutine.running()
@@ -194,7 +269,7 @@ function task_methods:await(timeout)
   return self:collect(timeout)
 end
 
-local function pool_of(task) return core.task_pool(task) end
+local function pool_of(obj) return core.task_pool(obj) end
 
 --- suiro.run(fn, ...) : runs fn as a coroutine; every await inside it (and in coroutines started
 --- with suiro.spawn) yields to a scheduler that resumes it when its task completes. Returns

@@ -477,6 +477,12 @@ static int tp_value(tp *t, wire_writer *w) {
   } else if (strcmp(k, "backref") == 0 && nt == 2) {
     if (parse_u64(tok[1], &n) < 0) return tp_fail(t, "bad backref");
     rc = wire_put_backref(w, n);
+  } else if (strcmp(k, "range") == 0 && nt == 4) {
+    char *end1, *end2;
+    errno = 0;
+    long long start = strtoll(tok[1], &end1, 10), step = strtoll(tok[2], &end2, 10);
+    if (errno || *end1 || *end2 || parse_u64(tok[3], &n) < 0) return tp_fail(t, "bad range");
+    rc = wire_put_range(w, start, step, n);
   } else {
     return tp_fail(t, "unknown line '%s' (%d tokens)", k, nt);
   }
@@ -918,7 +924,12 @@ static void gen_value(sbuf *b, uint64_t *s, int depth) {
     break;
   }
   case 12: sb_printf(b, "list 0\n"), g_ncont++; break;
-  case 13:
+  case 13: {
+    int64_t start = (int64_t)(rnd(s) % 2000001) - 1000000, step = (int64_t)(rnd(s) % 201) - 100;
+    if (step == 0) step = 1;
+    sb_printf(b, "range %" PRId64 " %" PRId64 " %" PRIu64 "\n", start, step, rnd(s) % 100000);
+    break;
+  }
   case 14:
     if (g_ncont) sb_printf(b, "backref %" PRIu64 "\n", rnd(s) % g_ncont);
     else sb_printf(b, "nil\n");
@@ -1393,6 +1404,38 @@ TEST(malformed_structure) {
 static mbuf shared(mbuf b) {
   b.p[6] = WIRE_HDR_BACKREFS;
   return b;
+}
+
+TEST(ranges) {
+  wire_writer w;
+  wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(wire_put_range(&w, 1, 0, 5), WIRE_ERR);
+  CHECK(strstr(wire_writer_error(&w), "step 0") != NULL);
+  wire_writer_free(&w);
+  wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(wire_put_range(&w, INT64_MAX - 5, 1, 7), WIRE_ERR);
+  CHECK(strstr(wire_writer_error(&w), "overflows") != NULL);
+  wire_writer_free(&w);
+  wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(wire_put_range(&w, INT64_MAX - 5, 1, 6), WIRE_OK);
+  const void *p;
+  size_t len;
+  CHECK_EQ(wire_writer_finish(&w, &p, &len), WIRE_OK);
+  CHECK_EQ(len, 8 + 24);
+  wire_reader r;
+  wire_item it;
+  CHECK_EQ(wire_reader_init(&r, p, len), WIRE_OK);
+  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(it.tag, WIRE_RANGE);
+  CHECK_EQ(it.i, INT64_MAX - 5);
+  CHECK_EQ(it.step, 1);
+  CHECK_EQ(it.n, 6);
+  wire_writer_free(&w);
+  /* the reader refuses step 0 and overflow, naming the byte */
+  expect_err(mk(3, H(WIRE_RANGE, 0, 3), W(1), W(0)), "wire: range with step 0 at byte 24");
+  expect_err(mk(3, H(WIRE_RANGE, 0, 3), W((uint64_t)INT64_MAX), W(1)), "wire: range overflows int64 at byte 8");
+  expect_err(mk(2, H(WIRE_RANGE, 0, 3), W(1)), "wire: truncated: range needs 16 bytes, 8 remain at byte 8");
+  expect_err(mk(3, H(WIRE_RANGE, 1, 3), W(1), W(1)), "wire: nonzero aux byte in range at byte 9");
 }
 
 TEST(malformed_funcs_and_backrefs) {

@@ -59,6 +59,76 @@ describe("suiro.array", function()
     assert.matches("^suiro.array f64 {1.0, 2.0}$", tostring(suiro.f64 { 1, 2 }))
   end)
 
+  it("reads and writes NA", function()
+    local b = suiro.bool { true, suiro.NA, false }
+    assert.are.equal(suiro.NA, b[2])
+    assert.are.equal("suiro.array bool {true, NA, false}", tostring(b))
+    b[1] = nil -- nil stores NA too
+    assert.are.equal(suiro.NA, b[1])
+    local x = suiro.f64 { 1, suiro.NA }
+    assert.are.equal("7ff00000000007a2", ("%016x"):format(string.unpack("<i8", string.pack("<d", x[2]))))
+    assert.are.equal(-2147483648, suiro.i32 { suiro.NA }[1])
+    assert.are.equal(math.mininteger, suiro.i64 { suiro.NA }[1])
+    assert.has_error(function() suiro.u8 { suiro.NA } end, "suiro.array: u8 arrays have no NA")
+  end)
+
+  it("reshapes into n-d arrays", function()
+    local m = suiro.f64 { 1, 2, 3, 4, 5, 6 }:reshape({ 2, 3 }, "F")
+    assert.are.same({ 2, 3 }, m:shape())
+    assert.are.equal("F", m:order())
+    assert.are.equal(6, #m)
+    assert.are.equal("suiro.array f64 [2x3] F {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}", tostring(m))
+    assert.are.equal("C", suiro.i32 { 1, 2 }:reshape { 2 }:order())
+    assert.are_not.equal(suiro.i32 { 1, 2 }, suiro.i32 { 1, 2 }:reshape { 2 }) -- a 1-d n-d array is not a vector
+    assert.are.same({}, suiro.f64 { 42 }:reshape {}:shape()) -- 0-d
+    assert.has_error(function() m:reshape { 4 } end,
+      "suiro.array: reshape: shape [4] holds 4 elements, the array has 6")
+    assert.has_error(function() m:reshape({ 6 }, "X") end)
+  end)
+
+  it("makes dates, timestamps and factors", function()
+    local d = suiro.date { 0, 19723 }
+    assert.are.equal("date", d:kind())
+    assert.are.equal("i32", d:type())
+    assert.are.equal(19723, d[2])
+    assert.are.equal("f64", suiro.date({ 0.5 }, { type = "f64" }):type())
+    local t = suiro.timestamp({ 0, 1700000000000 }, { unit = "ms", tz = "UTC" })
+    assert.are.equal("timestamp", t:kind())
+    assert.are.equal("ms", t:unit())
+    assert.are.equal("UTC", t:tz())
+    assert.are.equal("i64", t:type())
+    assert.are.equal("s", suiro.timestamp { 1 }:unit())
+    assert.are.equal("", suiro.timestamp { 1 }:tz())
+    local f = suiro.factor { "hi", "lo", suiro.NA, "hi" }
+    assert.are.equal("factor", f:kind())
+    assert.are.same({ "hi", "lo" }, f:levels()) -- sorted distinct values by default
+    assert.are.same({ "hi", "lo", suiro.NA, "hi" }, f:totable())
+    assert.are.same({ 0, 1, -1, 0 }, f:codes():totable()) -- 0-based, -1 = NA
+    assert.is_false(f:ordered())
+    f[3] = "lo"
+    assert.are.equal("lo", f[3])
+    assert.has_error(function() f[1] = "mid" end, 'suiro.array: "mid" is not a level of this factor')
+    local g = suiro.factor({ "lo", "hi" }, { levels = { "lo", "mid", "hi" }, ordered = true })
+    assert.are.same({ 0, 2 }, g:codes():totable())
+    assert.is_true(g:ordered())
+    assert.are.equal("suiro.array factor ordered {lo, hi}", tostring(g))
+    assert.are.equal(g, suiro.factor(suiro.i32 { 0, 2 }, { levels = { "lo", "mid", "hi" }, ordered = true }))
+    assert.has_error(function() return g + 1 end, "suiro.array: '+' on a factor is not supported")
+    assert.has_error(function() suiro.factor({ "x" }, { levels = { "a" } }) end,
+      'suiro.factor: element 1 ("x") is not one of the levels')
+    assert.has_error(function() suiro.factor(suiro.i32 { 3 }, { levels = { "a" } }) end,
+      "suiro.factor: code 3 (element 1) is not in -1..0")
+    assert.has_error(function() suiro.timestamp({ 1 }, { unit = "h" }) end,
+      'suiro.timestamp: unit must be one of "s", "ms", "us", "ns", got h')
+    assert.has_error(function() suiro.date({ 1 }, { kind = "x" }) end,
+      "suiro.date: unknown option kind (options: type)")
+    assert.is_nil(suiro.f64 { 1 }:tz())
+    assert.are.equal("plain", suiro.f64 { 1 }:kind())
+    -- copies and slices keep the kind
+    assert.are.equal(t, t:copy())
+    assert.are.equal("UTC", t:slice(2):tz())
+  end)
+
   it("crosses to a worker and back", function()
     local pool <close> = suiro.pool { workers = 1 }
     local r = pool:submit(function(x) return x * 2, x:type(), #x end, suiro.f64 { 1, 2, 3 }):collect()

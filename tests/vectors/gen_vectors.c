@@ -245,6 +245,7 @@ GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errc
       sb_printf(b, "func %s %" PRIu64 " %" PRIu64 "\n", lang_names[it.flag], (uint64_t)it.i, it.n);
       break;
     case WIRE_BACKREF: sb_printf(b, "backref %" PRId64 "\n", it.i); break;
+    case WIRE_RANGE: sb_printf(b, "range %" PRId64 " %" PRId64 " %" PRIu64 "\n", it.i, it.step, it.n); break;
     }
   }
   if (st == WIRE_END) return WIRE_OK;
@@ -603,6 +604,11 @@ static void v_task_args_f64(wire_writer *w) {
   wire_put_list(w, 2), wire_put_f64(w, 1.5), wire_put_f64(w, 2.5);
 }
 
+static void v_range(wire_writer *w) { wire_put_range(w, 1, 1, 25000); }
+static void v_range_parts(wire_writer *w) { /* a map over ranges: { range(1, 5), range(10, 2, -2), {} } */
+  wire_put_list(w, 3), wire_put_range(w, 1, 1, 5), wire_put_range(w, 10, -2, 5), wire_put_range(w, 0, 1, 0);
+}
+
 typedef struct golden {
   const char *name, *desc;
   void (*build)(wire_writer *w);
@@ -676,6 +682,8 @@ static const golden goldens[] = {
   { "backref_cycle", "a dict that contains itself: t.self = t", v_backref_cycle },
   { "task_args", "the hot path: task arguments (1, 2)", v_task_args },
   { "task_args_f64", "task arguments (1.5, 2.5)", v_task_args_f64 },
+  { "range", "the integers 1..25000", v_range },
+  { "range_parts", "ranges 1..5, 10..2 by -2, and an empty one, in a list", v_range_parts },
 };
 #define NGOLDENS ((int)(sizeof goldens / sizeof goldens[0]))
 

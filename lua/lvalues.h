@@ -1,0 +1,52 @@
+/* lvalues.h — Lua representations of the wire values plain Lua values cannot carry (lvalues.c,
+ * lframe.c): suiro.NA, suiro.bytes, string vectors, ordered records, frames, and the descriptors
+ * of region references and functions that suiro.wire.decode(s, { describe = true }) makes.
+ * Each kind is recognised by its metatable, found through a light-userdata key in the registry
+ * (created on first use, so the codec works in any state that loaded suiro.core). */
+#ifndef LVALUES_H
+#define LVALUES_H
+
+#include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern const char lsuiro_key_na, lsuiro_key_bytes, lsuiro_key_strings, lsuiro_key_frame, lsuiro_key_refdesc,
+  lsuiro_key_funcdesc;
+
+/* Pushes the metatable registered under key (made on first use). */
+void lsuiro_push_mt(lua_State *L, const void *key);
+
+/* suiro.NA: one userdata per Lua state (BOOL NA; NA elements of string vectors, bool arrays and
+ * factors). */
+void lsuiro_push_na(lua_State *L);
+int lsuiro_is_na(lua_State *L, int idx);
+
+/* suiro.bytes: binary data (wire BYTES); the bytes are a Lua string kept in its user value. */
+void lsuiro_push_bytes(lua_State *L, const void *p, size_t len);
+const char *lsuiro_tobytes(lua_State *L, int idx, size_t *len); /* NULL: not a suiro.bytes */
+
+/* String vectors (wire STRS): a table holding strings or suiro.NA at 1..n and its length in
+ * field n, with the suiro.strings metatable. */
+void lsuiro_setmt_strings(lua_State *L); /* sets it on the table at the top */
+int lsuiro_is_strings(lua_State *L, int idx);
+
+/* Frames (lframe.c): a userdata with the row and column counts; user value 1 is the sequence of
+ * names, 2 the sequence of columns, 3 the index name -> first position. */
+typedef struct lframe {
+  int64_t nrow;
+  int64_t ncol;
+} lframe;
+lframe *lframe_push(lua_State *L, int64_t nrow);    /* a new frame without columns */
+void lframe_append(lua_State *L, int fidx);          /* pops a name (-2) and a column (-1); the
+                                                      * caller has checked the column */
+lframe *lframe_test(lua_State *L, int idx);
+void lframe_push_parts(lua_State *L, int fidx);      /* pushes the names and the columns */
+void lframe_open(lua_State *L);                      /* frame constructor into the table at the top */
+void lframe_init_mt(lua_State *L);                   /* fills the frame metatable at the top */
+
+/* Ordered records (lcodec.c): the keys of the table at idx in the order they are sent, as a new
+ * sequence; and the recorded key order of a table (keys listed but absent are sent as nil). */
+void lcodec_push_keys(lua_State *L, int idx);
+void lcodec_set_keys(lua_State *L, int t, int keys);
+
+#endif
