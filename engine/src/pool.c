@@ -811,8 +811,10 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
       park_for_results(p, deadline, any_done, c);
     }
   }
-  /* Host: spin for the adaptive budget while spinning can pay, then park. */
-  if (spin_enter(&h->spinners, h->ncpu)) {
+  /* Host: spin for the adaptive budget while spinning can pay, then park. Awake workers hold CPUs
+   * too: spinning beside as many busy workers as there are CPUs would slow the very tasks we wait
+   * for. */
+  if (ld_rlx(&h->awake) < h->ncpu && spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     for (;;) {
       for (int i = 0; i < 8; i++) {
