@@ -67,24 +67,75 @@ static larray *push_raw(lua_State *L, int type, int64_t n) {
   return a;
 }
 
-larray *larray_new(lua_State *L, int type, int64_t n) {
+/* Big arrays live outside the Lua heap: tell the collector about them so it keeps up (a loop of
+ * 1 MB round trips must not pile up views because the GC only sees 100-byte userdata). */
+static void gc_pressure(lua_State *L, size_t bytes) {
+  if (bytes >= ((size_t)1 << 20)) lua_gc(L, LUA_GCSTEP, (int)(bytes >> 10));
+}
+
+static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
   if (n < 0) luaL_error(L, "suiro.array: length must be >= 0");
   size_t es = wire_type_size(type);
   if (!es) luaL_error(L, "suiro.array: bad element type %d", type);
   if ((uint64_t)n > (SIZE_MAX / 2) / es) luaL_error(L, "suiro.array: %lld elements is too many", (long long)n);
   size_t bytes = (size_t)n * es;
+  gc_pressure(L, bytes);
   larray *a = push_raw(L, type, n);
   if (larray_alloc_big && bytes >= larray_big_bytes) {
     a->data = larray_alloc_big(bytes, &a->region, &a->release);
     if (a->data) {
-      memset(a->data, 0, bytes);
+      if (zero) memset(a->data, 0, bytes);
       return a;
     }
   }
-  a->data = calloc(bytes ? bytes : 1, 1);
+  a->data = zero ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
   if (!a->data) luaL_error(L, "suiro.array: out of memory for %zu bytes", bytes);
   a->owns = 1;
   return a;
+}
+
+larray *larray_new(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 1); }
+larray *larray_new_raw(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 0); }
+
+int larray_to_region(lua_State *L, larray *a) {
+  (void)L;
+  if (a->region) return 1;
+  if (!larray_alloc_big) return 0;
+  size_t bytes = larray_bytes(a);
+  void *region = NULL;
+  larray_release_fn release = NULL;
+  void *d = larray_alloc_big(bytes, &region, &release);
+  if (!d) return 0;
+  memcpy(d, a->data, bytes);
+  if (a->release) a->release(a);
+  else if (a->owns) free(a->data);
+  a->data = d;
+  a->region = region;
+  a->release = release;
+  a->owns = 0;
+  return 1;
+}
+
+/* Copy on write: a shared array gets a private copy of its data before it changes. */
+static void unshare(lua_State *L, larray *a) {
+  size_t bytes = larray_bytes(a);
+  void *region = NULL;
+  larray_release_fn release = NULL;
+  void *d = larray_alloc_big && bytes >= larray_big_bytes ? larray_alloc_big(bytes, &region, &release) : NULL;
+  int owns = 0;
+  if (!d) {
+    d = malloc(bytes ? bytes : 1);
+    if (!d) luaL_error(L, "suiro.array: out of memory for %zu bytes", bytes);
+    owns = 1;
+  }
+  memcpy(d, a->data, bytes);
+  if (a->release) a->release(a);
+  else if (a->owns) free(a->data);
+  a->data = d;
+  a->region = region;
+  a->release = release;
+  a->owns = owns;
+  a->shared = 0;
 }
 
 larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int readonly, void *region,
@@ -302,7 +353,9 @@ static int l_newindex(lua_State *L) {
   if (a->readonly)
     return luaL_error(L, "suiro.array: this %s array is a read-only view of shared memory; copy it first "
                          "(a:copy()) to modify it", type_names[a->type]);
-  store_elem(L, a, 1, check_index(L, a, 2), 3);
+  int64_t i = check_index(L, a, 2);
+  if (a->shared) unshare(L, a);
+  store_elem(L, a, 1, i, 3);
   return 0;
 }
 
@@ -515,7 +568,7 @@ static void copy_kind(lua_State *L, const larray *a, int aidx, larray *b) {
 
 static int l_copy(lua_State *L) {
   larray *a = larray_check(L, 1);
-  larray *b = larray_new(L, a->type, a->n);
+  larray *b = larray_new_raw(L, a->type, a->n);
   memcpy(b->data, a->data, larray_bytes(a));
   b->ndim = a->ndim;
   b->nd = a->nd;
@@ -533,7 +586,7 @@ static int l_slice(lua_State *L) {
   if (i < 1) i = 1;
   if (j > a->n) j = a->n;
   int64_t n = j >= i ? j - i + 1 : 0;
-  larray *b = larray_new(L, a->type, n);
+  larray *b = larray_new_raw(L, a->type, n);
   size_t es = wire_type_size(a->type);
   if (n) memcpy(b->data, (char *)a->data + (size_t)(i - 1) * es, (size_t)n * es);
   copy_kind(L, a, 1, b);
@@ -940,7 +993,7 @@ static int arith(lua_State *L, int op) {
   if (op != OP_DIV && xi && yi) rtype = WIRE_T_I64;
   else if ((x.a && x.a->type == WIRE_T_F32 && yf32) || (y.a && y.a->type == WIRE_T_F32 && xf32)) rtype = WIRE_T_F32;
   else rtype = WIRE_T_F64;
-  larray *r = larray_new(L, rtype, n);
+  larray *r = larray_new_raw(L, rtype, n); /* every element is written below */
   const larray *shape_src = x.a ? x.a : y.a;
   r->ndim = shape_src->ndim;
   r->order = shape_src->order;
@@ -1054,9 +1107,26 @@ static const luaL_Reg meta[] = {
   { "__mul", l_mul }, { "__div", l_div }, { "__unm", l_unm }, { "__eq", l_eq }, { NULL, NULL },
 };
 
+/* Large arrays live in shared regions when the process has a pool (zero-copy sends). */
+static void release_region(larray *a) {
+  suiro_buf_unref(a->region);
+  a->region = NULL;
+}
+
+static void *alloc_in_region(size_t bytes, void **region, larray_release_fn *release) {
+  if (!suiro_zc_active()) return NULL;
+  suiro_buf *b = suiro_buf_alloc(bytes);
+  if (!b) return NULL;
+  *region = b;
+  *release = release_region;
+  return suiro_buf_data(b);
+}
+
 /* Pushes a table of constructors: array(type, n|{...}), f64{...}, f32{...}, ..., date(...),
  * timestamp(...), factor(...) */
 int luaopen_suiro_array(lua_State *L) {
+  larray_alloc_big = alloc_in_region;
+  larray_big_bytes = suiro_zc_floor;
   if (lsuiro_newmt(L, LARRAY_MT, &lsuiro_key_array)) {
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);

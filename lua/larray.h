@@ -27,6 +27,7 @@ struct larray {
   int unit;             /* TIMESTAMP: WIRE_UNIT_* */
   int ordered;          /* FACTOR */
   int readonly;         /* a view of shared memory: writes raise */
+  int shared;           /* sent by reference: the next write copies it first (copy on write) */
   int owns;             /* data was malloc'd here */
   int64_t shape[LARRAY_MAX_NDIM];
   /* Zero-copy: the region the data lives in (NULL for private memory) and how to let go. */
@@ -39,6 +40,8 @@ struct larray {
 
 /* A new zero-filled array of n elements (1-d), owned by Lua. */
 larray *larray_new(lua_State *L, int type, int64_t n);
+/* The same without zeroing, for arrays the caller fills completely. */
+larray *larray_new_raw(lua_State *L, int type, int64_t n);
 /* An array over memory someone else owns (a view): release is called once, at __gc or
  * a:release(). */
 larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int readonly, void *region,
@@ -59,6 +62,9 @@ void larray_set_attr(lua_State *L, int idx, const char *field);
  * (in a shared region) instead of malloc, so they can leave a worker without another copy. */
 extern void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
 extern size_t larray_big_bytes;
+/* Moves a private array's data into memory from larray_alloc_big (so it can be sent by
+ * reference); returns 0 when no region can be had. */
+int larray_to_region(lua_State *L, larray *a);
 
 int luaopen_suiro_array(lua_State *L);
 

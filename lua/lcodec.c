@@ -382,9 +382,40 @@ static void enc_factor(enc *e, int idx, larray *a) {
 }
 
 /* The array a at stack index idx: its kind decides the item. */
+/* Large plain arrays cross by reference: the bytes are written into a region once (or are there
+ * already: arrays made big, views received) and the receiver maps the same pages. */
+static int enc_array_ref(enc *e, larray *a, size_t bytes) {
+  if (!e->c->pool || bytes < suiro_zc_floor || a->kind != LARRAY_PLAIN || a->ndim > WIRE_MAX_NDIM ||
+      !suiro_zc_active())
+    return 0;
+  if (a->region && !suiro_buf_name(a->region)) return 0; /* its pool stopped: send a copy */
+  if (!a->region && !larray_to_region(e->c->L, a)) return 0;
+  suiro_buf *b = a->region;
+  const char *name = suiro_buf_name(b);
+  uint64_t dims[LARRAY_MAX_NDIM];
+  wire_ref ref;
+  memset(&ref, 0, sizeof ref);
+  ref.name = (wire_str){ name, strlen(name) };
+  ref.offset = (uint64_t)((char *)a->data - ((char *)suiro_buf_data(b) - suiro_buf_offset(b)));
+  ref.length = bytes;
+  ref.type = a->type;
+  if (larray_is_nd(a)) {
+    ref.ndim = a->ndim;
+    ref.order = a->order;
+    for (int d = 0; d < a->ndim; d++) dims[d] = (uint64_t)a->shape[d];
+    ref.dims = dims;
+  }
+  if (larray_is_nd(a) && a->ndim == 0) return 0; /* a 0-d array has no reference form */
+  if (wire_put_ref(e->w, &ref) != WIRE_OK) return 0;
+  suiro_buf_ref(b); /* the receiver's reference, taken over when it maps the region */
+  if (!a->readonly) a->shared = 1; /* the sender's next write copies first */
+  return 1;
+}
+
 static void enc_array(enc *e, int idx, larray *a) {
   size_t bytes = larray_bytes(a);
   void *dst;
+  if (enc_array_ref(e, a, bytes)) return;
   if (a->kind == LARRAY_DATE) {
     dst = wire_put_date(e->w, a->type, (uint64_t)a->n);
   } else if (a->kind == LARRAY_TIMESTAMP) {
@@ -758,10 +789,19 @@ static uint64_t function_key_slow(enc *e, int idx) {
   function_info(L, idx);
   lua_getfield(L, -1, "key");
   uint64_t key = (uint64_t)lua_tointeger(L, -1);
-  lua_getfield(L, -2, "blob");
-  size_t blen;
-  const char *blob = lua_tolstring(L, -1, &blen);
-  if (suiro_blob_put(e->c->pool->p, key, blob, blen) != SUIRO_OK) enc_fail(L, e, suiro_last_error());
+  /* A new closure of a known prototype (a function defined in a loop) has the same key: the
+   * table also remembers keys, so the blob store is asked once per prototype. */
+  lua_pushinteger(L, (lua_Integer)key);
+  if (lua_rawget(L, -4) == LUA_TNIL) {
+    lua_getfield(L, -3, "blob");
+    size_t blen;
+    const char *blob = lua_tolstring(L, -1, &blen);
+    if (suiro_blob_put(e->c->pool->p, key, blob, blen) != SUIRO_OK) enc_fail(L, e, suiro_last_error());
+    lua_pop(L, 1);
+    lua_pushinteger(L, (lua_Integer)key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -6);
+  }
   lua_pop(L, 3);
   lua_pushvalue(L, idx);
   lua_pushinteger(L, (lua_Integer)key);
@@ -1122,6 +1162,36 @@ static void dec_funcdesc(dec *d, wire_item *it) {
   lua_setfield(L, -2, "captured");
 }
 
+static void release_view(larray *a) {
+  suiro_buf_unref(a->region);
+  a->region = NULL;
+}
+
+/* A typed reference becomes a read-only view of the shared pages (the sender added a reference
+ * for us; the view owns it and drops it when collected or released). */
+static void dec_ref_view(dec *d, wire_item *it) {
+  lua_State *L = d->L;
+  const wire_ref *r = &it->ref;
+  if (r->type < 1 || r->type > WIRE_T_MAX)
+    luaL_error(L, "cannot decode value: a %s reference cannot be viewed here (byte %d)", wire_type_name(r->type),
+               (int)it->pos);
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)r->name.len, r->name.ptr);
+  suiro_buf *b;
+  if (suiro_buf_open(name, r->offset + r->length, &b) != SUIRO_OK)
+    luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
+  size_t es = wire_type_size(r->type);
+  char *base = (char *)suiro_buf_data(b) - suiro_buf_offset(b);
+  larray *a = larray_new_view(L, r->type, (int64_t)(r->length / es), base + r->offset, 1, b, release_view);
+  if (r->ndim > LARRAY_MAX_NDIM) luaL_error(L, "cannot decode value: %d dimensions (at most %d)", r->ndim, LARRAY_MAX_NDIM);
+  if (r->ndim >= 1) {
+    a->nd = 1;
+    a->ndim = r->ndim;
+    a->order = r->order;
+    for (int k = 0; k < r->ndim; k++) a->shape[k] = (int64_t)r->dims[k];
+  }
+}
+
 static void dec_value(dec *d, wire_item *it) {
   lua_State *L = d->L;
   luaL_checkstack(L, 8, "value nested too deeply");
@@ -1308,7 +1378,7 @@ static void dec_value(dec *d, wire_item *it) {
       push_refdesc(L, &it->ref);
       return;
     }
-    luaL_error(L, "cannot decode value: shared-memory references are not supported here yet (byte %d)", (int)it->pos);
+    dec_ref_view(d, it);
     return;
   default:
     luaL_error(L, "cannot decode value: unexpected %s at byte %d", wire_tag_name(it->tag), (int)it->pos);

@@ -71,9 +71,9 @@ typedef struct suiro_pool_opts {
   int workers;             /* workers started at create (default 1) */
   int max_workers;         /* upper bound for spawn_workers (default max(workers, 16), <= 64) */
   uint32_t ring_cap;       /* entries per submitter ring, power of two (default 4096) */
-  uint32_t slot_size;      /* bytes per ring entry, power of two 64..65536 (default 128) */
+  uint32_t slot_size;      /* bytes per ring entry, power of two 64..65536 (default 256) */
   uint32_t result_slots;   /* result slots of the host submitter (default 131072) */
-  uint32_t result_size;    /* bytes per result slot, power of two 64..65536 (default 128) */
+  uint32_t result_size;    /* bytes per result slot, power of two 64..65536 (default 256) */
   const char *exe;         /* worker executable (default: this program) */
   const char *const *argv; /* worker argv, NULL-terminated (default: { exe }); the engine appends
                               "--suiro-worker" TOKEN */
@@ -283,6 +283,9 @@ void *suiro_buf_data(const suiro_buf *b);
 size_t suiro_buf_size(const suiro_buf *b);
 size_t suiro_buf_offset(const suiro_buf *b); /* of the data within the region */
 const char *suiro_buf_name(const suiro_buf *b); /* NULL when its name is gone: send a copy */
+/* Regions have a home: this process has a pool, or is a worker. Otherwise large values stay in
+ * private memory (nothing would remove their names). */
+int suiro_zc_active(void);
 /* Floor (bytes), and caps of the warm free list (bytes, count); 0 keeps a setting. */
 void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap);
 

@@ -183,7 +183,7 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
       if ((e->flags & TQ_SPILLED)) {
         char name[SUIRO_NAME_MAX];
         snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
-        shm_unlink(name);
+        spill_discard(name);
       }
       taskq_release(q, e, pos);
     }
@@ -202,7 +202,7 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
     if (e->flags & TQ_SPILLED) {
       char name[SUIRO_NAME_MAX];
       snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
-      shm_unlink(name);
+      spill_discard(name);
     }
     taskq_release(own, e, pos);
   }

@@ -38,6 +38,8 @@
 
 static _Atomic int live_host_pools; /* pools this process created and has not stopped */
 
+int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
+
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
 
@@ -47,9 +49,9 @@ void suiro_pool_opts_init(suiro_pool_opts *o) {
   o->workers = 1;
   o->max_workers = 0;
   o->ring_cap = 4096;
-  o->slot_size = 128;
+  o->slot_size = 256;      /* room inline for a task with a shared-array reference */
   o->result_slots = 131072;
-  o->result_size = 128;
+  o->result_size = 256;
   o->respawn = 0;
   o->start_timeout = 10.0;
 }
@@ -496,7 +498,7 @@ static void reclaim_released(suiro_pool *p) {
     if (r->flags & RSF_SPILLED) {
       char name[SUIRO_NAME_MAX];
       snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
-      shm_unlink(name);
+      spill_discard(name);
     }
     p->gen[i] = rs_gen(st);
     p->outstanding[i] = 0;

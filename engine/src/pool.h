@@ -188,11 +188,15 @@ suiro_status peer_start_monitor(suiro_pool *p);
 void peer_stop_monitor(suiro_pool *p);
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
+/* pool.c: pools this process created and has not stopped */
+int pool_live_host_pools(void);
+
 /* region.c */
 void region_pool_stopped(const char *pool_name, int last_pool);
 
 /* spill.c: values too large for a slot travel in a region of their own */
 suiro_status spill_write(suiro_pool *p, const void *data, size_t n, char *name_out, size_t name_cap);
 suiro_status spill_read(const char *name, size_t n, void *dst);
+void spill_discard(const char *name); /* a spilled value nobody will read */
 
 #endif

@@ -52,7 +52,8 @@ struct suiro_buf {
   region_hdr *hdr;
   size_t size;        /* bytes in use (what the holder asked for / the sender announced) */
   int local;          /* holders in this process */
-  int in_free;
+  int in_free;        /* ours alone, kept warm for reuse */
+  int in_cache;       /* held elsewhere only: mapping kept for the next view of it */
   uint64_t freed_at;  /* for eviction: oldest first */
   suiro_buf *next;    /* hash chain */
 };
@@ -61,6 +62,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 #define NBUCKETS 256
 static suiro_buf *buckets[NBUCKETS];
 static size_t free_bytes, free_count;
+static size_t cache_count;
+#define CACHE_CAP 16
 static size_t free_cap_bytes = (size_t)512 << 20;
 static size_t free_cap_count = 16;
 static _Atomic uint32_t counter;
@@ -217,6 +220,10 @@ suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
       free_bytes -= b->hdr->capacity;
       free_count--;
     }
+    if (b->in_cache) {
+      b->in_cache = 0;
+      cache_count--;
+    }
     b->local++;
     b->size = size;
     pthread_mutex_unlock(&lock);
@@ -239,7 +246,7 @@ suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
   close(fd);
   if (map == MAP_FAILED) return suiro_set_errno("region: mmap");
   region_hdr *h = map;
-  if (h->magic != REGION_MAGIC || h->capacity > (size_t)sb.st_size - REGION_HDR || size > h->capacity) {
+  if (h->magic != REGION_MAGIC || h->capacity > (size_t)sb.st_size - REGION_HDR || size > h->capacity + REGION_HDR) {
     munmap(map, (size_t)sb.st_size);
     return suiro_set_error(SUIRO_ERR, "%s is not a suiro shared value (or is shorter than announced)", name);
   }
@@ -303,7 +310,20 @@ void suiro_buf_unref(suiro_buf *b) {
       destroy(b, 0);
     }
   } else if (b->local == 0) {
-    destroy(b, 0); /* others still hold it: just let go of our mapping */
+    /* Others still hold it: keep the mapping a while, since views of one region tend to come back
+     * (a value sent on, returned, sent again), and mapping costs more than the round trip. */
+    b->in_cache = 1;
+    b->freed_at = suiro_ns();
+    cache_count++;
+    while (cache_count > CACHE_CAP) {
+      suiro_buf *victim = NULL;
+      for (int k = 0; k < NBUCKETS; k++)
+        for (suiro_buf *c = buckets[k]; c; c = c->next)
+          if (c->in_cache && (!victim || c->freed_at < victim->freed_at)) victim = c;
+      if (!victim) break;
+      cache_count--;
+      destroy(victim, 0);
+    }
   }
   pthread_mutex_unlock(&lock);
 }
@@ -335,6 +355,9 @@ void region_pool_stopped(const char *pool_name, int last_pool) {
           free_bytes -= b->hdr->capacity;
           free_count--;
           destroy(b, 1);
+        } else if (b->in_cache) {
+          cache_count--;
+          destroy(b, 0);
         } else {
           b->named = 0; /* still readable here; sending it again copies it */
         }
@@ -346,6 +369,8 @@ void region_pool_stopped(const char *pool_name, int last_pool) {
   shm_unlink_prefix(wprefix + 1);
   if (last_pool) shm_unlink_prefix(aprefix + 1);
 }
+
+int suiro_zc_active(void) { return suiro_current_pool() != NULL || pool_live_host_pools() > 0; }
 
 void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap) {
   pthread_mutex_lock(&lock);

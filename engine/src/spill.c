@@ -1,45 +1,45 @@
 /*
- * spill.c — values too large for a queue entry or a result slot travel in a region of their own.
+ * spill.c — values too large for a queue entry or a result slot travel in a shared region.
  *
- * The writer creates a region owned by the pool's host (so it is reaped with the host's
- * segments) and tagged with the pool's name (so suiro_pool_stop removes leftovers), copies the
- * bytes in and passes the region's name inline. The reader copies the bytes out and unlinks the
- * name. Ownership passes with the name: exactly one reader consumes it. No shared words here.
+ * The writer takes a region from its warm free list (region.c), copies the bytes in, and sends the
+ * region's name inline; the message owns one reference. The reader maps the region (usually
+ * mapped already), copies the bytes out and drops that reference, which leaves the region warm in
+ * the reader's free list for its own next large value. A message that is never read (a released
+ * task, a dead worker's claim) is discarded the same way. Regions carry the names of the pool's
+ * processes, so whatever is left goes when the pool stops. No shared words here.
  */
 #include "pool.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 
 suiro_status spill_write(suiro_pool *p, const void *data, size_t n, char *name_out, size_t name_cap) {
-  /* tag: the pool region's counter part, then 's' */
-  const char *pool_name = suiro_region_name(p->region);
-  const char *last = strrchr(pool_name, '_');
-  char tag[32];
-  snprintf(tag, sizeof tag, "%ss", last ? last + 1 : "");
-  suiro_region *r;
-  suiro_status st = shm_create_owned(n, p->hdr->host_pid, p->hdr->host_start, tag, &r);
-  if (st != SUIRO_OK) return st;
-  memcpy(suiro_region_addr(r), data, n);
-  if (strlen(suiro_region_name(r)) + 1 > name_cap) {
-    suiro_region_close(r, 1);
+  (void)p;
+  suiro_buf *b = suiro_buf_alloc(n);
+  if (!b) return SUIRO_ERR;
+  memcpy(suiro_buf_data(b), data, n);
+  const char *name = suiro_buf_name(b);
+  size_t nl = strlen(name) + 1;
+  if (nl > name_cap) {
+    suiro_buf_unref(b);
     return suiro_set_error(SUIRO_ERR, "slot too small for a region name");
   }
-  memcpy(name_out, suiro_region_name(r), strlen(suiro_region_name(r)) + 1);
-  suiro_region_close(r, 0);
+  memcpy(name_out, name, nl);
+  suiro_buf_ref(b);   /* the message's reference... */
+  suiro_buf_unref(b); /* ...replaces ours */
   return SUIRO_OK;
 }
 
 suiro_status spill_read(const char *name, size_t n, void *dst) {
-  suiro_region *r;
-  suiro_status st = suiro_region_open(name, 0, &r);
+  suiro_buf *b;
+  suiro_status st = suiro_buf_open(name, n, &b);
   if (st != SUIRO_OK) return st;
-  if (suiro_region_size(r) < n) {
-    suiro_region_close(r, 1);
-    return suiro_set_error(SUIRO_ERR, "spilled value %s is shorter than announced", name);
-  }
-  memcpy(dst, suiro_region_addr(r), n);
-  suiro_region_close(r, 1);
+  memcpy(dst, suiro_buf_data(b), n);
+  suiro_buf_unref(b);
   return SUIRO_OK;
+}
+
+void spill_discard(const char *name) {
+  suiro_buf *b;
+  if (suiro_buf_open(name, 0, &b) == SUIRO_OK) suiro_buf_unref(b);
 }

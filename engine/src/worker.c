@@ -193,7 +193,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
     if (!arg) {
       spill_failed = 1;
       snprintf(spill_err, sizeof spill_err, "out of memory for a %zu-byte argument", len);
-      shm_unlink(name);
+      spill_discard(name);
     } else if (spill_read(name, len, arg) != SUIRO_OK) {
       spill_failed = 1;
       snprintf(spill_err, sizeof spill_err, "%s", suiro_last_error());
