@@ -67,10 +67,20 @@ static larray *push_raw(lua_State *L, int type, int64_t n) {
   return a;
 }
 
-/* Big arrays live outside the Lua heap: tell the collector about them so it keeps up (a loop of
- * 1 MB round trips must not pile up views because the GC only sees 100-byte userdata). */
+/* Big arrays and views live outside the Lua heap, where the collector cannot see them: a loop of
+ * 1 MB round trips would pile up garbage views (each holding its region) because the GC only sees
+ * 100-byte userdata. So external bytes are counted, and every 64 MiB of them the collector takes
+ * a step as if that much had been allocated: incremental, proportional, and rare for small data. */
+static size_t external_bytes;
+
 static void gc_pressure(lua_State *L, size_t bytes) {
-  if (bytes >= ((size_t)1 << 20)) lua_gc(L, LUA_GCSTEP, (int)(bytes >> 10));
+  if (bytes < ((size_t)64 << 10)) return;
+  external_bytes += bytes;
+  if (external_bytes >= ((size_t)64 << 20)) {
+    int kb = external_bytes >> 10 > INT32_MAX ? INT32_MAX : (int)(external_bytes >> 10);
+    external_bytes = 0;
+    lua_gc(L, LUA_GCSTEP, kb);
+  }
 }
 
 static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
@@ -143,6 +153,7 @@ larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int reado
   larray *a = push_raw(L, type, n);
   a->data = data;
   a->readonly = readonly;
+  gc_pressure(L, (size_t)n * wire_type_size(type));
   a->region = region;
   a->release = release;
   return a;

@@ -10,7 +10,9 @@
  * "peer_gone"); a failed task raises an error object (lcodec_push_error); misuse raises a message
  * that names the argument.
  */
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -665,6 +667,77 @@ static int l_wait_events(lua_State *L) {
   return 0;
 }
 
+/* core.memcpy_ms(bytes, rounds) -> median milliseconds of one memcpy between two warm buffers:
+ * the floor the data benchmarks compare against. */
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int l_memcpy_ms(lua_State *L) {
+  size_t bytes = (size_t)luaL_checkinteger(L, 1);
+  int rounds = (int)luaL_optinteger(L, 2, 7);
+  if (rounds < 1 || rounds > 1000) return luaL_error(L, "memcpy_ms: rounds must be in 1..1000");
+  char *a = malloc(bytes), *b = malloc(bytes);
+  double *t = malloc(sizeof *t * (size_t)rounds);
+  if (!a || !b || !t) {
+    free(a); free(b); free(t);
+    return luaL_error(L, "memcpy_ms: out of memory");
+  }
+  memset(a, 1, bytes);
+  memset(b, 2, bytes); /* both warm: faulted in before timing */
+  for (int r = 0; r < rounds; r++) {
+    double t0 = suiro_now();
+    memcpy(b, a, bytes);
+    t[r] = (suiro_now() - t0) * 1e3;
+    a[r % bytes] = (char)r; /* keep the copy from being elided */
+  }
+  qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
+  lua_pushnumber(L, t[rounds / 2]);
+  free(a);
+  free(b);
+  free(t);
+  return 1;
+}
+
+/* core.shm_usage([prefix]) -> bytes allocated in /dev/shm by segments whose name starts with
+ * prefix (default: this process's and its pools': "suiro_<pid hex>_"), and their count. */
+static int l_shm_usage(lua_State *L) {
+  char def[64];
+  snprintf(def, sizeof def, "suiro_%x_", (unsigned)getpid());
+  const char *prefix = luaL_optstring(L, 1, def);
+  size_t pl = strlen(prefix);
+  DIR *d = opendir("/dev/shm");
+  lua_Integer bytes = 0, count = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, pl) != 0) continue;
+    char path[512];
+    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+      bytes += (lua_Integer)sb.st_blocks * 512;
+      count++;
+    }
+  }
+  if (d) closedir(d);
+  lua_pushinteger(L, bytes);
+  lua_pushinteger(L, count);
+  return 2;
+}
+
+/* core.rss_kb() -> resident set size of this process (VmRSS), in KiB. */
+static int l_rss_kb(lua_State *L) {
+  FILE *f = fopen("/proc/self/status", "re");
+  long kb = -1;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  lua_pushinteger(L, kb);
+  return 1;
+}
+
 static const luaL_Reg pool_methods[] = {
   { "submit", l_submit },
   { "submit_batch", l_submit_batch },
@@ -693,6 +766,9 @@ static const luaL_Reg core_funcs[] = {
   { "current_pool", l_current_pool },
   { "now", l_now },
   { "reap", l_reap },
+  { "memcpy_ms", l_memcpy_ms },
+  { "rss_kb", l_rss_kb },
+  { "shm_usage", l_shm_usage },
   { "task_pool", l_task_pool },
   { "worker_exe", l_worker_exe },
   { "arm_events", l_arm_events },

@@ -10,11 +10,13 @@ int park_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 /* Wakes up to n sleepers on word (n < 0: all). */
 void park_wake(_Atomic uint32_t *word, int n);
 
-/* Adaptive spin budget: spin for 1.5x the recently observed gap + 8 us, at most SPIN_CAP_NS;
- * a gap longer than the cap means spinning would not pay, so the budget drops to a token spin. */
+/* Adaptive spin budget: spin for 1.5x the recently observed gap + 8 us, at most SPIN_CAP_NS.
+ * Long gaps keep the full cap rather than dropping to nothing: a wait that ends in a wake-up
+ * measures the wake-up too (tens of microseconds here), so a budget that shrank after one long
+ * task would keep every later short task parking, and never learn otherwise. The cost of the cap
+ * is bounded: 64 us of spin per wait, against waits that are long anyway. */
 #define SPIN_BASE_NS 8000u
 #define SPIN_CAP_NS 64000u
-#define SPIN_TOKEN_NS 1500u
 
 typedef struct spin_adapt {
   uint64_t gap_ns; /* exponentially weighted mean of observed waits */
@@ -22,7 +24,6 @@ typedef struct spin_adapt {
 
 static inline uint64_t spin_budget(const spin_adapt *a) {
   uint64_t b = a->gap_ns + a->gap_ns / 2 + SPIN_BASE_NS;
-  if (a->gap_ns > SPIN_CAP_NS) return SPIN_TOKEN_NS;
   return b > SPIN_CAP_NS ? SPIN_CAP_NS : b;
 }
 

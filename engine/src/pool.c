@@ -40,6 +40,80 @@ static _Atomic int live_host_pools; /* pools this process created and has not st
 
 int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
 
+/* This process's live host pools, for the recycle list (region.c finds a region's pool by name). */
+static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
+static suiro_pool *hosts[64];
+
+static void hosts_add(suiro_pool *p) {
+  pthread_mutex_lock(&hosts_lock);
+  for (int i = 0; i < 64; i++)
+    if (!hosts[i]) {
+      hosts[i] = p;
+      break;
+    }
+  pthread_mutex_unlock(&hosts_lock);
+}
+
+static void hosts_remove(suiro_pool *p) {
+  pthread_mutex_lock(&hosts_lock);
+  for (int i = 0; i < 64; i++)
+    if (hosts[i] == p) hosts[i] = NULL;
+  pthread_mutex_unlock(&hosts_lock);
+}
+
+static int recycle_push_to(pool_hdr *h, const char *name, uint64_t capacity) {
+  for (int i = 0; i < POOL_RECYCLE; i++) {
+    recycle_slot *r = &h->recycle[i];
+    uint32_t zero = 0;
+    if (ld_rlx(&r->state) != 0 || !atomic_compare_exchange_strong(&r->state, &zero, 2)) continue;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->capacity = capacity;
+    st_rel(&r->state, 1);
+    return 1;
+  }
+  return 0;
+}
+
+static int recycle_pop_from(pool_hdr *h, size_t bytes, char *name_out, uint64_t *capacity) {
+  for (int i = 0; i < POOL_RECYCLE; i++) {
+    recycle_slot *r = &h->recycle[i];
+    if (ld_acq(&r->state) != 1 || r->capacity < bytes || r->capacity / 2 > bytes + ((uint64_t)64 << 10)) continue;
+    uint32_t one = 1;
+    if (!atomic_compare_exchange_strong(&r->state, &one, 2)) continue;
+    memcpy(name_out, r->name, SUIRO_NAME_MAX);
+    *capacity = r->capacity;
+    st_rel(&r->state, 0);
+    return 1;
+  }
+  return 0;
+}
+
+int pool_recycle_push(const char *region_name, uint64_t capacity) {
+  suiro_pool *cur = suiro_current_pool();
+  if (cur) return recycle_push_to(cur->hdr, region_name, capacity);
+  int done = 0;
+  pthread_mutex_lock(&hosts_lock);
+  for (int i = 0; i < 64 && !done; i++) {
+    if (!hosts[i] || !hosts[i]->region) continue;
+    const char *pn = suiro_region_name(hosts[i]->region);
+    size_t pl = strlen(pn);
+    if (strncmp(region_name, pn, pl) == 0 && region_name[pl] == 'd') done = recycle_push_to(hosts[i]->hdr, region_name, capacity);
+  }
+  pthread_mutex_unlock(&hosts_lock);
+  return done;
+}
+
+int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity) {
+  suiro_pool *cur = suiro_current_pool();
+  if (cur) return recycle_pop_from(cur->hdr, bytes, name_out, capacity);
+  int done = 0;
+  pthread_mutex_lock(&hosts_lock);
+  for (int i = 0; i < 64 && !done; i++)
+    if (hosts[i] && hosts[i]->hdr) done = recycle_pop_from(hosts[i]->hdr, bytes, name_out, capacity);
+  pthread_mutex_unlock(&hosts_lock);
+  return done;
+}
+
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
 
@@ -259,6 +333,7 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
     p->exe = strdup(buf);
   }
 
+  hosts_add(p);
   st = peer_start_monitor(p);
   if (st != SUIRO_OK) goto fail;
   for (int i = 0; i < o.workers; i++) {
@@ -341,6 +416,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     }
   }
   peer_stop_monitor(p);
+  hosts_remove(p);
   if (p->region) {
     int last = atomic_fetch_sub(&live_host_pools, 1) == 1;
     region_pool_stopped(suiro_region_name(p->region), last);

@@ -56,6 +56,16 @@ typedef struct result_slot {
 } result_slot;
 #define RSF_SPILLED 1u
 
+/* The pool-wide recycle list: regions that came free in a process other than their creator's
+ * (a worker's result dropped by the host), offered to whichever process needs a region next. */
+#define POOL_RECYCLE 32
+typedef struct recycle_slot {
+  _Atomic uint32_t state; /* 0 empty, 1 offered, 2 being written or taken */
+  uint32_t pad;
+  uint64_t capacity;
+  char name[SUIRO_NAME_MAX];
+} recycle_slot;
+
 typedef struct pool_hdr {
   uint64_t magic;
   uint32_t version;
@@ -89,6 +99,7 @@ typedef struct pool_hdr {
   _Atomic int32_t live;                      /* workers starting or attached */
   _Atomic uint64_t deaths, respawns;
   _Atomic uint64_t wakes;                    /* directed wakes of parked workers */
+  SUIRO_ALIGNED recycle_slot recycle[POOL_RECYCLE];
 } pool_hdr;
 
 typedef struct worker_rec {
@@ -190,6 +201,10 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
 /* pool.c: pools this process created and has not stopped */
 int pool_live_host_pools(void);
+/* The recycle list of the pool a region belongs to (by its name) or of this worker's pool:
+ * offer a free region; take one of at least `bytes`. 1 on success. */
+int pool_recycle_push(const char *region_name, uint64_t capacity);
+int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
 
 /* region.c */
 void region_pool_stopped(const char *pool_name, int last_pool);

@@ -161,6 +161,17 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
   }
   pthread_mutex_unlock(&lock);
 
+  /* Next best: a region another process of the pool let go of (it may be mapped here already). */
+  char rname[SUIRO_NAME_MAX];
+  uint64_t rcap;
+  while (pool_recycle_pop(bytes, rname, &rcap)) {
+    suiro_buf *r;
+    if (suiro_buf_open(rname, 0, &r) != SUIRO_OK) continue; /* gone meanwhile */
+    atomic_store_explicit(&r->hdr->refs, 1, memory_order_relaxed);
+    r->size = bytes;
+    return r;
+  }
+
   size_t capacity = round_capacity(bytes);
   suiro_buf *b = calloc(1, sizeof *b);
   if (!b) {
@@ -293,12 +304,33 @@ void suiro_buf_hold(suiro_buf *b) {
   pthread_mutex_unlock(&lock);
 }
 
+/* Keeps a mapping nobody here holds (LRU of CACHE_CAP); lock held. */
+static void cache_mapping(suiro_buf *b) {
+  b->in_cache = 1;
+  b->freed_at = suiro_ns();
+  cache_count++;
+  while (cache_count > CACHE_CAP) {
+    suiro_buf *victim = NULL;
+    for (int k = 0; k < NBUCKETS; k++)
+      for (suiro_buf *c = buckets[k]; c; c = c->next)
+        if (c->in_cache && (!victim || c->freed_at < victim->freed_at)) victim = c;
+    if (!victim) break;
+    cache_count--;
+    destroy(victim, 0);
+  }
+}
+
 void suiro_buf_unref(suiro_buf *b) {
   if (!b) return;
   int64_t left = atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_acq_rel) - 1;
   pthread_mutex_lock(&lock);
   b->local--;
-  if (left == 0 && b->local == 0) {
+  if (left == 0 && b->local == 0 && b->named && b->hdr->creator != (int32_t)getpid() &&
+      pool_recycle_push(b->name, b->hdr->capacity)) {
+    /* Another process made it: offer it to the pool (its maker likely still has it mapped and
+     * warm) and keep our mapping a while in case it comes back to us. */
+    cache_mapping(b);
+  } else if (left == 0 && b->local == 0) {
     if (b->named) { /* ours alone now: keep it warm for the next large value */
       evict_locked(b->hdr->capacity);
       b->in_free = 1;
@@ -312,18 +344,7 @@ void suiro_buf_unref(suiro_buf *b) {
   } else if (b->local == 0) {
     /* Others still hold it: keep the mapping a while, since views of one region tend to come back
      * (a value sent on, returned, sent again), and mapping costs more than the round trip. */
-    b->in_cache = 1;
-    b->freed_at = suiro_ns();
-    cache_count++;
-    while (cache_count > CACHE_CAP) {
-      suiro_buf *victim = NULL;
-      for (int k = 0; k < NBUCKETS; k++)
-        for (suiro_buf *c = buckets[k]; c; c = c->next)
-          if (c->in_cache && (!victim || c->freed_at < victim->freed_at)) victim = c;
-      if (!victim) break;
-      cache_count--;
-      destroy(victim, 0);
-    }
+    cache_mapping(b);
   }
   pthread_mutex_unlock(&lock);
 }

@@ -1,0 +1,106 @@
+-- Zero-copy: large arrays cross as references, arrive as read-only views, come back O(1), and
+-- their regions are recycled and removed.
+local suiro = require "suiro"
+local core = require "suiro.core"
+
+describe("zero-copy arrays", function()
+  local pool
+  setup(function() pool = suiro.pool { workers = 1 } end)
+  teardown(function() pool:stop() end)
+
+  it("sends large arrays as views, small ones as copies", function()
+    local big = suiro.f64(100000)
+    local small = suiro.f64 { 1, 2, 3 }
+    local bv, sv = pool:submit(function(a, b) return a:isview(), b:isview() end, big, small):collect()
+    assert.is_true(bv)
+    assert.is_false(sv)
+  end)
+
+  it("returns large results as views with the right contents", function()
+    local a = suiro.array("f64", 200000)
+    for i = 1, #a do a[i] = i end
+    local y = pool:submit(function(x) return x * 2 end, a):collect()
+    assert.is_true(y:isview())
+    assert.are.equal(400000.0, y[200000])
+    assert.are.equal(2 * 200000 * 200001 / 2, y:sum())
+  end)
+
+  it("makes views read-only", function()
+    local v = pool:submit(function() return suiro.f64(50000) + 1 end):collect()
+    assert.is_true(v:isview())
+    assert.has_error(function() v[1] = 2 end)
+    local c = v:copy()
+    c[1] = 5
+    assert.are.equal(5.0, c[1])
+    assert.are.equal(1.0, v[1])
+  end)
+
+  it("copies a sent array before it changes (copy on write)", function()
+    local a = suiro.f64(50000)
+    local seen = pool:submit(function(x) return x end, a):collect() -- the worker saw zeros
+    a[1] = 42
+    assert.are.equal(42.0, a[1])
+    assert.are.equal(0.0, seen[1])
+  end)
+
+  it("resends a view as its reference: the same shared pages", function()
+    local v = pool:submit(function() return suiro.array("i32", 100000) + 7 end):collect()
+    local back = pool:submit(function(x) return x end, v):collect()
+    assert.is_true(back:isview())
+    assert.is_true(back == v)
+    -- time: a resend does not depend on the size (well under 50 us here, 10 ms as a loose bound)
+    local t0 = suiro.now()
+    for _ = 1, 100 do pool:submit(function(x) return x end, v):collect() end
+    assert.is_true((suiro.now() - t0) / 100 < 0.01)
+  end)
+
+  it("keeps memory flat over 10,000 round trips of 1 MB", function()
+    local f = function(x) return x * 2 end
+    local a = suiro.f64(131072) -- 1 MiB
+    local function rounds(n)
+      for _ = 1, n do
+        local y = pool:submit(f, a):collect()
+        assert(#y == #a)
+      end
+    end
+    rounds(1000)
+    collectgarbage()
+    local rss1 = core.rss_kb()
+    local shm1 = core.shm_usage()
+    rounds(9000)
+    collectgarbage()
+    local rss2 = core.rss_kb()
+    local shm2 = core.shm_usage()
+    assert.is_true(rss2 <= rss1 * 1.1, ("RSS %d kB after 1,000, %d kB after 10,000"):format(rss1, rss2))
+    assert.is_true(shm2 <= shm1 * 1.1 + 4096, ("/dev/shm %d bytes after 1,000, %d after 10,000"):format(shm1, shm2))
+  end)
+end)
+
+describe("zero-copy cleanup", function()
+  it("leaves nothing in /dev/shm after the pool stops", function()
+    local prefix = ("suiro_%x_"):format(tonumber(io.open("/proc/self/stat"):read("l"):match("^(%d+)")))
+    do
+      local p <close> = suiro.pool { workers = 2 }
+      local keep = {}
+      for i = 1, 20 do keep[i] = p:submit(function(n) return suiro.f64(n) + 1 end, 10000 * i):collect() end
+      assert.is_true(select(2, core.shm_usage(prefix)) > 1)
+      assert.are.equal(20, #keep)
+    end
+    collectgarbage()
+    local bytes, count = core.shm_usage(prefix)
+    assert.are.equal(0, count, ("%d segments (%d bytes) left"):format(count, bytes))
+  end)
+
+  it("keeps views readable after their pool stopped", function()
+    local v
+    do
+      local p <close> = suiro.pool { workers = 1 }
+      v = p:submit(function() return suiro.f64(100000) + 3 end):collect()
+    end
+    assert.are.equal(3.0, v[100000])
+    assert.are.equal(300000.0, v:sum())
+    -- and sending it to another pool copies it (its name is gone)
+    local p2 <close> = suiro.pool { workers = 1 }
+    assert.are.equal(300000.0, p2:submit(function(x) return x:sum() end, v):collect())
+  end)
+end)
