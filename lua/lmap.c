@@ -21,6 +21,7 @@
 #include "larray.h"
 #include "lmap.h"
 #include "lsuiro.h"
+#include "lvalues.h"
 
 const char lsuiro_key_map, lsuiro_key_range;
 
@@ -448,29 +449,17 @@ static void push_results(lua_State *L, lmap *lm, int self) {
     return;
   }
   case LMAP_OUT_RECORD: {
-    /* columns by name; a suiro.frame when the frame module is there */
-    lua_createtable(L, 0, (int)d->nfields);
-    int cols = lua_gettop(L);
-    lua_createtable(L, (int)d->nfields, 0);
-    int order = lua_gettop(L);
+    /* a suiro.frame: one column per field, in the template's order */
+    lframe_push(L, (int64_t)lm->n);
+    int f = lua_gettop(L);
     const char *nm = (const char *)suiro_map_desc(lm->m) + d->names_off;
     for (uint32_t k = 0; k < d->nfields; k++) {
-      larray *a = larray_new(L, (int)d->field_type[k], (int64_t)lm->n);
-      if (lm->n) memcpy(a->data, out + d->field_off[k], larray_bytes(a));
-      lua_setfield(L, cols, nm);
       lua_pushstring(L, nm);
-      lua_rawseti(L, order, k + 1);
+      larray *a = larray_new_raw(L, (int)d->field_type[k], (int64_t)lm->n);
+      if (lm->n) memcpy(a->data, out + d->field_off[k], larray_bytes(a));
+      lframe_append(L, f);
       nm += strlen(nm) + 1;
     }
-    if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.frame_from_columns") == LUA_TFUNCTION) {
-      lua_pushvalue(L, order);
-      lua_pushvalue(L, cols);
-      lua_call(L, 2, 1);
-      lua_replace(L, cols);
-    } else {
-      lua_pop(L, 1);
-    }
-    lua_settop(L, cols);
     return;
   }
   default: {
@@ -513,7 +502,7 @@ static void push_element(lua_State *L, lmap *lm, uint64_t i) {
     case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
     case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); break;
     case WIRE_T_BOOL:
-      if (*(const uint8_t *)p == WIRE_NA_BOOL) lua_pushnil(L);
+      if (*(const uint8_t *)p == WIRE_NA_BOOL) lsuiro_push_na(L);
       else lua_pushboolean(L, *(const uint8_t *)p);
       break;
     default: lua_pushnil(L);
