@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "larray.h"
 #include "lsuiro.h"
 
 const char lsuiro_key_pool, lsuiro_key_task, lsuiro_key_error, lsuiro_key_call, lsuiro_key_array;
@@ -726,6 +727,18 @@ static int l_shm_usage(lua_State *L) {
   return 2;
 }
 
+/* core.zc_floor([bytes]) -> the zero-copy floor (sets it first when given): for measurements. */
+static int l_zc_floor(lua_State *L) {
+  if (!lua_isnoneornil(L, 1)) {
+    lua_Integer b = luaL_checkinteger(L, 1);
+    if (b < 1) return luaL_error(L, "zc_floor: bytes must be positive");
+    suiro_zc_configure((size_t)b, 0, 0);
+    larray_big_bytes = (size_t)b;
+  }
+  lua_pushinteger(L, (lua_Integer)suiro_zc_floor);
+  return 1;
+}
+
 /* core.rss_kb() -> resident set size of this process (VmRSS), in KiB. */
 static int l_rss_kb(lua_State *L) {
   FILE *f = fopen("/proc/self/status", "re");
@@ -769,6 +782,7 @@ static const luaL_Reg core_funcs[] = {
   { "memcpy_ms", l_memcpy_ms },
   { "rss_kb", l_rss_kb },
   { "shm_usage", l_shm_usage },
+  { "zc_floor", l_zc_floor },
   { "task_pool", l_task_pool },
   { "worker_exe", l_worker_exe },
   { "arm_events", l_arm_events },
