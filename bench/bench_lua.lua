@@ -80,11 +80,16 @@ end
 
 local fl, lrt, pip, bat, luv, pipe, start = {}, {}, {}, {}, {}, {}, {}
 local pool = suiro.pool { workers = 1 }
+-- Each phase starts with a full collection, so none pays for the garbage of the one before.
 for r = 1, rounds do
   fl[r] = floor_ns()
+  collectgarbage()
   lrt[r] = rt(pool, 100000)
+  collectgarbage()
   pip[r] = pipelined(pool, 300000, 256)
+  collectgarbage()
   bat[r] = batched(pool, 1024 * 300, 1024)
+  collectgarbage()
   luv[r], pipe[r] = peers()
   start[r] = start_ms()
 end

@@ -657,19 +657,23 @@ static const char *cfunction_name(lua_State *L, int idx) {
   return lua_tostring(L, -1);
 }
 
+/* Pushes registry[name], a table with weak keys, creating it on first use. */
+static void push_weak_table(lua_State *L, const char *name) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, name) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, name);
+}
+
 /* The name under which the table at idx is in package.loaded (pushed, and returned), or NULL
  * (nothing pushed). Answers are cached per table, weakly. */
 static const char *module_name(lua_State *L, int idx) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.modnames") != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.modnames");
-  }
+  push_weak_table(L, "suiro.modnames");
   int cache = lua_gettop(L);
   lua_pushvalue(L, idx);
   int t = lua_rawget(L, cache);
@@ -708,16 +712,7 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
 /* Pushes the function info { key =, nups =, names = {...}, blob = string } for the function at
  * idx, computing and caching it on first sight. */
 static void function_info(lua_State *L, int idx) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, FNINFO) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, FNINFO);
-  }
+  push_weak_table(L, FNINFO);
   lua_pushvalue(L, idx);
   if (lua_rawget(L, -2) == LUA_TTABLE) {
     lua_remove(L, -2);
@@ -1050,16 +1045,7 @@ static void remember(dec *d) { /* the container on top of the stack gets the nex
 }
 
 static void set_keyorder(lua_State *L, int t, int order) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, KEYORDER) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, KEYORDER);
-  }
+  push_weak_table(L, KEYORDER);
   lua_pushvalue(L, t);
   lua_pushvalue(L, order);
   lua_rawset(L, -3);

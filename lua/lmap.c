@@ -546,6 +546,19 @@ static void push_element(lua_State *L, lmap *lm, uint64_t i) {
   }
 }
 
+/* Waits for the run in flight (if any) and hands out its results: the tail of collect and run. */
+static int finish_run(lua_State *L, lmap *lm, double timeout) {
+  if (lm->started && !wait_run(L, lm, 1, timeout)) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "timeout");
+    return 2;
+  }
+  lm->collected = 1;
+  raise_failure(L, lm);
+  push_results(L, lm, 1);
+  return 1;
+}
+
 /* m:collect([timeout]) -> results | nil, "timeout" */
 static int l_map_collect(lua_State *L) {
   lmap *lm = checkmap(L, 1);
@@ -562,15 +575,7 @@ static int l_map_collect(lua_State *L) {
     timeout = luaL_checknumber(L, 2);
   }
   if (timeout >= 1e12) timeout = -1;
-  if (lm->started && !wait_run(L, lm, 1, timeout)) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    return 2;
-  }
-  lm->collected = 1;
-  raise_failure(L, lm);
-  push_results(L, lm, 1);
-  return 1;
+  return finish_run(L, lm, timeout);
 }
 
 static int l_map_cancel(lua_State *L) {
@@ -669,15 +674,7 @@ static int l_map_run(lua_State *L) {
   lm->collected = 0;
   lm->t0 = suiro_now();
   double timeout = luaL_optnumber(L, 3, -1);
-  if (!wait_run(L, lm, 1, timeout >= 1e12 ? -1 : timeout)) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    return 2;
-  }
-  lm->collected = 1;
-  raise_failure(L, lm);
-  push_results(L, lm, 1);
-  return 1;
+  return finish_run(L, lm, timeout >= 1e12 ? -1 : timeout);
 }
 
 static int l_map_gc(lua_State *L) {

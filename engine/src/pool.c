@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -503,7 +504,7 @@ void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
   }
   int64_t backlog = (int64_t)(tail - ld_rlx(&q->q->head));
   if (backlog <= (int64_t)ld_rlx(&h->idle_spinners) + waking) return; /* they will find it */
-  pool_wake_one(p);
+  if (pool_wake_one(p)) p->woke_at = suiro_ns();
 }
 
 /* Is the process sleeping or waiting (not running or runnable)? */
@@ -891,9 +892,15 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
   }
   /* Host: spin for the adaptive budget while spinning can pay, then park. Awake workers hold CPUs
    * too: spinning beside as many busy workers as there are CPUs would slow the very tasks we wait
-   * for. */
-  if (ld_rlx(&h->awake) < h->ncpu && spin_enter(&h->spinners, h->ncpu)) {
+   * for. Right after this handle woke a parked worker, the scheduler tends to put that worker on
+   * our CPU (the waker's): the spin then yields the CPU instead of holding it, and after a long
+   * quiet spell (the worker was deep asleep, the task will take a wake-up at least) we park at
+   * once. */
+  int woke = t0 - p->woke_at < 200000;
+  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && ld_rlx(&h->awake) < h->ncpu &&
+      spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
+    int yield = woke;
     for (;;) {
       for (int i = 0; i < 8; i++) {
         if (any_done(c)) {
@@ -901,7 +908,8 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
           spin_observe(&p->collect_spin, suiro_ns() - t0);
           return SUIRO_OK;
         }
-        cpu_relax();
+        if (SUIRO_UNLIKELY(yield)) sched_yield();
+        else cpu_relax();
       }
       uint64_t now = suiro_ns();
       if (now >= spin_end || now >= deadline) break;

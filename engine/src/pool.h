@@ -162,6 +162,7 @@ struct suiro_pool {
   int epfd;
   pthread_mutex_t lock;    /* guards spawning, pidfds and worker records against the monitor */
   uint64_t submitted, collected, host_parks;
+  uint64_t woke_at;        /* when this handle last woke a parked worker (suiro_ns) */
 };
 
 static inline result_slot *pool_result(const suiro_pool *p, uint32_t rs) {
