@@ -74,7 +74,9 @@ static const char *const *string_list(lua_State *L, int idx, const char *what, i
   size_t n = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) { n++; lua_pop(L, 1); }
-  const char **v = lua_newuserdatauv(L, (n + 1) * sizeof *v, 0); /* anchored on the stack */
+  lua_createtable(L, (int)n, 0); /* keeps the formatted strings alive: both stay on the stack */
+  int anchors = lua_gettop(L);
+  const char **v = lua_newuserdatauv(L, (n + 1) * sizeof *v, 0);
   size_t k = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -84,11 +86,8 @@ static const char *const *string_list(lua_State *L, int idx, const char *what, i
     } else if (map_style && lua_type(L, -2) == LUA_TSTRING) {
       if (!lua_isstring(L, -1)) luaL_error(L, "pool: %s.%s must be a string", what, lua_tostring(L, -2));
       lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
-      lua_replace(L, -2); /* keep the formatted string alive in the table walk? store below */
       v[k++] = lua_tostring(L, -1);
-      /* anchor: put it into a side table in the registry of this call */
-      lua_pushvalue(L, -1);
-      luaL_ref(L, LUA_REGISTRYINDEX);
+      lua_rawseti(L, anchors, (lua_Integer)k);
     } else {
       luaL_error(L, "pool: %s has a key of type %s", what, luaL_typename(L, -2));
     }
