@@ -30,7 +30,39 @@ M.bytes = core.bytes       -- suiro.bytes(s): binary data (wire BYTES)
 M.strings = core.strings   -- suiro.strings { "a", suiro.NA }: a string vector (STRS)
 M.dict = core.dict         -- suiro.dict { { "b", 1 }, { "a", 2 } }: a record with its key order
 M.keys = core.keys         -- suiro.keys(t): the keys of a record in the order they are sent
-M.frame = core.frame       -- suiro.frame { { "x", column }, ... }: a data frame (FRAME)
+-- suiro.frame: a data frame (FRAME). Three spellings:
+--   suiro.frame { { "x", column }, { "y", column }, nrow = N }   pairs, in order
+--   suiro.frame { names = { "x", "y" }, columns = { cx, cy } }   names and columns side by side
+--   suiro.frame { x = cx, y = cy }                               by name (columns sorted by name)
+-- and suiro.frame(names, columns_by_name).
+function M.frame(spec, by_name)
+  if by_name ~= nil or type(spec) ~= "table" then return core.frame(spec, by_name) end
+  local names, columns = rawget(spec, "names"), rawget(spec, "columns")
+  if names ~= nil and columns ~= nil and type(names) == "table" and type(columns) == "table" then
+    for k in pairs(spec) do
+      if k ~= "names" and k ~= "columns" then
+        error(("suiro.frame: unexpected key %s next to names and columns"):format(tostring(k)), 2)
+      end
+    end
+    if #names ~= #columns then
+      error(("suiro.frame: %d names for %d columns"):format(#names, #columns), 2)
+    end
+    local pairs_ = {}
+    for i = 1, #names do pairs_[i] = { names[i], columns[i] } end
+    return core.frame(pairs_)
+  end
+  local keys, other = {}, false
+  for k, v in pairs(spec) do
+    if type(k) == "string" and k ~= "nrow" and (type(v) == "table" or type(v) == "userdata") then
+      keys[#keys + 1] = k
+    elseif k ~= "nrow" then
+      other = true
+    end
+  end
+  if other or #keys == 0 then return core.frame(spec) end -- pairs, or the core's own message
+  table.sort(keys)
+  return core.frame(keys, spec)
+end
 --- suiro.wire: one value to a wire buffer and back (a debugging and interop aid)
 M.wire = {
   encode = core.wire_encode, -- suiro.wire.encode(v) -> string

@@ -216,3 +216,19 @@ describe("docs/api.md examples", function()
     assert.are.equal("suiro.bytes(2) 0001", tostring(b))
   end)
 end)
+
+describe("suiro.frame spellings", function()
+  it("takes names and columns side by side", function()
+    local f = suiro.frame { names = { "b", "a" }, columns = { suiro.f64 { 1, 2 }, { "x", "y" } } }
+    assert.are.same({ "b", "a" }, f:names())
+    assert.are.equal(2.0, f.b[2])
+    assert.are.equal("y", f.a[2])
+    assert.has_error(function() suiro.frame { names = { "a" }, columns = {} } end, "suiro.frame: 1 names for 0 columns")
+  end)
+
+  it("takes columns by name, sorted", function()
+    local f = suiro.frame { zeta = suiro.i32 { 1 }, alpha = suiro.i32 { 2 } }
+    assert.are.same({ "alpha", "zeta" }, f:names())
+    assert.are.equal(1, f:nrow())
+  end)
+end)
