@@ -12,7 +12,7 @@
 
 local suiro = require "suiro"
 
-local rounds = tonumber(arg[1]) or 7
+local rounds = tonumber(arg[1]) or 15
 
 local function median(t)
   local c = {}

@@ -224,6 +224,40 @@ static void read_template(lua_State *L, int idx, lmap_desc *d, growbuf *names) {
 
 static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
 
+/* A table of only integers (or only floats) is staged as an i64 (f64) array: no per-element
+ * encoding on the host, no decoding in the runners, and each element keeps its Lua subtype. */
+static int stage_numbers(lua_State *L, int t, lua_Integer n, lmap_desc *d, growbuf *data) {
+  if (n < 1) return 0;
+  lua_rawgeti(L, t, 1);
+  int isint = lua_isinteger(L, -1), isnum = lua_type(L, -1) == LUA_TNUMBER;
+  lua_pop(L, 1);
+  if (!isnum) return 0;
+  size_t at = data->len;
+  for (lua_Integer i = 1; i <= n; i++) {
+    int tt = lua_rawgeti(L, t, i);
+    int ok = tt == LUA_TNUMBER && lua_isinteger(L, -1) == isint;
+    if (ok) {
+      char cell[8];
+      if (isint) {
+        int64_t v = (int64_t)lua_tointeger(L, -1);
+        memcpy(cell, &v, 8);
+      } else {
+        double v = lua_tonumber(L, -1);
+        memcpy(cell, &v, 8);
+      }
+      gb_put(L, data, cell, 8);
+    }
+    lua_pop(L, 1);
+    if (!ok) {
+      data->len = at;
+      return 0;
+    }
+  }
+  d->in_kind = LMAP_IN_ARRAY;
+  d->in_type = isint ? WIRE_T_I64 : WIRE_T_F64;
+  return 1;
+}
+
 /* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
 static int l_map_new(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
@@ -258,6 +292,7 @@ static int l_map_new(lua_State *L) {
     lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, 3);
     lua_pop(L, 1);
     d.n = (uint64_t)n;
+    if (stage_numbers(L, 3, n, &d, data)) goto staged;
     uint64_t zero = 0;
     for (uint64_t i = 0; i <= d.n; i++) gb_put(L, data, &zero, 8); /* offsets, filled below */
     for (lua_Integer i = 1; i <= n; i++) {
@@ -268,6 +303,7 @@ static int l_map_new(lua_State *L) {
       lua_pop(L, 1);
     }
     ((uint64_t *)data->p)[d.n] = data->len;
+  staged:;
   } else {
     return luaL_error(L, "pool:map: argument 2 must be a table, a suiro.array or a suiro.range, got %s",
                       luaL_typename(L, 3));
@@ -556,14 +592,18 @@ static int finish_run(lua_State *L, lmap *lm, double timeout) {
   lm->collected = 1;
   raise_failure(L, lm);
   push_results(L, lm, 1);
+  if (!lm->prepared) { /* results are copies: give the region back now, warm for the next map */
+    suiro_map_free(lm->m);
+    lm->m = NULL;
+  }
   return 1;
 }
 
 /* m:collect([timeout]) -> results | nil, "timeout" */
 static int l_map_collect(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (!lm->m) return luaL_error(L, "map:collect: this map was freed");
   if (lm->collected && !lm->prepared) return luaL_error(L, "map:collect: the results were collected already");
+  if (!lm->m) return luaL_error(L, "map:collect: this map was freed");
   if (!lm->started && !lm->finished) return luaL_error(L, "map:collect: this map is not running (prepared maps: pm:run())");
   double timeout = -1;
   if (lua_isnoneornil(L, 2)) { /* the map's own timeout, if it was given one */
@@ -597,7 +637,7 @@ static int l_map_ready(lua_State *L) {
 
 static int l_map_progress(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  lua_pushinteger(L, lm->m ? (lua_Integer)suiro_map_done(lm->m) : 0);
+  lua_pushinteger(L, lm->m ? (lua_Integer)suiro_map_done(lm->m) : lm->collected ? (lua_Integer)lm->n : 0);
   lua_pushinteger(L, (lua_Integer)lm->n);
   return 2;
 }
@@ -645,7 +685,8 @@ static int l_map_next(lua_State *L) {
 
 static int l_map_results(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (!lm->m) return luaL_error(L, "map:results: this map was freed");
+  if (!lm->m)
+    return luaL_error(L, lm->collected ? "map:results: the results were collected already" : "map:results: this map was freed");
   lm->collected = 1;
   lua_pushvalue(L, 1);
   lua_pushcclosure(L, l_map_next, 1);

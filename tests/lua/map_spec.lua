@@ -24,6 +24,25 @@ describe("pool:map", function()
     assert.are.equal(385, r:sum())
   end)
 
+  it("keeps each element's number subtype, however the table is staged", function()
+    local kind = function(x) return math.type(x) end
+    assert.are.same({ "integer", "integer" }, pool:map(kind, { 1, 2 }):collect())
+    assert.are.same({ "float", "float" }, pool:map(kind, { 1.0, 0.5 }):collect())
+    assert.are.same({ "float", "integer", "integer" }, pool:map(kind, { 1.5, 2, 3 }):collect())
+    assert.are.same({ "integer", "float", "string" }, pool:map(function(x) return math.type(x) or type(x) end,
+      { 7, 7.0, "7" }):collect())
+    local big = pool:map(function(x) return x end, { math.maxinteger, math.mininteger }, { template = "i64" }):collect()
+    assert.are.same({ math.maxinteger, math.mininteger }, big:totable())
+  end)
+
+  it("hands its results out once and frees its region right after", function()
+    local m = pool:map(function(x) return x + 1 end, { 1, 2, 3 }, { template = "f64" })
+    assert.are.same({ 2, 3, 4 }, m:collect():totable())
+    assert.are.same({ 3, 3 }, { m:progress() })
+    assert.has_error(function() m:collect() end, "map:collect: the results were collected already")
+    assert.has_error(function() m:results() end, "map:results: the results were collected already")
+  end)
+
   it("handles empty input and a single element", function()
     assert.are.equal(0, #pool:map(math.sqrt, {}, { template = "f64" }):collect())
     assert.are.same({}, pool:map(math.sqrt, {}):collect())
