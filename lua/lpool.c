@@ -478,19 +478,20 @@ static int l_status(lua_State *L) {
   lua_createtable(L, 0, 12);
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushinteger(L, w[i].slot); lua_setfield(L, -2, "slot");
     lua_pushinteger(L, w[i].pid); lua_setfield(L, -2, "pid");
     lua_pushstring(L, suiro_worker_state_name(w[i].state)); lua_setfield(L, -2, "state");
     lua_pushinteger(L, (lua_Integer)w[i].tasks); lua_setfield(L, -2, "tasks");
     lua_pushinteger(L, (lua_Integer)w[i].steals); lua_setfield(L, -2, "steals");
     lua_pushinteger(L, (lua_Integer)w[i].parks); lua_setfield(L, -2, "parks");
+    lua_pushinteger(L, (lua_Integer)w[i].moves); lua_setfield(L, -2, "moves");
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "workers");
 #define F(name) lua_pushinteger(L, (lua_Integer)s.name); lua_setfield(L, -2, #name)
   F(max_workers); F(submitted); F(collected); F(tasks); F(steals); F(parks); F(host_parks);
-  F(deaths); F(respawns); F(wakes);
+  F(deaths); F(respawns); F(wakes); F(moves);
 #undef F
   lua_pushinteger(L, s.workers);
   lua_setfield(L, -2, "live");

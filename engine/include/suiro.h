@@ -181,6 +181,7 @@ typedef struct suiro_worker_info {
   uint64_t tasks;       /* tasks run */
   uint64_t steals;      /* tasks taken from another worker's queue */
   uint64_t parks;       /* times it went to sleep */
+  uint64_t moves;       /* times it moved itself off a CPU shared with another worker */
 } suiro_worker_info;
 
 typedef struct suiro_pool_stats {
@@ -195,6 +196,7 @@ typedef struct suiro_pool_stats {
   uint64_t deaths;      /* workers that died */
   uint64_t respawns;
   uint64_t wakes;       /* times a submitter woke parked workers */
+  uint64_t moves;       /* placement moves of all workers */
 } suiro_pool_stats;
 
 /* Fills stats and up to cap worker records (slots in use); returns the number of records. */

@@ -336,6 +336,7 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
 
 int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
   if (ld_rlx(&m->h->cancel)) return 0;
+  worker_placement_tick(); /* a runner runs for the whole map: keep it off a shared CPU */
   return cursor_claim(&m->h->cursor, m->h->n, m->h->runners, &m->claimer, begin, end);
 }
 

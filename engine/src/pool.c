@@ -150,8 +150,10 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
                     h->ring_cap, h->slot_size);
   sub_rec *s = &p->subs[sub];
   uint32_t n = s->nresults;
+  /* Sized for every slot but touched only as slots get used: a host has 131072 of them, and
+   * faulting in their bookkeeping up front cost a fresh pool a few hundred microseconds. */
   p->free_stack = malloc(sizeof(uint32_t) * n);
-  p->gen = malloc(sizeof(uint64_t) * n);
+  p->gen = calloc(n, sizeof(uint64_t)); /* never used: generation 0 */
   p->outstanding = calloc(n, 1);
   if (!p->free_stack || !p->gen || !p->outstanding) return suiro_set_error(SUIRO_ERR, "out of memory");
   /* A worker adopting the slot of a dead predecessor resumes its generations; slots still being
@@ -160,10 +162,7 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
   p->nreleased = 0;
   uint32_t hi = ld_acq(&s->hiwater);
   if (hi > n) hi = n;
-  for (uint32_t i = n; i-- > hi;) { /* never used: generation 0 */
-    p->gen[i] = 0;
-    p->free_stack[p->nfree++] = i;
-  }
+  p->fresh = hi; /* slots [hi, n) were never used: handed out in order once the stack is empty */
   for (uint32_t i = hi; i-- > 0;) {
     uint64_t st = ld_acq(&pool_result(p, s->result_base + i)->state);
     p->gen[i] = rs_gen(st);
@@ -586,13 +585,16 @@ static void reclaim_released(suiro_pool *p) {
 
 static inline int alloc_slot(suiro_pool *p, uint32_t *local) {
   if (SUIRO_UNLIKELY(p->nfree == 0)) {
+    sub_rec *s = &p->subs[p->sub];
+    if (p->fresh < s->nresults) {
+      *local = p->fresh++;
+      st_rlx(&s->hiwater, p->fresh);
+      return 0;
+    }
     if (p->nreleased) reclaim_released(p);
     if (p->nfree == 0) return -1;
   }
-  uint32_t l = p->free_stack[--p->nfree];
-  *local = l;
-  sub_rec *s = &p->subs[p->sub];
-  if (SUIRO_UNLIKELY(l >= ld_rlx(&s->hiwater))) st_rlx(&s->hiwater, l + 1);
+  *local = p->free_stack[--p->nfree];
   return 0;
 }
 
@@ -1090,9 +1092,11 @@ int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info 
         state == SUIRO_WORKER_RETIRING)
       s.workers++;
     uint64_t tasks = ld_rlx(&r->tasks), steals = ld_rlx(&r->steals), parks = ld_rlx(&r->parks);
+    uint64_t moves = ld_rlx(&r->moves);
     s.tasks += tasks;
     s.steals += steals;
     s.parks += parks;
+    s.moves += moves;
     if (w && n < cap) {
       w[n].slot = i;
       w[n].pid = ld_rlx(&r->pid);
@@ -1100,6 +1104,7 @@ int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info 
       w[n].tasks = tasks;
       w[n].steals = steals;
       w[n].parks = parks;
+      w[n].moves = moves;
       n++;
     }
   }

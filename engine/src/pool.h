@@ -10,7 +10,7 @@
 #include "taskq.h"
 
 #define POOL_MAGIC 0x6c6f6f706f726975ull /* "suiropool" */
-#define POOL_VERSION 1u
+#define POOL_VERSION 2u
 #define POOL_MAX_WORKERS 64
 #define INFLIGHT_MAX 120 /* nesting depth a worker can help through */
 #define MONITOR_CLAIMER 255u
@@ -108,9 +108,9 @@ typedef struct worker_rec {
   _Atomic int32_t pid;
   _Atomic uint32_t incarnation;          /* bumped at each spawn into this slot */
   _Atomic uint32_t retire;               /* host asks the worker to exit */
-  _Atomic uint64_t tasks, steals, parks; /* written by the worker (relaxed) */
+  _Atomic uint64_t tasks, steals, parks, moves; /* written by the worker (relaxed) */
   SUIRO_ALIGNED _Atomic uint32_t depth;  /* tasks on the in-flight stack */
-  uint32_t pad;
+  _Atomic int32_t cpu;                   /* where it last ran (-1: parked or unknown), placement */
   _Atomic uint64_t inflight[INFLIGHT_MAX]; /* handles of the tasks it runs (nested help) */
 } worker_rec;
 
@@ -139,6 +139,7 @@ struct suiro_pool {
   /* result-slot allocator (private to the submitter) */
   uint32_t *free_stack;
   uint32_t nfree;
+  uint32_t fresh;          /* slots from here on were never used */
   uint64_t *gen;           /* current generation per local slot */
   uint8_t *outstanding;    /* 1 submitted not collected, 2 released (collect when done) */
   uint32_t nreleased;
@@ -193,6 +194,9 @@ int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks);
 
 /* worker.c */
 int worker_claim_and_run(suiro_pool *p, int waiting);
+/* In a worker: records its CPU and, at most once a millisecond, moves off a CPU it shares with
+ * another awake worker when one is free (worker.c, placement). No-op in a host. */
+void worker_placement_tick(void);
 
 /* peer.c: spawning workers and watching them */
 suiro_status peer_spawn(suiro_pool *p, int slot);

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +272,77 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   pool_notify_result(p, sub_of_rs(p, rs));
 }
 
+/* ---- placement ---------------------------------------------------------------------------------
+ * A woken worker runs where the kernel puts it, and on a wake-up the kernel favours the waker's
+ * CPU or the wakee's previous one. When that CPU is running another busy worker while a CPU sits
+ * idle (the host parked right after submitting), the two time-slice one CPU for milliseconds until
+ * the periodic load balancer separates them: measured here as 2-5 ms late starts in a third of
+ * 10 ms maps, while pinned workers never showed it. So workers record the CPU they run on, and
+ * one that finds itself on a CPU recorded by another awake worker, while an allowed CPU is
+ * recorded by none, moves itself there: pinning to that CPU migrates at once, and restoring the
+ * mask right after leaves the kernel free again. Only the worker that runs can notice (the other
+ * is waiting for the CPU), so exactly one moves; after a move the worker leaves placement to the
+ * kernel for 10 ms, and checks are at most one a millisecond, so stale records cannot ping-pong.
+ * Records are relaxed hints: a wrong one costs one needless move at worst. */
+static cpu_set_t allowed_cpus;
+static int nallowed = -1;
+static uint64_t placement_next; /* suiro_ns: no check before this */
+
+static void placement_check(suiro_pool *p, uint64_t now) {
+  if (nallowed < 0) nallowed = sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) == 0 ? CPU_COUNT(&allowed_cpus) : 0;
+  worker_rec *me = &p->workers[p->worker_slot];
+  int cpu = sched_getcpu();
+  st_rlx(&me->cpu, cpu);
+  if (nallowed < 2 || cpu < 0 || cpu >= CPU_SETSIZE || now < placement_next) return;
+  placement_next = now + 1000000;
+  pool_hdr *h = p->hdr;
+  uint64_t awake = ld_rlx(&h->active_mask) & ~ld_rlx(&h->parked_mask) & ~(1ull << p->worker_slot);
+  cpu_set_t used;
+  CPU_ZERO(&used);
+  int clash = 0;
+  for (; awake; awake &= awake - 1) {
+    int c = ld_rlx(&p->workers[__builtin_ctzll(awake)].cpu);
+    if (c < 0 || c >= CPU_SETSIZE) continue;
+    CPU_SET(c, &used);
+    clash |= c == cpu;
+  }
+  if (!clash) return;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (c == cpu || !CPU_ISSET(c, &allowed_cpus) || CPU_ISSET(c, &used)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    sched_setaffinity(0, sizeof allowed_cpus, &allowed_cpus);
+    st_rlx(&me->cpu, c);
+    st_rlx(&me->moves, ld_rlx(&me->moves) + 1);
+    placement_next = now + 10000000;
+    return;
+  }
+}
+
+/* A worker woken onto the CPU of a running one waits for it to use up its time slice (1.5-3.5
+ * ms measured here) before it can even look around; a worker that sees another stay in the
+ * waking set for over 100 us yields its CPU once, in case the wakee is queued behind it. Cheap
+ * when nobody is being woken: one load. */
+static uint64_t waking_since;
+
+void worker_placement_tick(void) {
+  suiro_pool *p = current;
+  if (!p) return;
+  uint64_t waking = ld_rlx(&p->hdr->waking_mask) & ~(1ull << p->worker_slot);
+  uint64_t now = suiro_ns();
+  if (!waking) {
+    waking_since = 0;
+  } else if (!waking_since) {
+    waking_since = now;
+  } else if (now - waking_since > 100000) {
+    sched_yield();
+    waking_since = now = suiro_ns();
+  }
+  if (now >= placement_next) placement_check(p, now);
+}
+
 /* Set when this worker comes out of a park: its first claim decides whether to bring in another
  * worker (chain wake), so a burst ramps up one wake at a time without every claim paying for the
  * check. */
@@ -420,6 +492,7 @@ int suiro_worker_run(const char *token) {
   if (start_host_watch(h) != 0) return 0; /* host already gone */
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
+  st_rlx(&me->cpu, -1);
   current = p;
   atomic_fetch_add(&h->awake, 1);
   atomic_fetch_or(&h->active_mask, 1ull << slot);
@@ -432,6 +505,7 @@ int suiro_worker_run(const char *token) {
   for (;;) {
     if (SUIRO_UNLIKELY(ld_rlx(&h->closing) || ld_rlx(&me->retire))) break;
     if (worker_claim_and_run(p, 0)) {
+      if (SUIRO_UNLIKELY(ld_rlx(&h->waking_mask) & ~bit)) worker_placement_tick();
       /* More workers awake than CPUs (a burst woke them, or the pool has more workers than the
        * machine has CPUs): step aside even though work remains, so the ones left run without
        * being time-sliced against each other. They wake us again when they need help (wake
@@ -441,10 +515,12 @@ int suiro_worker_run(const char *token) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
           st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
+          st_rlx(&me->cpu, -1);
           if (!ld_rlx(&h->closing) && !ld_rlx(&me->retire)) park_wait(&me->park, seq, UINT64_MAX);
           atomic_fetch_and(&h->parked_mask, ~bit);
           atomic_fetch_and(&h->waking_mask, ~bit);
           just_woke = 1;
+          placement_check(p, suiro_ns());
         }
         atomic_fetch_add(&h->awake, 1);
       }
@@ -456,12 +532,15 @@ int suiro_worker_run(const char *token) {
     if (spin_enter(&h->spinners, h->ncpu)) {
       atomic_fetch_add_explicit(&h->idle_spinners, 1, memory_order_relaxed);
       uint64_t end = t0 + spin_budget(&idle);
-      for (;;) {
+      for (unsigned k = 1;; k++) {
         for (int i = 0; i < 16 && !found; i++) {
           found = any_work(p);
           if (!found) cpu_relax();
         }
         if (found || suiro_ns() >= end || ld_rlx(&h->closing) || ld_rlx(&me->retire)) break;
+        /* Every few microseconds, let a process the kernel queued on this CPU run: typically
+         * the host we just woke with a result, which otherwise waits out our whole budget. */
+        if ((k & 3) == 0) sched_yield();
       }
       atomic_fetch_sub_explicit(&h->idle_spinners, 1, memory_order_relaxed);
       spin_leave(&h->spinners);
@@ -475,9 +554,11 @@ int suiro_worker_run(const char *token) {
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
       st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
       atomic_fetch_sub(&h->awake, 1);
+      st_rlx(&me->cpu, -1);
       park_wait(&me->park, seq, UINT64_MAX);
       atomic_fetch_add(&h->awake, 1);
       just_woke = 1;
+      placement_check(p, suiro_ns());
     }
     /* Off the parked set, and no longer "being woken" (a waker that claimed us set that bit). */
     atomic_fetch_and(&h->parked_mask, ~bit);
