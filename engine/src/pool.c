@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -150,12 +151,19 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
                     h->ring_cap, h->slot_size);
   sub_rec *s = &p->subs[sub];
   uint32_t n = s->nresults;
-  /* Sized for every slot but touched only as slots get used: a host has 131072 of them, and
-   * faulting in their bookkeeping up front cost a fresh pool a few hundred microseconds. */
-  p->free_stack = malloc(sizeof(uint32_t) * n);
-  p->gen = calloc(n, sizeof(uint64_t)); /* never used: generation 0 */
-  p->outstanding = calloc(n, 1);
-  if (!p->free_stack || !p->gen || !p->outstanding) return suiro_set_error(SUIRO_ERR, "out of memory");
+  /* Sized for every slot (a host has 131072) but touched only as slots get used: fresh anonymous
+   * pages, zero and unfaulted. From malloc, a calloc this big had to clear recycled heap first,
+   * after consolidating every small chunk a Lua host had just freed: milliseconds per pool. */
+  size_t gen_bytes = sizeof(uint64_t) * n, stack_bytes = sizeof(uint32_t) * n;
+  p->book_bytes = gen_bytes + stack_bytes + n;
+  void *book = mmap(NULL, p->book_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (book == MAP_FAILED) {
+    p->book_bytes = 0;
+    return suiro_set_errno("mmap of result-slot bookkeeping");
+  }
+  p->gen = book; /* never used: generation 0 */
+  p->free_stack = (uint32_t *)((char *)book + gen_bytes);
+  p->outstanding = (uint8_t *)book + gen_bytes + stack_bytes;
   /* A worker adopting the slot of a dead predecessor resumes its generations; slots still being
    * run for the predecessor are reclaimed once they finish. */
   p->nfree = 0;
@@ -180,9 +188,8 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
 
 void pool_unmap(suiro_pool *p) {
   free(p->queues);
-  free(p->free_stack);
-  free(p->gen);
-  free(p->outstanding);
+  if (p->book_bytes) munmap(p->gen, p->book_bytes);
+  p->book_bytes = 0;
   free(p->scratch);
   p->queues = NULL;
   p->free_stack = NULL;

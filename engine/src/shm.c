@@ -141,6 +141,9 @@ int suiro_reap(void) {
   DIR *d = opendir("/dev/shm");
   if (!d) return 0;
   int n = 0;
+  /* Most names share a few owners (this process above all): ask /proc once per owner. */
+  struct owner { unsigned pid; uint64_t start; } seen[16];
+  int nseen = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     unsigned pid;
@@ -148,7 +151,13 @@ int suiro_reap(void) {
     if (strncmp(e->d_name, "suiro_", 6) != 0) continue;
     if (sscanf(e->d_name + 6, "%x_%llx_", &pid, &start) != 2) continue;
     if (pid == 0) continue;
-    uint64_t now = suiro_proc_start((int)pid);
+    uint64_t now = UINT64_MAX;
+    for (int i = 0; i < nseen; i++)
+      if (seen[i].pid == pid) now = seen[i].start;
+    if (now == UINT64_MAX) {
+      now = suiro_proc_start((int)pid);
+      seen[nseen < 16 ? nseen++ : 15] = (struct owner){ pid, now };
+    }
     if (now == (uint64_t)start) continue; /* owner alive */
     char name[300];
     snprintf(name, sizeof name, "/%s", e->d_name);
