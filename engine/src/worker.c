@@ -12,7 +12,9 @@
  *     re-scan the queues, then futex-wait on the word; submitters fence after publishing and read
  *     parked_mask, and a waker bumps the word only after seeing the announcement, so the wait
  *     returns at once if the bump came first (pool.c, wake policy).
- *   - counters (tasks/steals/parks) are relaxed: statistics only.
+ *   - counters (tasks/steals/parks/moves) are relaxed: statistics only.
+ *   - CPU records (worker_rec.cpu, placement below) are relaxed hints: a stale one costs at most
+ *     one needless move.
  */
 #include "pool.h"
 
