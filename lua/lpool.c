@@ -34,7 +34,17 @@ lpool *lsuiro_checkpool(lua_State *L, int idx) {
   return lp;
 }
 
-static ltask *checktask(lua_State *L, int idx) { return lsuiro_checkud(L, idx, &lsuiro_key_task, LSUIRO_TASK); }
+/* Tasks of a batch have their own metatable, without __gc (see submit_batch): both are tasks. */
+static const char key_batch_task, key_batch_guard;
+static ltask *testtask(lua_State *L, int idx) {
+  ltask *k = lsuiro_testud(L, idx, &lsuiro_key_task);
+  return k ? k : lsuiro_testud(L, idx, &key_batch_task);
+}
+static ltask *checktask(lua_State *L, int idx) {
+  ltask *k = testtask(L, idx);
+  if (!k) luaL_typeerror(L, idx, LSUIRO_TASK);
+  return k;
+}
 
 /* Timeout argument: nil -> the pool's default, number of seconds, or math.huge / negative for
  * forever. Strings ("250ms") are converted by the Lua layer before they reach here. */
@@ -190,7 +200,8 @@ static int l_pool_gc(lua_State *L) {
 static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
   ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
   k->t = t;
-  k->state = 0;
+  k->own = 0;
+  k->state = &k->own;
   lsuiro_setmt(L, &lsuiro_key_task);
   lua_pushvalue(L, pool_idx);
   lua_setiuservalue(L, -2, 1);
@@ -242,6 +253,11 @@ static int batch_gc(lua_State *L) {
   memset(b, 0, sizeof *b);
   return 0;
 }
+
+typedef struct batch_guard {
+  size_t n;
+  struct { suiro_task t; int state; } e[];
+} batch_guard;
 
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
@@ -317,12 +333,32 @@ static int l_submit_batch(lua_State *L) {
     }
   }
   if (st == SUIRO_ERR && accepted == 0) return luaL_error(L, "pool:submit_batch: %s", suiro_last_error());
+  /* One finalizer per batch instead of one per task: finalizers cost a Lua call each and keep
+   * their objects for a second collection, as much as the rest of a task's host-side work. The
+   * batch's handles and states live in a guard that every task of the batch references; the
+   * guard is finalized once none of them is reachable and releases those never collected. */
   lua_createtable(L, (int)accepted, 0);
   int out = lua_gettop(L);
+  batch_guard *g = lua_newuserdatauv(L, sizeof *g + accepted * sizeof g->e[0], 1);
+  int guard = lua_gettop(L);
+  g->n = accepted;
+  lsuiro_setmt(L, &key_batch_guard);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, guard, 1);
   for (size_t i = 0; i < accepted; i++) {
-    push_task(L, 1, b->tasks[i]);
+    g->e[i].t = b->tasks[i];
+    g->e[i].state = 0;
+    ltask *k = lua_newuserdatauv(L, sizeof *k, 2);
+    k->t = b->tasks[i];
+    k->state = &g->e[i].state;
+    lsuiro_setmt(L, &key_batch_task);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, guard);
+    lua_setiuservalue(L, -2, 2);
     lua_rawseti(L, out, (lua_Integer)i + 1);
   }
+  lua_settop(L, out);
   if (accepted == nn) return 1;
   lua_pushstring(L, st == SUIRO_TIMEOUT ? "timeout" : st == SUIRO_CLOSED ? "closed" : "full");
   return 2;
@@ -334,8 +370,8 @@ static int l_task_collect(lua_State *L) {
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
   lua_pop(L, 1);
-  if (k->state == 1) return luaL_error(L, "task:collect: this task was collected already");
-  if (k->state == 2) return luaL_error(L, "task:collect: this task was released");
+  if (*k->state == 1) return luaL_error(L, "task:collect: this task was collected already");
+  if (*k->state == 2) return luaL_error(L, "task:collect: this task was released");
   if (lp->closed || !lp->p) {
     lua_pushnil(L);
     lua_pushliteral(L, "closed");
@@ -345,7 +381,7 @@ static int l_task_collect(lua_State *L) {
   suiro_result r;
   suiro_status st = suiro_collect(lp->p, k->t, &r, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "task:collect");
-  k->state = 1;
+  *k->state = 1;
   lua_settop(L, 0);
   return push_result(L, &r, 0);
 }
@@ -354,7 +390,7 @@ static int l_task_ready(lua_State *L) {
   ltask *k = checktask(L, 1);
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
-  lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
+  lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
   return 1;
 }
 
@@ -362,24 +398,37 @@ static int l_task_cancel(lua_State *L) {
   ltask *k = checktask(L, 1);
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
-  lua_pushboolean(L, k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
+  lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
   return 1;
 }
 
 static int l_task_gc(lua_State *L) {
   ltask *k = checktask(L, 1);
-  if (k->state != 0) return 0;
+  if (*k->state != 0) return 0;
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lua_touserdata(L, -1);
   if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, k->t);
-  k->state = 2;
+  *k->state = 2;
+  return 0;
+}
+
+/* The guard of a batch: releases the batch's tasks that were never collected. */
+static int batch_guard_gc(lua_State *L) {
+  batch_guard *g = lua_touserdata(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = lua_touserdata(L, -1);
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->e[i].state != 0) continue;
+    if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, g->e[i].t);
+    g->e[i].state = 2;
+  }
   return 0;
 }
 
 static int l_task_tostring(lua_State *L) {
   ltask *k = checktask(L, 1);
   static const char *states[] = { "pending", "collected", "released" };
-  lua_pushfstring(L, "suiro.task(%p, %s)", (void *)k, states[k->state]);
+  lua_pushfstring(L, "suiro.task(%p, %s)", (void *)k, states[*k->state]);
   return 1;
 }
 
@@ -393,9 +442,9 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
   *ks = (ltask **)(ts + m);
   for (lua_Integer i = 1; i <= *n; i++) {
     lua_geti(L, idx, i);
-    ltask *k = lsuiro_testud(L, -1, &lsuiro_key_task);
+    ltask *k = testtask(L, -1);
     if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
-    if (k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
+    if (*k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
     lua_getiuservalue(L, -1, 1);
     if (lua_touserdata(L, -1) != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
     lua_pop(L, 2);
@@ -410,7 +459,7 @@ struct sink_ctx { lua_State *L; ltask **ks; int out; int failed; };
 static int sink_into_table(void *ctx, size_t i, const suiro_result *r) {
   struct sink_ctx *s = ctx;
   lua_State *L = s->L;
-  s->ks[i]->state = 1;
+  *s->ks[i]->state = 1;
   if (r->kind != SUIRO_RESULT_VALUE) {
     if (!s->failed) { /* keep the first failure; the rest are consumed */
       lcodec_push_error(L, r, (int)i + 1);
@@ -459,7 +508,7 @@ static int l_collect_any(lua_State *L) {
   suiro_result r;
   suiro_status st = suiro_collect_any(lp->p, ts, (size_t)n, &idx, &r, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_any");
-  ks[idx]->state = 1;
+  *ks[idx]->state = 1;
   lua_pushinteger(L, (lua_Integer)idx + 1);
   int base = lua_gettop(L);
   if (r.kind != SUIRO_RESULT_VALUE) {
@@ -814,6 +863,21 @@ int luaopen_suiro_core(lua_State *L) {
   lua_pushcfunction(L, l_task_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
+  /* a batch's tasks: the same methods and name, no finalizer of their own */
+  lua_newtable(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_task_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, LSUIRO_TASK);
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
+  lua_newtable(L);
+  lua_pushcfunction(L, batch_guard_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "suiro.batch_guard");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
 
   luaL_newlib(L, core_funcs);
   lua_pushstring(L, suiro_version());

@@ -57,7 +57,8 @@ typedef struct lpool {
 
 typedef struct ltask {
   suiro_task t;
-  int state;    /* 0 outstanding, 1 collected, 2 released */
+  int own;      /* the state of a task submitted alone */
+  int *state;   /* 0 outstanding, 1 collected, 2 released: &own, or a batch's entry (lpool.c) */
 } ltask;
 
 /* lpool.c */

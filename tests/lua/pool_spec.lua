@@ -54,6 +54,36 @@ describe("suiro.pool", function()
     assert.are.same({ 2, 3 }, pool:collect_all(pool:submit_batch(function(i) return i + 1 end, { { 1 }, { 2 } })))
   end)
 
+  it("batch tasks are tasks: methods, tostring, collect_any, mixing with single tasks", function()
+    local tasks = pool:submit_batch(function(i) return i * 10 end, { { 1 }, { 2 }, { 3 } })
+    assert.are.equal(getmetatable(pool:submit(function() end)).__name, getmetatable(tasks[1]).__name)
+    assert.matches("^suiro.task%(.*pending%)$", tostring(tasks[3]))
+    assert.are.equal(20, tasks[2]:collect(10))
+    assert.matches("collected%)$", tostring(tasks[2]))
+    local single = pool:submit(function() return "one" end)
+    assert.are.same({ 10, "one" }, pool:collect_all({ tasks[1], single }, 10))
+    tasks[3]:release()
+    assert.has_error(function() tasks[3]:collect() end, "task:collect: this task was released")
+  end)
+
+  it("dropped batches give their result slots back; a task kept from a batch still collects", function()
+    local small <close> = suiro.pool { workers = 1, result_slots = 64 }
+    local kept
+    for round = 1, 40 do -- 40 x 32 tasks through 64 slots: only works if dropped batches are released
+      local tasks, why = small:submit_batch(function(i) return i end, (function()
+        local a = {}
+        for i = 1, 32 do a[i] = { round * 100 + i } end
+        return a
+      end)())
+      assert.are.equal(32, #tasks, why)
+      if round == 1 then kept = tasks[7] end
+      tasks = nil
+      collectgarbage()
+      collectgarbage()
+    end
+    assert.are.equal(107, kept:collect(10))
+  end)
+
   it("collect_all raises the first failure after consuming every task", function()
     local tasks = pool:submit_batch(function(i) if i == 2 then error("two") end return i end, { { 1 }, { 2 }, { 3 } })
     local ok, err = pcall(pool.collect_all, pool, tasks, 10)
