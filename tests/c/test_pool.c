@@ -320,20 +320,19 @@ TEST(worker_killed_mid_task) {
   int64_t ms = 10000;
   CHECK_OK(suiro_submit(p, suiro_fn_id("sleep_ms"), &ms, 8, &victim, 10));
   for (int i = 0; i < N / 2; i++) after[i] = submit_i64(p, "add", i, 1);
-  /* find the worker running the long task */
+  /* Find the worker running the long task: once every short task is done, a status taken
+   * after that shows exactly one busy worker, the sleeper's. */
   int pid = 0;
   double t0 = suiro_now();
   while (!pid && suiro_now() - t0 < 10) {
+    int done = 1;
+    for (int i = 0; i < N / 2 && done; i++) done = suiro_task_ready(p, before[i]) && suiro_task_ready(p, after[i]);
+    if (!done) continue;
     suiro_worker_info w[2];
-    int n = suiro_pool_status(p, NULL, w, 2);
+    int n = suiro_pool_status(p, NULL, w, 2), busy = 0;
     for (int i = 0; i < n; i++)
-      if (w[i].state == SUIRO_WORKER_BUSY) {
-        /* the short tasks finish fast; the one still busy after they drain holds the sleeper */
-      }
-    for (int i = 0; i < N / 2; i++) if (!suiro_task_ready(p, before[i])) goto wait;
-    for (int i = 0; i < N / 2; i++) if (!suiro_task_ready(p, after[i])) goto wait;
-    for (int i = 0; i < n; i++) if (w[i].state == SUIRO_WORKER_BUSY) pid = w[i].pid;
-  wait:;
+      if (w[i].state == SUIRO_WORKER_BUSY) busy++, pid = w[i].pid;
+    if (busy != 1) pid = 0;
   }
   CHECK(pid > 0);
   double k = suiro_now();
