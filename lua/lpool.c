@@ -35,10 +35,19 @@ lpool *lsuiro_checkpool(lua_State *L, int idx) {
 }
 
 /* Tasks of a batch have their own metatable, without __gc (see submit_batch): both are tasks. */
-static const char key_batch_task, key_batch_guard;
+static const char key_batch_task, key_batch_guard, key_slab_guard;
 static ltask *testtask(lua_State *L, int idx) {
-  ltask *k = lsuiro_testud(L, idx, &lsuiro_key_task);
-  return k ? k : lsuiro_testud(L, idx, &key_batch_task);
+  ltask *k = lua_touserdata(L, idx);
+  if (!k || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_batch_task); /* the common kind first */
+  int is = lua_rawequal(L, -1, -2);
+  if (!is) {
+    lua_pop(L, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_task);
+    is = lua_rawequal(L, -1, -2);
+  }
+  lua_pop(L, 2);
+  return is ? k : NULL;
 }
 static ltask *checktask(lua_State *L, int idx) {
   ltask *k = testtask(L, idx);
@@ -155,7 +164,7 @@ static int l_pool_new(lua_State *L) {
   o.env = string_list(L, lua_gettop(L), "env", 1);
   if (o.workers < 0) return luaL_error(L, "pool: workers must be >= 0, got %d", o.workers);
 
-  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 2);
   memset(lp, 0, sizeof *lp);
   lsuiro_setmt(L, &lsuiro_key_pool);
   lua_newtable(L); /* user value: per-pool caches (published function prototypes) */
@@ -197,13 +206,69 @@ static int l_pool_gc(lua_State *L) {
   return 0;
 }
 
+/* Task states live in guards, one finalizer per guard instead of one per task: a finalizer
+ * costs a Lua call and a second collection per object, about as much as all the rest of a
+ * task's host-side work. A guard (a batch's, or a slab of up to SLAB single submissions) holds
+ * the handles and states; each of its tasks references it, so it is finalized once none of them
+ * is reachable, and then releases those never collected. A task kept alive thus keeps its
+ * guard's uncollected siblings' result slots too: when a pool's free slots run low, single
+ * tasks go back to a finalizer of their own (after one full collection to free dead guards). */
+typedef struct batch_guard {
+  size_t n;
+  struct { suiro_task t; int state; } e[];
+} batch_guard;
+#define SLAB 64
+
+typedef struct task_slab {
+  size_t used;
+  batch_guard g; /* flexible: SLAB entries */
+} task_slab;
+
+static int slab_pressure(lpool *lp) {
+  uint32_t total, free = suiro_free_slots(lp->p, &total);
+  return free < total / 2;
+}
+
 static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
+  lpool *lp = lua_touserdata(L, pool_idx);
+  task_slab *sl = lp->slab;
+  if (!sl || sl->used == SLAB) {
+    if (lp->p && slab_pressure(lp)) {
+      if (sl) { /* entering pressure: drop the slab and collect the dead ones once */
+        lp->slab = NULL;
+        lua_pushnil(L);
+        lua_setiuservalue(L, pool_idx, 2);
+        lua_gc(L, LUA_GCCOLLECT);
+      }
+      ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
+      k->t = t;
+      k->own = 0;
+      k->state = &k->own;
+      k->lp = lp;
+      lsuiro_setmt(L, &lsuiro_key_task);
+      lua_pushvalue(L, pool_idx);
+      lua_setiuservalue(L, -2, 1);
+      return k;
+    }
+    sl = lua_newuserdatauv(L, sizeof *sl + SLAB * sizeof sl->g.e[0], 1);
+    sl->used = 0;
+    sl->g.n = 0;
+    lsuiro_setmt(L, &key_slab_guard);
+    lua_pushvalue(L, pool_idx);
+    lua_setiuservalue(L, -2, 1);
+    lua_setiuservalue(L, pool_idx, 2);
+    lp->slab = sl;
+  }
+  size_t i = sl->used++;
+  sl->g.e[i].t = t;
+  sl->g.e[i].state = 0;
+  sl->g.n = sl->used;
   ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
   k->t = t;
-  k->own = 0;
-  k->state = &k->own;
-  lsuiro_setmt(L, &lsuiro_key_task);
-  lua_pushvalue(L, pool_idx);
+  k->state = &sl->g.e[i].state;
+  k->lp = lp;
+  lsuiro_setmt(L, &key_batch_task);
+  lua_getiuservalue(L, pool_idx, 2);
   lua_setiuservalue(L, -2, 1);
   return k;
 }
@@ -226,6 +291,12 @@ static int l_submit(lua_State *L) {
   }
   suiro_task t;
   suiro_status st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
+  if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) {
+    /* Every result slot is held: tasks dropped uncollected hold theirs until their finalizers
+     * run. Run them now, then try again (the engine waits for released tasks to finish). */
+    lua_gc(L, LUA_GCCOLLECT);
+    st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
+  }
   wire_writer_free(&w);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:submit");
   push_task(L, 1, t);
@@ -253,11 +324,6 @@ static int batch_gc(lua_State *L) {
   memset(b, 0, sizeof *b);
   return 0;
 }
-
-typedef struct batch_guard {
-  size_t n;
-  struct { suiro_task t; int state; } e[];
-} batch_guard;
 
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
@@ -327,6 +393,12 @@ static int l_submit_batch(lua_State *L) {
       size_t got = 0;
       st = suiro_submit_batch(lp->p, b->specs + from, upto - from, b->tasks + from, &got, lp->default_timeout);
       accepted += got;
+      if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) { /* as in submit */
+        lua_gc(L, LUA_GCCOLLECT);
+        size_t more = 0, at = from + got;
+        st = suiro_submit_batch(lp->p, b->specs + at, upto - at, b->tasks + at, &more, lp->default_timeout);
+        accepted += more;
+      }
       if (st != SUIRO_OK) break;
       from = upto;
       b->len = 0; /* the engine copied them */
@@ -348,14 +420,13 @@ static int l_submit_batch(lua_State *L) {
   for (size_t i = 0; i < accepted; i++) {
     g->e[i].t = b->tasks[i];
     g->e[i].state = 0;
-    ltask *k = lua_newuserdatauv(L, sizeof *k, 2);
+    ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
     k->t = b->tasks[i];
     k->state = &g->e[i].state;
+    k->lp = lp;
     lsuiro_setmt(L, &key_batch_task);
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1);
     lua_pushvalue(L, guard);
-    lua_setiuservalue(L, -2, 2);
+    lua_setiuservalue(L, -2, 1);
     lua_rawseti(L, out, (lua_Integer)i + 1);
   }
   lua_settop(L, out);
@@ -367,9 +438,7 @@ static int l_submit_batch(lua_State *L) {
 /* task:collect([timeout]) -> values... | nil, "timeout" */
 static int l_task_collect(lua_State *L) {
   ltask *k = checktask(L, 1);
-  lua_getiuservalue(L, 1, 1);
-  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
-  lua_pop(L, 1);
+  lpool *lp = k->lp;
   if (*k->state == 1) return luaL_error(L, "task:collect: this task was collected already");
   if (*k->state == 2) return luaL_error(L, "task:collect: this task was released");
   if (lp->closed || !lp->p) {
@@ -388,16 +457,14 @@ static int l_task_collect(lua_State *L) {
 
 static int l_task_ready(lua_State *L) {
   ltask *k = checktask(L, 1);
-  lua_getiuservalue(L, 1, 1);
-  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
+  lpool *lp = k->lp;
   lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
   return 1;
 }
 
 static int l_task_cancel(lua_State *L) {
   ltask *k = checktask(L, 1);
-  lua_getiuservalue(L, 1, 1);
-  lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
+  lpool *lp = k->lp;
   lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
   return 1;
 }
@@ -405,16 +472,14 @@ static int l_task_cancel(lua_State *L) {
 static int l_task_gc(lua_State *L) {
   ltask *k = checktask(L, 1);
   if (*k->state != 0) return 0;
-  lua_getiuservalue(L, 1, 1);
-  lpool *lp = lua_touserdata(L, -1);
+  lpool *lp = k->lp;
   if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, k->t);
   *k->state = 2;
   return 0;
 }
 
 /* The guard of a batch: releases the batch's tasks that were never collected. */
-static int batch_guard_gc(lua_State *L) {
-  batch_guard *g = lua_touserdata(L, 1);
+static void release_guarded(lua_State *L, batch_guard *g) {
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lua_touserdata(L, -1);
   for (size_t i = 0; i < g->n; i++) {
@@ -422,6 +487,16 @@ static int batch_guard_gc(lua_State *L) {
     if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, g->e[i].t);
     g->e[i].state = 2;
   }
+}
+
+static int batch_guard_gc(lua_State *L) {
+  release_guarded(L, lua_touserdata(L, 1));
+  return 0;
+}
+
+static int slab_guard_gc(lua_State *L) {
+  task_slab *sl = lua_touserdata(L, 1);
+  release_guarded(L, &sl->g);
   return 0;
 }
 
@@ -445,9 +520,8 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
     ltask *k = testtask(L, -1);
     if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
     if (*k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
-    lua_getiuservalue(L, -1, 1);
-    if (lua_touserdata(L, -1) != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
-    lua_pop(L, 2);
+    if (k->lp != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
+    lua_pop(L, 1);
     ts[i - 1] = k->t;
     (*ks)[i - 1] = k;
   }
@@ -601,7 +675,7 @@ void lsuiro_push_current_pool(lua_State *L) {
   /* One borrowed handle per worker process, cached in the registry. */
   if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.current_pool") == LUA_TUSERDATA) return;
   lua_pop(L, 1);
-  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+  lpool *lp = lua_newuserdatauv(L, sizeof *lp, 2);
   memset(lp, 0, sizeof *lp);
   lp->p = p;
   lp->owner = 0;
@@ -628,10 +702,12 @@ static int l_reap(lua_State *L) {
   return 1;
 }
 
-/* core.task_pool(task or map) -> its pool (both keep it as their first user value) */
+/* core.task_pool(task or map) -> its pool: their first user value, or for a task with a guard
+ * the guard's. */
 static int l_task_pool(lua_State *L) {
   luaL_checktype(L, 1, LUA_TUSERDATA);
   lua_getiuservalue(L, 1, 1);
+  if (lsuiro_testud(L, 1, &key_batch_task)) lua_getiuservalue(L, -1, 1);
   return 1;
 }
 
@@ -878,6 +954,12 @@ int luaopen_suiro_core(lua_State *L) {
   lua_pushliteral(L, "suiro.batch_guard");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
+  lua_newtable(L);
+  lua_pushcfunction(L, slab_guard_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "suiro.task_slab");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_slab_guard);
 
   luaL_newlib(L, core_funcs);
   lua_pushstring(L, suiro_version());

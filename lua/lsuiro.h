@@ -53,12 +53,14 @@ typedef struct lpool {
   int owner;    /* 1: created here (stop on close/gc); 0: a worker's current pool */
   int closed;
   double default_timeout; /* seconds for collect when none is given (<0: forever) */
+  struct task_slab *slab; /* where single tasks keep their state (lpool.c); user value 2 */
 } lpool;
 
 typedef struct ltask {
   suiro_task t;
-  int own;      /* the state of a task submitted alone */
-  int *state;   /* 0 outstanding, 1 collected, 2 released: &own, or a batch's entry (lpool.c) */
+  int own;      /* the state of a task with a finalizer of its own */
+  int *state;   /* 0 outstanding, 1 collected, 2 released: &own, or its guard's entry (lpool.c) */
+  lpool *lp;    /* its pool, kept alive by user value 1 (the pool, or the guard holding it) */
 } ltask;
 
 /* lpool.c */

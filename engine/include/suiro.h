@@ -150,6 +150,9 @@ int suiro_cancel(suiro_pool *p, suiro_task t);
 /* Gives up a handle that will never be collected (finalizer path): its slot is recycled once the
  * task finishes. */
 void suiro_task_release(suiro_pool *p, suiro_task t);
+/* Result slots this handle can still hand out, and how many it has in all: every submitted task
+ * holds one until it is collected or released (a released one once it finishes). */
+uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total);
 
 /* Event loop integration: a file descriptor that becomes readable when a result arrives. A burst
  * of completions makes it readable once. After it fires call suiro_pool_event_ack (which drains

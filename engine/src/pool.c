@@ -605,6 +605,12 @@ static inline int alloc_slot(suiro_pool *p, uint32_t *local) {
   return 0;
 }
 
+uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total) {
+  uint32_t n = p->subs[p->sub].nresults;
+  if (total) *total = n;
+  return p->nfree + (n - p->fresh);
+}
+
 static inline void free_slot(suiro_pool *p, uint32_t local) {
   p->outstanding[local] = 0;
   p->free_stack[p->nfree++] = local;
@@ -627,6 +633,22 @@ struct slot_ready_ctx { suiro_pool *p; const taskq_view *q; uint64_t pos; };
 static int queue_slot_free(void *c) {
   struct slot_ready_ctx *x = c;
   return taskq_reserve(x->q, x->pos) != NULL;
+}
+
+/* Every slot is taken: if some belong to released tasks still running, wait (up to the deadline)
+ * for one of them to finish, then take its slot. Returns 0 with a slot, -1 without. */
+static int released_finished(void *c) {
+  suiro_pool *p = c;
+  reclaim_released(p);
+  return p->nfree > 0;
+}
+static int wait_released_slot(suiro_pool *p, uint32_t *local, uint64_t deadline) {
+  while (p->nreleased) {
+    if (released_finished(p)) return alloc_slot(p, local);
+    if (suiro_ns() >= deadline || ld_acq(&p->hdr->closing)) return -1;
+    park_for_results(p, deadline, released_finished, p);
+  }
+  return -1;
 }
 
 /* Reserves the producer's next queue entry, waiting up to the deadline for room. */
@@ -687,7 +709,8 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   suiro_status st = check_open(p, "submit");
   if (st != SUIRO_OK) return st;
   uint32_t local;
-  if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0))
+  if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0) &&
+      wait_released_slot(p, &local, timeout == 0 ? 0 : deadline_from(timeout)) != 0)
     return suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
                            p->subs[p->sub].nresults);
   sub_rec *s = &p->subs[p->sub];
@@ -735,7 +758,8 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
       uint32_t local;
       taskq_entry *e = taskq_reserve(q, p->tail);
       if (!e) break;
-      if (alloc_slot(p, &local) != 0) {
+      if (alloc_slot(p, &local) != 0 &&
+          (run || wait_released_slot(p, &local, deadline) != 0)) { /* wait with nothing unpublished */
         st = suiro_set_error(SUIRO_FULL, "submit_batch: all %u result slots hold uncollected tasks", s->nresults);
         goto out;
       }

@@ -297,6 +297,49 @@ TEST(result_slots_exhausted_is_full) {
   suiro_pool_stop(p, 5);
 }
 
+TEST(full_slots_of_released_running_tasks_are_waited_for) {
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.workers = 1;
+  o.result_slots = 4;
+  o.workers = 4;
+  suiro_pool *p = test_pool_opts(&o);
+  uint32_t total = 0;
+  CHECK_EQ(suiro_free_slots(p, &total), 4);
+  CHECK_EQ(total, 4);
+  /* four tasks running (released tasks that have not started are cancelled, freeing at once) */
+  suiro_task t[4];
+  int64_t ms = 150;
+  for (int i = 0; i < 4; i++) CHECK_OK(suiro_submit(p, suiro_fn_id("sleep_ms"), &ms, 8, &t[i], 5));
+  CHECK_EQ(suiro_free_slots(p, NULL), 0);
+  double t0 = suiro_now();
+  for (int busy = 0; busy < 4 && suiro_now() - t0 < 5;) {
+    suiro_worker_info w[4];
+    int n = suiro_pool_status(p, NULL, w, 4);
+    busy = 0;
+    for (int i = 0; i < n; i++) busy += w[i].state == SUIRO_WORKER_BUSY;
+  }
+  for (int i = 0; i < 4; i++) suiro_task_release(p, t[i]);
+  int64_t v[2] = { 2, 3 };
+  suiro_task x;
+  /* no wait allowed: full at once */
+  CHECK_EQ(suiro_submit(p, suiro_fn_id("add"), v, 16, &x, 0), SUIRO_FULL);
+  /* with a timeout the submit waits for the first released task to finish and takes its slot */
+  t0 = suiro_now();
+  CHECK_OK(suiro_submit(p, suiro_fn_id("add"), v, 16, &x, 5));
+  double waited = suiro_now() - t0;
+  CHECK(waited < 4);
+  CHECK_EQ(collect_i64(p, x), 5);
+  /* slots held by tasks nobody released are not waited for */
+  suiro_task held[4];
+  for (int i = 0; i < 4; i++) held[i] = submit_i64(p, "add", i, 0);
+  t0 = suiro_now();
+  CHECK_EQ(suiro_submit(p, suiro_fn_id("add"), v, 16, &x, 5), SUIRO_FULL);
+  CHECK(suiro_now() - t0 < 1);
+  for (int i = 0; i < 4; i++) CHECK_EQ(collect_i64(p, held[i]), i);
+  suiro_pool_stop(p, 5);
+}
+
 TEST(cancel_before_start) {
   suiro_pool *p = test_pool(1);
   suiro_task block = submit_i64(p, "sleep_ms", 200, 0);

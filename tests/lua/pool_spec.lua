@@ -84,6 +84,18 @@ describe("suiro.pool", function()
     assert.are.equal(107, kept:collect(10))
   end)
 
+  it("dropped single tasks give their slots back, even when kept ones pin their slabs", function()
+    local small <close> = suiro.pool { workers = 1, result_slots = 256, timeout = "5s" }
+    local kept = {}
+    for i = 1, 4000 do -- every 50th kept uncollected, the rest dropped uncollected: 16x the slots
+      local t, why = small:submit(function(x) return x end, i)
+      assert.is_truthy(t, why)
+      if i % 50 == 0 then kept[#kept + 1] = t end
+    end
+    assert.are.equal(80, #kept)
+    for j, t in ipairs(kept) do assert.are.equal(j * 50, t:collect(10)) end
+  end)
+
   it("collect_all raises the first failure after consuming every task", function()
     local tasks = pool:submit_batch(function(i) if i == 2 then error("two") end return i end, { { 1 }, { 2 }, { 3 } })
     local ok, err = pcall(pool.collect_all, pool, tasks, 10)
