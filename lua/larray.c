@@ -149,11 +149,13 @@ static void unshare(lua_State *L, larray *a) {
 }
 
 larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int readonly, void *region,
-                        larray_release_fn release) {
+                        larray_release_fn release, int pinned_already) {
   larray *a = push_raw(L, type, n);
   a->data = data;
   a->readonly = readonly;
-  gc_pressure(L, (size_t)n * wire_type_size(type));
+  /* Another view here holds the region already: this one pins no new memory (sending a view on
+   * and back must stay O(1) whatever its size, not a GC step as large as the array). */
+  if (!pinned_already) gc_pressure(L, (size_t)n * wire_type_size(type));
   a->region = region;
   a->release = release;
   return a;

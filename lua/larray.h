@@ -45,7 +45,7 @@ larray *larray_new_raw(lua_State *L, int type, int64_t n);
 /* An array over memory someone else owns (a view): release is called once, at __gc or
  * a:release(). */
 larray *larray_new_view(lua_State *L, int type, int64_t n, void *data, int readonly, void *region,
-                        larray_release_fn release);
+                        larray_release_fn release, int pinned_already);
 larray *larray_check(lua_State *L, int idx);
 larray *larray_test(lua_State *L, int idx);
 size_t larray_bytes(const larray *a);

@@ -1168,7 +1168,8 @@ static void dec_ref_view(dec *d, wire_item *it) {
     luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
   size_t es = wire_type_size(r->type);
   char *base = (char *)suiro_buf_data(b) - suiro_buf_offset(b);
-  larray *a = larray_new_view(L, r->type, (int64_t)(r->length / es), base + r->offset, 1, b, release_view);
+  larray *a = larray_new_view(L, r->type, (int64_t)(r->length / es), base + r->offset, 1, b, release_view,
+                              suiro_buf_holders(b) > 1);
   if (r->ndim > LARRAY_MAX_NDIM) luaL_error(L, "cannot decode value: %d dimensions (at most %d)", r->ndim, LARRAY_MAX_NDIM);
   if (r->ndim >= 1) {
     a->nd = 1;

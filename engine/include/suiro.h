@@ -288,6 +288,7 @@ void *suiro_buf_data(const suiro_buf *b);
 size_t suiro_buf_size(const suiro_buf *b);
 size_t suiro_buf_offset(const suiro_buf *b); /* of the data within the region */
 const char *suiro_buf_name(const suiro_buf *b); /* NULL when its name is gone: send a copy */
+int suiro_buf_holders(suiro_buf *b);            /* holders in this process (views, messages) */
 /* Regions have a home: this process has a pool, or is a worker. Otherwise large values stay in
  * private memory (nothing would remove their names). */
 int suiro_zc_active(void);

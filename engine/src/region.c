@@ -297,6 +297,13 @@ void suiro_buf_unsend(suiro_buf *b) {
   atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_relaxed); /* the sender still holds one */
 }
 
+int suiro_buf_holders(suiro_buf *b) {
+  pthread_mutex_lock(&lock);
+  int n = b->local;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 void suiro_buf_hold(suiro_buf *b) {
   atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
   pthread_mutex_lock(&lock);
