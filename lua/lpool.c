@@ -500,6 +500,16 @@ static int slab_guard_gc(lua_State *L) {
   return 0;
 }
 
+/* Registers the metatable of a kind of guard under key. */
+static void guard_mt(lua_State *L, const void *key, const char *name, lua_CFunction gc) {
+  lua_newtable(L);
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
 static int l_task_tostring(lua_State *L) {
   ltask *k = checktask(L, 1);
   static const char *states[] = { "pending", "collected", "released" };
@@ -948,18 +958,8 @@ int luaopen_suiro_core(lua_State *L) {
   lua_pushliteral(L, LSUIRO_TASK);
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
-  lua_newtable(L);
-  lua_pushcfunction(L, batch_guard_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushliteral(L, "suiro.batch_guard");
-  lua_setfield(L, -2, "__name");
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
-  lua_newtable(L);
-  lua_pushcfunction(L, slab_guard_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushliteral(L, "suiro.task_slab");
-  lua_setfield(L, -2, "__name");
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_slab_guard);
+  guard_mt(L, &key_batch_guard, "suiro.batch_guard", batch_guard_gc);
+  guard_mt(L, &key_slab_guard, "suiro.task_slab", slab_guard_gc);
 
   luaL_newlib(L, core_funcs);
   lua_pushstring(L, suiro_version());

@@ -1,13 +1,7 @@
 -- The suiro command line: run, version, doctor, help; exit statuses 0 / 1 / 2.
 local suiro_bin = "build/bin/suiro"
 
-local function sh(cmd)
-  local f = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-  local out = f:read("a")
-  f:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return out:gsub("exit=%d+%s*$", ""), code
-end
+local sh = require("tests.lua.support").sh
 
 local function script(text)
   local path = os.tmpname() .. ".lua"

@@ -1,13 +1,7 @@
 -- Every example in examples/ runs as documented and prints what it promises.
 local suiro = require "suiro"
 
-local function run(cmd)
-  local f = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-  local out = f:read("a")
-  f:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return out:gsub("exit=%d+%s*$", ""), code
-end
+local run = require("tests.lua.support").sh
 
 local function example(name)
   local out, code = run("build/bin/suiro run examples/" .. name)
