@@ -187,6 +187,8 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
 }
 
 void pool_unmap(suiro_pool *p) {
+  if (p->held) suiro_buf_unref(p->held);
+  p->held = NULL;
   free(p->queues);
   if (p->book_bytes) munmap(p->gen, p->book_bytes);
   p->book_bytes = 0;
@@ -848,27 +850,47 @@ static suiro_status take_result(suiro_pool *p, uint32_t local, suiro_result *res
   uint64_t st = ld_acq(&r->state);
   unsigned kind = rs_kind(st);
   size_t len = r->len;
-  if (ensure_scratch(p, len + 1) != 0) return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
-  if (r->flags & RSF_SPILLED) {
+  if (p->held) { /* the previous collect's data is no longer promised */
+    suiro_buf_unref(p->held);
+    p->held = NULL;
+  }
+  const void *data = p->scratch;
+  if ((r->flags & RSF_SPILLED) && kind == RS_VALUE) {
+    /* A large value is read where it is, in its region, until the next collect. */
     char name[SUIRO_NAME_MAX];
     snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
-    suiro_status rst = spill_read(name, len, p->scratch);
+    suiro_status rst = suiro_buf_open(name, len, &p->held);
     r->flags = 0;
     if (rst != SUIRO_OK) {
+      p->held = NULL;
       free_slot(p, local);
       return rst;
     }
-  } else if (len) {
-    memcpy(p->scratch, result_data(r), len);
+    data = suiro_buf_data(p->held);
+  } else {
+    if (ensure_scratch(p, len + 1) != 0) return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
+    data = p->scratch;
+    if (r->flags & RSF_SPILLED) {
+      char name[SUIRO_NAME_MAX];
+      snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
+      suiro_status rst = spill_read(name, len, p->scratch);
+      r->flags = 0;
+      if (rst != SUIRO_OK) {
+        free_slot(p, local);
+        return rst;
+      }
+    } else if (len) {
+      memcpy(p->scratch, result_data(r), len);
+    }
+    p->scratch[len] = 0; /* messages are handy as C strings */
   }
-  p->scratch[len] = 0; /* messages are handy as C strings */
   switch (kind) {
   case RS_VALUE: res->kind = SUIRO_RESULT_VALUE; break;
   case RS_ERROR: res->kind = SUIRO_RESULT_ERROR; break;
   case RS_DIED: res->kind = SUIRO_RESULT_DIED; break;
   default: res->kind = SUIRO_RESULT_CANCELLED; break;
   }
-  res->data = p->scratch;
+  res->data = data;
   res->len = len;
   res->worker_slot = rs_worker(st) == RS_NOWORKER ? -1 : (int)rs_worker(st);
   res->worker_pid = r->pid;

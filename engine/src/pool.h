@@ -143,6 +143,7 @@ struct suiro_pool {
   uint64_t *gen;           /* current generation per local slot */
   uint8_t *outstanding;    /* 1 submitted not collected, 2 released (collect when done) */
   size_t book_bytes;       /* one private mapping holds gen, free_stack and outstanding */
+  suiro_buf *held;         /* the region of the last spilled value collected (valid until the next) */
   uint32_t nreleased;
   uint64_t tail;           /* producer position in own queue */
   spin_adapt collect_spin;

@@ -82,16 +82,39 @@ void suiro_set_executor(suiro_exec_fn fn, void *ud) {
 /* ---- result writer ------------------------------------------------------------------------- */
 
 struct suiro_out {
-  unsigned char *buf; /* starts as the result slot's inline area, moves to the heap if it grows */
+  unsigned char *buf; /* the result slot's inline area, then a region (or the heap) as it grows */
   size_t len, cap;
   int heap;
   int error;
+  suiro_buf *spill;   /* the region buf lives in: the result crosses by its name, no copy */
 };
 
 static int out_grow(suiro_out *o, size_t need) {
   size_t cap = o->cap * 2;
   if (cap < 256) cap = 256;
   while (cap < need) cap *= 2;
+  if (!o->heap) { /* straight into a region: the host reads it where it is */
+    suiro_buf *s = suiro_buf_alloc(need > o->cap * 2 ? need : o->cap * 2);
+    if (s) {
+      memcpy(suiro_buf_data(s), o->buf, o->len);
+      if (o->spill) suiro_buf_unref(o->spill);
+      o->spill = s;
+      o->buf = suiro_buf_data(s);
+      o->cap = suiro_buf_size(s);
+      return 0;
+    }
+    if (o->spill) { /* no region for more: carry on in the heap */
+      unsigned char *b = malloc(cap);
+      if (!b) return -1;
+      memcpy(b, o->buf, o->len);
+      suiro_buf_unref(o->spill);
+      o->spill = NULL;
+      o->buf = b;
+      o->cap = cap;
+      o->heap = 1;
+      return 0;
+    }
+  }
   unsigned char *b;
   if (o->heap) {
     b = realloc(o->buf, cap);
@@ -183,21 +206,17 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   _Alignas(16) unsigned char small[512];
   unsigned char *arg = small;
   int arg_heap = 0;
+  suiro_buf *arg_buf = NULL; /* a spilled argument is read where it is, in its region */
   int spill_failed = 0;
   char spill_err[256] = "";
   if (flags & TQ_SPILLED) {
     char name[SUIRO_NAME_MAX];
     snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
     taskq_release(q, e, pos);
-    if (len > sizeof small) {
-      arg = malloc(len);
-      arg_heap = 1;
-    }
-    if (!arg) {
-      spill_failed = 1;
-      snprintf(spill_err, sizeof spill_err, "out of memory for a %zu-byte argument", len);
-      spill_discard(name);
-    } else if (spill_read(name, len, arg) != SUIRO_OK) {
+    if (suiro_buf_open(name, len, &arg_buf) == SUIRO_OK) {
+      arg = suiro_buf_data(arg_buf);
+    } else {
+      arg_buf = NULL;
       spill_failed = 1;
       snprintf(spill_err, sizeof spill_err, "%s", suiro_last_error());
     }
@@ -223,6 +242,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
                                                memory_order_acq_rel, memory_order_relaxed)) {
     /* Cancelled before it started, or its submitter died: skip it. */
     if (arg_heap) free(arg);
+    if (arg_buf) suiro_buf_unref(arg_buf);
     st_rlx(&me->depth, depth);
     return;
   }
@@ -234,7 +254,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   }
 
   size_t inline_cap = result_inline_cap(p->result_size);
-  suiro_out o = { result_data(r), 0, inline_cap, 0, 0 };
+  suiro_out o = { result_data(r), 0, inline_cap, 0, 0, NULL };
   int rc;
   suiro_task outer = running_task;
   running_task = t;
@@ -242,11 +262,27 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   else rc = run_fn(fn, arg, len, &o);
   running_task = outer;
   if (arg_heap) free(arg);
+  if (arg_buf) suiro_buf_unref(arg_buf);
   if (rc != 0 && !o.error) suiro_out_error(&o, "task function failed (returned %d)", rc);
 
   uint32_t rflags = 0;
   size_t rlen = o.len;
-  if (o.heap) {
+  if (o.spill) {
+    const char *name = suiro_buf_name(o.spill);
+    if (o.len <= inline_cap) {
+      memmove(result_data(r), o.buf, o.len);
+    } else if (name && strlen(name) < inline_cap) {
+      memcpy(result_data(r), name, strlen(name) + 1);
+      suiro_buf_ref(o.spill); /* the result's reference... */
+      rflags = RSF_SPILLED;
+    } else {
+      static const char msg[] = "the task's result region lost its name";
+      memcpy(result_data(r), msg, sizeof msg - 1);
+      rlen = sizeof msg - 1;
+      o.error = 1;
+    }
+    suiro_buf_unref(o.spill); /* ...replaces ours */
+  } else if (o.heap) {
     if (o.len <= inline_cap) {
       memcpy(result_data(r), o.buf, o.len);
     } else if (spill_write(p, o.buf, o.len, (char *)result_data(r), inline_cap) == SUIRO_OK) {
