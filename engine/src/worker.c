@@ -345,6 +345,8 @@ static void placement_check(suiro_pool *p, uint64_t now) {
     clash |= c == cpu;
   }
   if (!clash) return;
+  /* the mask as it is now (someone may have changed it since), to restore after the move */
+  if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) return;
   for (int c = 0; c < CPU_SETSIZE; c++) {
     if (c == cpu || !CPU_ISSET(c, &allowed_cpus) || CPU_ISSET(c, &used)) continue;
     cpu_set_t one;
