@@ -177,11 +177,14 @@ describe("pool lifetime", function()
     assert.is_nil(f)
   end)
 
-  it("stops when collected by the GC", function()
+  it("stops when collected by the GC, with its tasks of every kind dropped", function()
     local name
     do
       local p = suiro.pool { workers = 1 }
       name = p:status().name
+      for i = 1, 100 do p:submit(function(x) return x end, i) end -- dropped uncollected
+      p:submit(function() return 1 end):collect()
+      p:submit_batch(function(x) return x end, { { 1 }, { 2 } })
     end
     collectgarbage()
     collectgarbage()
