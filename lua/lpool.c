@@ -35,7 +35,7 @@ lpool *lsuiro_checkpool(lua_State *L, int idx) {
 }
 
 /* Tasks of a batch have their own metatable, without __gc (see submit_batch): both are tasks. */
-static const char key_batch_task, key_batch_guard, key_slab_guard;
+static const char key_batch_task, key_batch_guard;
 static ltask *testtask(lua_State *L, int idx) {
   ltask *k = lua_touserdata(L, idx);
   if (!k || !lua_getmetatable(L, idx)) return NULL;
@@ -214,15 +214,10 @@ static int l_pool_gc(lua_State *L) {
  * guard's uncollected siblings' result slots too: when a pool's free slots run low, single
  * tasks go back to a finalizer of their own (after one full collection to free dead guards). */
 typedef struct batch_guard {
-  size_t n;
+  size_t n; /* entries in use (a slab fills up to SLAB) */
   struct { suiro_task t; int state; } e[];
 } batch_guard;
 #define SLAB 64
-
-typedef struct task_slab {
-  size_t used;
-  batch_guard g; /* flexible: SLAB entries */
-} task_slab;
 
 static int slab_pressure(lpool *lp) {
   uint32_t total, free = suiro_free_slots(lp->p, &total);
@@ -231,8 +226,8 @@ static int slab_pressure(lpool *lp) {
 
 static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
   lpool *lp = lua_touserdata(L, pool_idx);
-  task_slab *sl = lp->slab;
-  if (!sl || sl->used == SLAB) {
+  batch_guard *sl = lp->slab;
+  if (!sl || sl->n == SLAB) {
     if (lp->p && slab_pressure(lp)) {
       if (sl) { /* entering pressure: drop the slab and collect the dead ones once */
         lp->slab = NULL;
@@ -250,22 +245,20 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
       lua_setiuservalue(L, -2, 1);
       return k;
     }
-    sl = lua_newuserdatauv(L, sizeof *sl + SLAB * sizeof sl->g.e[0], 1);
-    sl->used = 0;
-    sl->g.n = 0;
-    lsuiro_setmt(L, &key_slab_guard);
+    sl = lua_newuserdatauv(L, sizeof *sl + SLAB * sizeof sl->e[0], 1);
+    sl->n = 0;
+    lsuiro_setmt(L, &key_batch_guard);
     lua_pushvalue(L, pool_idx);
     lua_setiuservalue(L, -2, 1);
     lua_setiuservalue(L, pool_idx, 2);
     lp->slab = sl;
   }
-  size_t i = sl->used++;
-  sl->g.e[i].t = t;
-  sl->g.e[i].state = 0;
-  sl->g.n = sl->used;
+  size_t i = sl->n++;
+  sl->e[i].t = t;
+  sl->e[i].state = 0;
   ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
   k->t = t;
-  k->state = &sl->g.e[i].state;
+  k->state = &sl->e[i].state;
   k->lp = lp;
   lsuiro_setmt(L, &key_batch_task);
   lua_getiuservalue(L, pool_idx, 2);
@@ -478,8 +471,9 @@ static int l_task_gc(lua_State *L) {
   return 0;
 }
 
-/* The guard of a batch: releases the batch's tasks that were never collected. */
-static void release_guarded(lua_State *L, batch_guard *g) {
+/* A guard's finalizer: releases its tasks that were never collected. */
+static int batch_guard_gc(lua_State *L) {
+  batch_guard *g = lua_touserdata(L, 1);
   lua_getiuservalue(L, 1, 1);
   lpool *lp = lua_touserdata(L, -1);
   for (size_t i = 0; i < g->n; i++) {
@@ -487,27 +481,7 @@ static void release_guarded(lua_State *L, batch_guard *g) {
     if (lp && lp->p && !lp->closed) suiro_task_release(lp->p, g->e[i].t);
     g->e[i].state = 2;
   }
-}
-
-static int batch_guard_gc(lua_State *L) {
-  release_guarded(L, lua_touserdata(L, 1));
   return 0;
-}
-
-static int slab_guard_gc(lua_State *L) {
-  task_slab *sl = lua_touserdata(L, 1);
-  release_guarded(L, &sl->g);
-  return 0;
-}
-
-/* Registers the metatable of a kind of guard under key. */
-static void guard_mt(lua_State *L, const void *key, const char *name, lua_CFunction gc) {
-  lua_newtable(L);
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushstring(L, name);
-  lua_setfield(L, -2, "__name");
-  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
 
 static int l_task_tostring(lua_State *L) {
@@ -958,8 +932,12 @@ int luaopen_suiro_core(lua_State *L) {
   lua_pushliteral(L, LSUIRO_TASK);
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
-  guard_mt(L, &key_batch_guard, "suiro.batch_guard", batch_guard_gc);
-  guard_mt(L, &key_slab_guard, "suiro.task_slab", slab_guard_gc);
+  lua_newtable(L); /* the guard of a batch or a slab of tasks */
+  lua_pushcfunction(L, batch_guard_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "suiro.task_guard");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
 
   luaL_newlib(L, core_funcs);
   lua_pushstring(L, suiro_version());

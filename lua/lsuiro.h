@@ -53,7 +53,7 @@ typedef struct lpool {
   int owner;    /* 1: created here (stop on close/gc); 0: a worker's current pool */
   int closed;
   double default_timeout; /* seconds for collect when none is given (<0: forever) */
-  struct task_slab *slab; /* where single tasks keep their state (lpool.c); user value 2 */
+  struct batch_guard *slab; /* where single tasks keep their state (lpool.c); user value 2 */
 } lpool;
 
 typedef struct ltask {
