@@ -191,6 +191,56 @@ static int run_fn(uint64_t fn, const void *arg, size_t len, suiro_out *o) {
                          (unsigned long long)fn);
 }
 
+/* Maps a spilled argument (its region's name is in the entry) and returns where its bytes are;
+ * NULL with a message on failure. Out of line: the common task fits its entry. */
+static __attribute__((noinline, cold)) unsigned char *open_spilled_arg(const taskq_entry *e, size_t len, suiro_buf **b,
+                                                                     char *err, size_t errcap) {
+  char name[SUIRO_NAME_MAX];
+  snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
+  if (suiro_buf_open(name, len, b) == SUIRO_OK) return suiro_buf_data(*b);
+  *b = NULL;
+  snprintf(err, errcap, "%s", suiro_last_error());
+  return NULL;
+}
+
+/* A result that outgrew the slot's inline area: in a region (it crosses by name) or, when no
+ * region could be had, in the heap (copied into one now). Returns the result flags. */
+static __attribute__((noinline, cold)) uint32_t store_big_result(suiro_pool *p, suiro_out *o, result_slot *r,
+                                                               size_t inline_cap, size_t *rlen) {
+  uint32_t rflags = 0;
+  if (o->spill) {
+    const char *name = suiro_buf_name(o->spill);
+    if (o->len <= inline_cap) {
+      memmove(result_data(r), o->buf, o->len);
+    } else if (name && strlen(name) < inline_cap) {
+      memcpy(result_data(r), name, strlen(name) + 1);
+      suiro_buf_ref(o->spill); /* the result's reference... */
+      rflags = RSF_SPILLED;
+    } else {
+      static const char msg[] = "the task's result region lost its name";
+      memcpy(result_data(r), msg, sizeof msg - 1);
+      *rlen = sizeof msg - 1;
+      o->error = 1;
+    }
+    suiro_buf_unref(o->spill); /* ...replaces ours */
+    return rflags;
+  }
+  if (o->len <= inline_cap) {
+    memcpy(result_data(r), o->buf, o->len);
+  } else if (spill_write(p, o->buf, o->len, (char *)result_data(r), inline_cap) == SUIRO_OK) {
+    rflags = RSF_SPILLED;
+  } else {
+    char msg[300];
+    snprintf(msg, sizeof msg, "the task's %zu-byte result could not be stored: %s", o->len, suiro_last_error());
+    *rlen = strlen(msg);
+    if (*rlen > inline_cap) *rlen = inline_cap;
+    memcpy(result_data(r), msg, *rlen);
+    o->error = 1;
+  }
+  free(o->buf);
+  return rflags;
+}
+
 static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   worker_rec *me = &p->workers[p->worker_slot];
   const taskq_view *q = &p->queues[qi];
@@ -208,20 +258,13 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   int arg_heap = 0;
   suiro_buf *arg_buf = NULL; /* a spilled argument is read where it is, in its region */
   int spill_failed = 0;
-  char spill_err[256] = "";
-  if (flags & TQ_SPILLED) {
-    char name[SUIRO_NAME_MAX];
-    snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
+  char spill_err[256];
+  if (SUIRO_UNLIKELY(flags & TQ_SPILLED)) {
+    arg = open_spilled_arg(e, len, &arg_buf, spill_err, sizeof spill_err);
     taskq_release(q, e, pos);
-    if (suiro_buf_open(name, len, &arg_buf) == SUIRO_OK) {
-      arg = suiro_buf_data(arg_buf);
-    } else {
-      arg_buf = NULL;
-      spill_failed = 1;
-      snprintf(spill_err, sizeof spill_err, "%s", suiro_last_error());
-    }
+    spill_failed = arg == NULL;
   } else {
-    if (len > sizeof small) {
+    if (SUIRO_UNLIKELY(len > sizeof small)) {
       arg = malloc(len);
       arg_heap = 1;
     }
@@ -267,36 +310,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
 
   uint32_t rflags = 0;
   size_t rlen = o.len;
-  if (o.spill) {
-    const char *name = suiro_buf_name(o.spill);
-    if (o.len <= inline_cap) {
-      memmove(result_data(r), o.buf, o.len);
-    } else if (name && strlen(name) < inline_cap) {
-      memcpy(result_data(r), name, strlen(name) + 1);
-      suiro_buf_ref(o.spill); /* the result's reference... */
-      rflags = RSF_SPILLED;
-    } else {
-      static const char msg[] = "the task's result region lost its name";
-      memcpy(result_data(r), msg, sizeof msg - 1);
-      rlen = sizeof msg - 1;
-      o.error = 1;
-    }
-    suiro_buf_unref(o.spill); /* ...replaces ours */
-  } else if (o.heap) {
-    if (o.len <= inline_cap) {
-      memcpy(result_data(r), o.buf, o.len);
-    } else if (spill_write(p, o.buf, o.len, (char *)result_data(r), inline_cap) == SUIRO_OK) {
-      rflags = RSF_SPILLED;
-    } else {
-      char msg[300];
-      snprintf(msg, sizeof msg, "the task's %zu-byte result could not be stored: %s", o.len, suiro_last_error());
-      rlen = strlen(msg);
-      if (rlen > inline_cap) rlen = inline_cap;
-      memcpy(result_data(r), msg, rlen);
-      o.error = 1;
-    }
-    free(o.buf);
-  }
+  if (SUIRO_UNLIKELY(o.spill || o.heap)) rflags = store_big_result(p, &o, r, inline_cap, &rlen);
   r->len = (uint32_t)rlen;
   r->flags = rflags;
   r->pid = ld_rlx(&me->pid);
