@@ -17,7 +17,7 @@ local root = os.getcwd()
 
 -- Each configuration writes to its own tree; release is the default and lives at build/bin, build/lib.
 local configs = {
-  release = { dir = "build",       opts = { "-O2", "-g", "-DNDEBUG" } },
+  release = { dir = "build",       opts = { "-O2", "-g", "-DNDEBUG", "-falign-functions=64", "-falign-loops=64" } },
   debug   = { dir = "build/debug", opts = { "-O0", "-g3" } },
   asan    = { dir = "build/asan",  opts = { "-O1", "-g", "-fsanitize=address,undefined",
                                            "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined" },

@@ -844,45 +844,56 @@ static int ensure_scratch(suiro_pool *p, size_t n) {
   return 0;
 }
 
+/* A result that crossed in a region: a value is read where it is, until the next collect; an
+ * error message is copied out (and NUL-terminated like the inline ones). */
+static __attribute__((noinline, cold)) suiro_status take_spilled(suiro_pool *p, result_slot *r, int in_place,
+                                                                size_t len, const void **data) {
+  char name[SUIRO_NAME_MAX];
+  snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
+  r->flags = 0;
+  if (in_place) {
+    suiro_status st = suiro_buf_open(name, len, &p->held);
+    if (st != SUIRO_OK) {
+      p->held = NULL;
+      return st;
+    }
+    *data = suiro_buf_data(p->held);
+    return SUIRO_OK;
+  }
+  if (ensure_scratch(p, len + 1) != 0) {
+    spill_discard(name);
+    return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
+  }
+  suiro_status st = spill_read(name, len, p->scratch);
+  if (st != SUIRO_OK) return st;
+  p->scratch[len] = 0;
+  *data = p->scratch;
+  return SUIRO_OK;
+}
+
 static suiro_status take_result(suiro_pool *p, uint32_t local, suiro_result *res) {
   sub_rec *s = &p->subs[p->sub];
   result_slot *r = pool_result(p, s->result_base + local);
   uint64_t st = ld_acq(&r->state);
   unsigned kind = rs_kind(st);
   size_t len = r->len;
-  if (p->held) { /* the previous collect's data is no longer promised */
+  if (SUIRO_UNLIKELY(p->held != NULL)) { /* the previous collect's data is no longer promised */
     suiro_buf_unref(p->held);
     p->held = NULL;
   }
-  const void *data = p->scratch;
-  if ((r->flags & RSF_SPILLED) && kind == RS_VALUE) {
-    /* A large value is read where it is, in its region, until the next collect. */
-    char name[SUIRO_NAME_MAX];
-    snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
-    suiro_status rst = suiro_buf_open(name, len, &p->held);
-    r->flags = 0;
+  const void *data;
+  if (SUIRO_UNLIKELY(r->flags & RSF_SPILLED)) {
+    suiro_status rst = take_spilled(p, r, kind == RS_VALUE, len, &data);
     if (rst != SUIRO_OK) {
-      p->held = NULL;
       free_slot(p, local);
       return rst;
     }
-    data = suiro_buf_data(p->held);
   } else {
-    if (ensure_scratch(p, len + 1) != 0) return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
-    data = p->scratch;
-    if (r->flags & RSF_SPILLED) {
-      char name[SUIRO_NAME_MAX];
-      snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)result_data(r));
-      suiro_status rst = spill_read(name, len, p->scratch);
-      r->flags = 0;
-      if (rst != SUIRO_OK) {
-        free_slot(p, local);
-        return rst;
-      }
-    } else if (len) {
-      memcpy(p->scratch, result_data(r), len);
-    }
+    if (SUIRO_UNLIKELY(ensure_scratch(p, len + 1) != 0))
+      return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
+    if (len) memcpy(p->scratch, result_data(r), len);
     p->scratch[len] = 0; /* messages are handy as C strings */
+    data = p->scratch;
   }
   switch (kind) {
   case RS_VALUE: res->kind = SUIRO_RESULT_VALUE; break;
