@@ -806,9 +806,23 @@ static uint64_t function_key_slow(enc *e, int idx) {
 }
 
 static uint64_t function_key(enc *e, int idx) {
-  const void *fp = lua_topointer(e->c->L, idx);
+  lua_State *L = e->c->L;
+  const void *fp = lua_topointer(L, idx);
   if (fp == e->c->fn_ptr) return e->c->fn_key;
-  uint64_t key = function_key_slow(e, idx);
+  lpool *lp = e->c->pool;
+  uint64_t key;
+  if (fp == lp->fn_ptr) {
+    key = lp->fn_key;
+  } else {
+    key = function_key_slow(e, idx);
+    /* The pool remembers the last function too (the usual loop sends one function again and
+     * again), pinned: the published table is weak, and the address of a collected function
+     * could come back as another one's. */
+    lua_pushvalue(L, idx);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, (const char *)lp + 1);
+    lp->fn_ptr = fp;
+    lp->fn_key = key;
+  }
   e->c->fn_ptr = fp;
   e->c->fn_key = key;
   return key;

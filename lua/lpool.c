@@ -183,6 +183,9 @@ static int l_pool_new(lua_State *L) {
 static void forget_published(lua_State *L, lpool *lp) {
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, lp);
+  lua_pushnil(L); /* and the last function sent (lcodec.c) */
+  lua_rawsetp(L, LUA_REGISTRYINDEX, (const char *)lp + 1);
+  lp->fn_ptr = NULL;
 }
 
 static int l_pool_stop(lua_State *L) {

@@ -54,6 +54,8 @@ typedef struct lpool {
   int closed;
   double default_timeout; /* seconds for collect when none is given (<0: forever) */
   struct batch_guard *slab; /* where single tasks keep their state (lpool.c); user value 2 */
+  const void *fn_ptr;       /* the last function sent (lcodec.c), pinned in the registry */
+  uint64_t fn_key;
 } lpool;
 
 typedef struct ltask {

@@ -6,6 +6,18 @@ describe("shipping functions", function()
   setup(function() pool = suiro.pool { workers = 2 } end)
   teardown(function() pool:stop() end)
 
+  it("runs each function's own code when collected functions' addresses come back", function()
+    -- A new prototype each time, made and sent in a frame that is gone before the next: once
+    -- collected, the allocator hands its address to the next one (almost every time, here).
+    local makers = {}
+    for i = 1, 200 do makers[i] = load("return function(x) return x + " .. i .. " end") end
+    local function run(i) return pool:submit(makers[i](), 1):collect() end
+    for i = 1, 200 do
+      collectgarbage()
+      assert.are.equal(i + 1, run(i))
+    end
+  end)
+
   it("copies number and string upvalues as snapshots", function()
     local base, label = 10, "sum"
     local f = function(x) return label, base + x end
