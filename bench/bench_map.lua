@@ -14,14 +14,7 @@ local suiro = require "suiro"
 
 local rounds = tonumber(arg[1]) or 15
 
-local function median(t)
-  local c = {}
-  for i, v in ipairs(t) do c[i] = v end
-  table.sort(c)
-  local n = #c
-  if n % 2 == 1 then return c[(n + 1) // 2] end
-  return (c[n // 2] + c[n // 2 + 1]) / 2
-end
+local median = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/stats.lua").median
 
 local N = 1000000
 local identity = function(x) return x end

@@ -13,12 +13,7 @@ local uv = require "luv"
 
 local rounds = tonumber(arg and arg[1]) or 7
 
-local function median(t)
-  table.sort(t)
-  local n = #t
-  if n % 2 == 1 then return t[(n + 1) // 2] end
-  return (t[n // 2] + t[n // 2 + 1]) / 2
-end
+local median = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/stats.lua").median
 
 local function now() return uv.hrtime() end -- ns
 

@@ -657,15 +657,20 @@ static const char *cfunction_name(lua_State *L, int idx) {
   return lua_tostring(L, -1);
 }
 
-/* Pushes registry[name], a table with weak keys, creating it on first use. */
-static void push_weak_table(lua_State *L, const char *name) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, name) == LUA_TTABLE) return;
-  lua_pop(L, 1);
+/* Pushes a new table with weak keys. */
+static void new_weak_table(lua_State *L) {
   lua_newtable(L);
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "k");
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
+}
+
+/* Pushes registry[name], a table with weak keys, creating it on first use. */
+static void push_weak_table(lua_State *L, const char *name) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, name) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  new_weak_table(L);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, name);
 }
@@ -760,11 +765,7 @@ static void function_info(lua_State *L, int idx) {
 static void push_published(lua_State *L, lpool *lp) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, lp) == LUA_TTABLE) return;
   lua_pop(L, 1);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
+  new_weak_table(L);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, lp);
 }

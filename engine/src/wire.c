@@ -373,25 +373,30 @@ static size_t str_part(unsigned char *p, wire_str s) {
   return 8 + pad8(s.len);
 }
 
-void *wire_put_array(wire_writer *w, int type, uint64_t count) {
-  size_t sz = wire_type_size(type);
-  if (!sz) {
-    wfail(w, "array of unknown element type %d", type);
-    return NULL;
-  }
+/* A leaf of count elements of a (checked) type after its header: ARRAY and DATE. Returns where
+ * the elements go; the padding after them is zeroed. */
+static void *put_typed_block(wire_writer *w, int tag, const char *what, int type, uint64_t count) {
   if (count > MAXN) {
-    wfail(w, "array of %llu elements (max 2^48-1)", (unsigned long long)count);
+    wfail(w, "%s of %llu elements (max 2^48-1)", what, (unsigned long long)count);
     return NULL;
   }
-  uint64_t bytes = count * sz;
+  uint64_t bytes = count * wire_type_size(type);
   size_t nb = 8 + pad8(bytes);
-  unsigned char *p = begin(w, WIRE_ARRAY, count, nb);
+  unsigned char *p = begin(w, tag, count, nb);
   if (!p) return NULL;
-  st64(p, hdr(WIRE_ARRAY, type, count));
+  st64(p, hdr(tag, type, count));
   zero_tail(p + 8, bytes);
   w->len += nb;
   leaf(w);
   return p + 8;
+}
+
+void *wire_put_array(wire_writer *w, int type, uint64_t count) {
+  if (!wire_type_size(type)) {
+    wfail(w, "array of unknown element type %d", type);
+    return NULL;
+  }
+  return put_typed_block(w, WIRE_ARRAY, "array", type, count);
 }
 
 void *wire_put_ndarray(wire_writer *w, int type, int order, int ndim, const uint64_t *dims) {
@@ -529,19 +534,7 @@ void *wire_put_date(wire_writer *w, int type, uint64_t count) {
     wfail(w, "date of element type %d (i32, i64 or f64)", type);
     return NULL;
   }
-  if (count > MAXN) {
-    wfail(w, "date of %llu elements (max 2^48-1)", (unsigned long long)count);
-    return NULL;
-  }
-  uint64_t bytes = count * wire_type_size(type);
-  size_t nb = 8 + pad8(bytes);
-  unsigned char *p = begin(w, WIRE_DATE, count, nb);
-  if (!p) return NULL;
-  st64(p, hdr(WIRE_DATE, type, count));
-  zero_tail(p + 8, bytes);
-  w->len += nb;
-  leaf(w);
-  return p + 8;
+  return put_typed_block(w, WIRE_DATE, "date", type, count);
 }
 
 void *wire_put_timestamp(wire_writer *w, int type, int unit, wire_str tz, uint64_t count) {

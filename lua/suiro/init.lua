@@ -225,8 +225,9 @@ M.range = core.range
 --- the map has a seed (so results do not depend on worker count or scheduling).
 M.random = core.random
 
---- map:await([timeout]): inside suiro.run, yields until the map is done; elsewhere collects.
-function core.map_methods:await(timeout)
+--- task:await([timeout]), map:await([timeout]): inside suiro.run, yields until it is done (the
+--- scheduler below resumes it); elsewhere the same as collect.
+local function await(self, timeout)
   local co = coroutine.running()
   if managed[co] then
     local res = table.pack(coroutine.yield(AWAIT, self, timeout))
@@ -235,6 +236,7 @@ function core.map_methods:await(timeout)
   end
   return self:collect(timeout)
 end
+core.map_methods.await = await
 
 ---------------------------------------------------------------------------------------------------
 -- Call specs
@@ -290,16 +292,7 @@ function M.is_error(v) return getmetatable(v) == core.error_mt end
 ---------------------------------------------------------------------------------------------------
 -- Async: coroutines that await tasks, driven by the pools' eventfds
 
---- task:await([timeout]) : inside suiro.run, yields until the task is done; elsewhere blocks.
-function task_methods:await(timeout)
-  local co = coroutine.running()
-  if managed[co] then
-    local res = table.pack(coroutine.yield(AWAIT, self, timeout))
-    if res[1] then return table.unpack(res, 2, res.n) end
-    error(res[2], 0)
-  end
-  return self:collect(timeout)
-end
+task_methods.await = await
 
 local function pool_of(obj) return core.task_pool(obj) end
 
