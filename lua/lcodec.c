@@ -951,15 +951,27 @@ static void enc_value(enc *e, int idx) {
   }
 }
 
+/* Field by field: the path and seen arrays are filled as used, not cleared per message. */
+static inline void enc_init(enc *e, lcodec_ctx *c, wire_writer *w) {
+  e->c = c;
+  e->w = w;
+  e->seen = 0;
+  e->nseen = 0;
+  e->ncontainers = 0;
+  e->nseg = 0;
+}
+
+/* Drops the table of values seen, when the value had more shared parts than fit inline. */
+static void enc_end(enc *e) {
+  if (!e->seen) return;
+  lua_pushnil(e->c->L);
+  lua_setfield(e->c->L, LUA_REGISTRYINDEX, "suiro.enc_seen");
+}
+
 void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *w) {
   lua_State *L = c->L;
   enc e;
-  e.c = c;
-  e.w = w;
-  e.seen = 0;
-  e.nseen = 0;
-  e.ncontainers = 0;
-  e.nseg = 0;
+  enc_init(&e, c, w);
   int t = lua_type(L, fidx);
   int is_call = 0;
   if (t == LUA_TTABLE) is_call = lsuiro_is(L, fidx, &lsuiro_key_call);
@@ -984,21 +996,13 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
     enc_value(&e, first + i);
     e.nseg = 0;
   }
-  if (e.seen) {
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
-  }
+  enc_end(&e);
 }
 
 void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w) {
   lua_State *L = c->L;
   enc e;
-  e.c = c;
-  e.w = w;
-  e.seen = 0;
-  e.nseen = 0;
-  e.ncontainers = 0;
-  e.nseg = 0;
+  enc_init(&e, c, w);
   luaL_checkstack(L, 16, "too many values");
   wire_put_list(w, (uint64_t)n);
   e.ncontainers = 1;
@@ -1007,29 +1011,18 @@ void lcodec_encode_values(lcodec_ctx *c, int first, int n, wire_writer *w) {
     enc_value(&e, first + i);
     e.nseg = 0;
   }
-  if (e.seen) {
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
-  }
+  enc_end(&e);
 }
 
 /* One value (not a list): suiro.wire.encode. */
 void lcodec_encode_value(lcodec_ctx *c, int idx, wire_writer *w) {
   lua_State *L = c->L;
   enc e;
-  e.c = c;
-  e.w = w;
-  e.seen = 0;
-  e.nseen = 0;
-  e.ncontainers = 0;
-  e.nseg = 0;
+  enc_init(&e, c, w);
   luaL_checkstack(L, 16, "too many values");
   with_seg(&e, SEG_VALUE, 0, NULL);
   enc_value(&e, lua_absindex(L, idx));
-  if (e.seen) {
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.enc_seen");
-  }
+  enc_end(&e);
 }
 
 /* ---- decoding -------------------------------------------------------------------------------- */
