@@ -47,7 +47,7 @@ local function per_config(kind_dir)
 end
 
 local common_c = { "-std=gnu11", "-fPIC", "-D_POSIX_C_SOURCE=200809L", "-D_GNU_SOURCE",
-                   "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread" }
+                   "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror=implicit-function-declaration", "-pthread" }
 
 workspace "suiro"
   configurations(order)
@@ -110,7 +110,7 @@ project "suiro_lua"
   targetname "core"
   targetprefix ""
   files(lua_sources)
-  includedirs { root .. "/engine/include", root .. "/engine/src", root .. "/lua", lua_inc }
+  includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
   buildoptions(common_c)
   links { "suiro", "pthread", "m", "dl" }
   linkoptions { "-pthread" }
@@ -122,7 +122,7 @@ project "suiro_cli"
   targetname "suiro"
   files(lua_sources)
   files { root .. "/lua/suiro_cli.c" }
-  includedirs { root .. "/engine/include", root .. "/engine/src", root .. "/lua", lua_inc }
+  includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
   buildoptions(common_c)
   links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }
   linkoptions { "-pthread", "-Wl,-E" }

@@ -5,7 +5,7 @@
 #include <lua.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "suiro_wire.h"
 
 #define LARRAY_MT "suiro.array"
 #define LARRAY_MAX_NDIM 8

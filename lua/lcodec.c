@@ -32,6 +32,7 @@
 
 #include "larray.h"
 #include "lsuiro.h"
+#include "suiro_bind.h"
 #include "lvalues.h"
 
 /* KEYORDER: weak table, record -> its key order: a table with the keys at 1..m and, for each
@@ -388,26 +389,13 @@ static int enc_array_ref(enc *e, larray *a, size_t bytes) {
   if (!e->c->pool || bytes < suiro_zc_floor || a->kind != LARRAY_PLAIN || a->ndim > WIRE_MAX_NDIM ||
       !suiro_zc_active())
     return 0;
+  if (larray_is_nd(a) && a->ndim == 0) return 0; /* a 0-d array has no reference form */
   if (a->region && !suiro_buf_name(a->region)) return 0; /* its pool stopped: send a copy */
   if (!a->region && !larray_to_region(e->c->L, a)) return 0;
-  suiro_buf *b = a->region;
-  const char *name = suiro_buf_name(b);
   uint64_t dims[LARRAY_MAX_NDIM];
-  wire_ref ref;
-  memset(&ref, 0, sizeof ref);
-  ref.name = (wire_str){ name, strlen(name) };
-  ref.offset = (uint64_t)((char *)a->data - ((char *)suiro_buf_data(b) - suiro_buf_offset(b)));
-  ref.length = bytes;
-  ref.type = a->type;
-  if (larray_is_nd(a)) {
-    ref.ndim = a->ndim;
-    ref.order = a->order;
-    for (int d = 0; d < a->ndim; d++) dims[d] = (uint64_t)a->shape[d];
-    ref.dims = dims;
-  }
-  if (larray_is_nd(a) && a->ndim == 0) return 0; /* a 0-d array has no reference form */
-  if (wire_put_ref(e->w, &ref) != WIRE_OK) return 0;
-  suiro_buf_ref(b); /* the receiver's reference, taken over when it maps the region */
+  int nd = larray_is_nd(a) ? a->ndim : 0;
+  for (int d = 0; d < nd; d++) dims[d] = (uint64_t)a->shape[d];
+  if (suiro_zc_put(e->w, a->region, a->data, bytes, a->type, a->order, nd, dims) != WIRE_OK) return 0;
   if (!a->readonly) a->shared = 1; /* the sender's next write copies first */
   return 1;
 }
@@ -746,8 +734,7 @@ static void function_info(lua_State *L, int idx) {
   lua_remove(L, -2); /* the function copy under the buffer */
   size_t blen;
   const char *blob = lua_tolstring(L, -1, &blen);
-  uint64_t key = suiro_hash64(blob, blen);
-  if (key == 0) key = 1;
+  uint64_t key = suiro_fn_key(blob, blen);
   lua_createtable(L, 0, 4);
   lua_insert(L, -2);
   lua_setfield(L, -2, "blob");
@@ -1169,16 +1156,11 @@ static void dec_ref_view(dec *d, wire_item *it) {
   if (r->type < 1 || r->type > WIRE_T_MAX)
     luaL_error(L, "cannot decode value: a %s reference cannot be viewed here (byte %d)", wire_type_name(r->type),
                (int)it->pos);
-  char name[256];
-  snprintf(name, sizeof name, "%.*s", (int)r->name.len, r->name.ptr);
-  suiro_buf *b;
-  if (suiro_buf_open(name, r->offset + r->length, &b) != SUIRO_OK)
-    luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
-  size_t es = wire_type_size(r->type);
-  char *base = (char *)suiro_buf_data(b) - suiro_buf_offset(b);
-  larray *a = larray_new_view(L, r->type, (int64_t)(r->length / es), base + r->offset, 1, b, release_view,
-                              suiro_buf_holders(b) > 1);
   if (r->ndim > LARRAY_MAX_NDIM) luaL_error(L, "cannot decode value: %d dimensions (at most %d)", r->ndim, LARRAY_MAX_NDIM);
+  suiro_view v;
+  if (suiro_zc_open(r, &v) != SUIRO_OK)
+    luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
+  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, release_view, !v.fresh);
   if (r->ndim >= 1) {
     a->nd = 1;
     a->ndim = r->ndim;

@@ -6,7 +6,7 @@
 #include <lua.h>
 
 #include "suiro.h"
-#include "wire.h"
+#include "suiro_wire.h"
 
 #define LSUIRO_POOL "suiro.pool"
 #define LSUIRO_TASK "suiro.task"

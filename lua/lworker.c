@@ -656,7 +656,7 @@ static int run_map_task(lua_State *L) {
       }
       }
       lua_settop(L, 2);
-      if (SUIRO_UNLIKELY(suiro_map_cancelled(m))) break;
+      if (__builtin_expect(suiro_map_cancelled(m), 0)) break;
     }
     rng_seeded = 0;
     suiro_map_completed(m, b, e);

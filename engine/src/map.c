@@ -31,6 +31,7 @@
 #include "cursor.h"
 #include "pool.h"
 #include "ring.h"
+#include "suiro_bind.h"
 
 #define MAP_MAGIC 0x70616d6f72697573ull /* "suiromap" */
 #define NO_ERROR UINT64_MAX
@@ -54,6 +55,8 @@ typedef struct map_hdr {
   SUIRO_ALIGNED _Atomic uint64_t err_index;
   uint64_t err_off, err_len;
   SUIRO_ALIGNED _Atomic uint64_t heap_top;
+  /* per runner, one cache line each: the element it is running (read after its worker died) */
+  struct { SUIRO_ALIGNED _Atomic uint64_t current; } runner[POOL_MAX_WORKERS];
 } map_hdr;
 
 typedef struct map_slot {
@@ -62,15 +65,29 @@ typedef struct map_slot {
   uint64_t off;          /* in the heap */
 } map_slot;
 
+/* The layout as this process knows it: computed by the creator, checked against the mapped
+ * region by a runner, and never re-read from shared memory afterwards. */
+typedef struct map_layout {
+  uint64_t n;
+  size_t desc_off, desc_bytes, out_off, out_bytes, slots_off, heap_off, heap_bytes, rings_off;
+  uint32_t runners;
+} map_layout;
+
 struct suiro_map {
   suiro_pool *pool;      /* creator side */
+  struct suiro_plan *plan; /* plan.c's validated copy of the plan, made on first use */
   suiro_buf *buf;
   map_hdr *h;
   char *base;
+  map_layout lay;
   /* creator side */
-  suiro_task *tasks;
-  int ntasks;
-  int died;
+  suiro_task *tasks;     /* runner tasks of the run in flight (0: collected) */
+  int ntasks;            /* runners of the run in flight, 0 when none */
+  int nleft;             /* of those, not collected yet */
+  int died;              /* 1 a runner's worker died, 2 a runner failed to start, 3 killed */
+  int killed;            /* suiro_map_kill was called for this run */
+  uint64_t died_index;   /* element the dead runner was on (UINT64_MAX: unknown) */
+  int died_slot, died_pid;
   char died_msg[200];
   ring_consumer *streams;
   unsigned next_stream;
@@ -97,40 +114,57 @@ static int live_workers(suiro_pool *p) {
   return n;
 }
 
+/* Lays out the region for o: 0, or -1 when a size overflows. */
+static int plan_layout(const suiro_map_opts *o, uint32_t runners, map_layout *l, size_t *total) {
+  uint64_t off = align64(sizeof(map_hdr)), b;
+  memset(l, 0, sizeof *l);
+  l->n = o->n;
+  l->runners = runners;
+#define ADD(field, bytes)                                                                    \
+  do {                                                                                       \
+    l->field = off;                                                                          \
+    if (__builtin_add_overflow(off, (uint64_t)(bytes), &off) || off > UINT64_MAX - 64) return -1; \
+    off = align64(off);                                                                      \
+  } while (0)
+  ADD(desc_off, o->desc_bytes);
+  l->desc_bytes = o->desc_bytes;
+  ADD(out_off, o->out_bytes);
+  l->out_bytes = o->out_bytes;
+  if (o->slots) {
+    if (__builtin_mul_overflow(o->n, (uint64_t)sizeof(map_slot), &b)) return -1;
+    ADD(slots_off, b);
+  }
+  ADD(heap_off, o->heap_bytes);
+  l->heap_bytes = o->heap_bytes;
+  if (o->stream) ADD(rings_off, align64(ring_bytes(STREAM_CAP, STREAM_SLOT)) * runners);
+#undef ADD
+  if (off > (uint64_t)SIZE_MAX / 2) return -1;
+  *total = (size_t)off;
+  return 0;
+}
+
 suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map **out) {
   *out = NULL;
+  if (!p) return suiro_set_error(SUIRO_ERR, "map: pool is NULL");
   if (!o || o->size != sizeof *o) return suiro_set_error(SUIRO_ERR, "map: options not initialised with suiro_map_opts_init");
   if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "map: the pool is stopping");
   int runners = o->runners > 0 ? o->runners : live_workers(p);
   if (runners < 1) runners = 1;
   if ((uint64_t)runners > o->n && o->n > 0) runners = (int)o->n;
   if (runners > POOL_MAX_WORKERS) runners = POOL_MAX_WORKERS;
-  size_t off = align64(sizeof(map_hdr));
-  size_t desc_off = off;
-  off = align64(off + o->desc_bytes);
-  size_t out_off = off;
-  off = align64(off + o->out_bytes);
-  size_t slots_off = 0;
-  if (o->slots) {
-    slots_off = off;
-    off = align64(off + (size_t)o->n * sizeof(map_slot));
-  }
-  size_t heap_off = off;
-  off = align64(off + o->heap_bytes);
-  size_t rings_off = 0;
-  size_t ring_stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
-  if (o->stream) {
-    rings_off = off;
-    off += ring_stride * (size_t)runners;
-  }
+  map_layout lay;
+  size_t total;
+  if (plan_layout(o, (uint32_t)runners, &lay, &total) != 0)
+    return suiro_set_error(SUIRO_ERR, "map: %llu elements do not fit in memory (sizes overflow)", (unsigned long long)o->n);
   suiro_map *m = calloc(1, sizeof *m);
   if (!m) return suiro_set_error(SUIRO_ERR, "out of memory");
-  m->buf = suiro_buf_alloc(off);
+  m->buf = suiro_buf_alloc(total);
   if (!m->buf) {
     free(m);
     return SUIRO_ERR;
   }
   m->pool = p;
+  m->lay = lay;
   m->base = suiro_buf_data(m->buf);
   m->h = (map_hdr *)m->base;
   map_hdr *h = m->h;
@@ -138,16 +172,16 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
   memset(h, 0, sizeof *h);
   h->magic = MAP_MAGIC;
   h->gen = gen;
-  h->n = o->n;
-  h->desc_off = desc_off;
-  h->desc_bytes = o->desc_bytes;
-  h->out_off = out_off;
-  h->out_bytes = o->out_bytes;
-  h->slots_off = slots_off;
-  h->heap_off = heap_off;
-  h->heap_bytes = o->heap_bytes;
-  h->rings_off = rings_off;
-  h->runners = (uint32_t)runners;
+  h->n = lay.n;
+  h->desc_off = lay.desc_off;
+  h->desc_bytes = lay.desc_bytes;
+  h->out_off = lay.out_off;
+  h->out_bytes = lay.out_bytes;
+  h->slots_off = lay.slots_off;
+  h->heap_off = lay.heap_off;
+  h->heap_bytes = lay.heap_bytes;
+  h->rings_off = lay.rings_off;
+  h->runners = lay.runners;
   m->tasks = calloc((size_t)runners, sizeof *m->tasks);
   if (o->stream) m->streams = calloc((size_t)runners, sizeof *m->streams);
   if (!m->tasks || (o->stream && !m->streams)) {
@@ -158,16 +192,26 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
   return SUIRO_OK;
 }
 
-void *suiro_map_desc(suiro_map *m) { return m->base + m->h->desc_off; }
-size_t suiro_map_desc_bytes(suiro_map *m) { return m->h->desc_bytes; }
-void *suiro_map_output(suiro_map *m) { return m->base + m->h->out_off; }
-uint64_t suiro_map_size(suiro_map *m) { return m->h->n; }
+char *map_region_parts(suiro_map *m, size_t *desc_bytes, size_t *out_bytes, uint64_t *n) {
+  *desc_bytes = m->lay.desc_bytes;
+  *out_bytes = m->lay.out_bytes;
+  *n = m->lay.n;
+  return m->base + m->lay.desc_off;
+}
+
+struct suiro_plan **map_plan_slot(suiro_map *m) { return &m->plan; }
+
+void *suiro_map_desc(suiro_map *m) { return m->base + m->lay.desc_off; }
+size_t suiro_map_desc_bytes(suiro_map *m) { return m->lay.desc_bytes; }
+void *suiro_map_output(suiro_map *m) { return m->base + m->lay.out_off; }
+uint64_t suiro_map_size(suiro_map *m) { return m->lay.n; }
 uint64_t suiro_map_done(suiro_map *m) { return ld_rlx(&m->h->done); }
 void suiro_map_cancel(suiro_map *m) { atomic_store(&m->h->cancel, 1); }
 int suiro_map_cancelled(suiro_map *m) { return ld_rlx(&m->h->cancel) != 0; }
 
 suiro_status suiro_map_start(suiro_map *m, double timeout) {
   map_hdr *h = m->h;
+  const map_layout *l = &m->lay;
   if (m->ntasks) return suiro_set_error(SUIRO_ERR, "map: a run is still in progress");
   h->gen++;
   if (h->gen == 0) h->gen = 1;
@@ -177,12 +221,16 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
   st_rlx(&h->err_index, NO_ERROR);
   h->err_off = h->err_len = 0;
   st_rlx(&h->heap_top, 0);
+  for (uint32_t r = 0; r < l->runners; r++) st_rlx(&h->runner[r].current, NO_ERROR);
   m->died = 0;
   m->died_msg[0] = 0;
-  if (h->rings_off) {
+  m->died_index = UINT64_MAX;
+  m->died_slot = -1;
+  m->died_pid = 0;
+  if (l->rings_off) {
     size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
-    for (uint32_t r = 0; r < h->runners; r++) {
-      void *mem = m->base + h->rings_off + stride * r;
+    for (uint32_t r = 0; r < l->runners; r++) {
+      void *mem = m->base + l->rings_off + stride * r;
       memset(mem, 0, sizeof(ring));
       ring_consumer_init(&m->streams[r], mem, STREAM_CAP, STREAM_SLOT);
     }
@@ -194,7 +242,7 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
   struct { uint32_t runner; char name[SUIRO_NAME_MAX]; } arg;
   size_t len = sizeof arg.runner + strlen(name) + 1;
   memcpy(arg.name, name, strlen(name) + 1);
-  for (uint32_t r = 0; r < h->runners; r++) {
+  for (uint32_t r = 0; r < l->runners; r++) {
     arg.runner = r;
     suiro_buf_ref(m->buf); /* the runner's reference, taken over when it attaches */
     suiro_status st = suiro_submit(m->pool, SUIRO_FN_MAP, &arg, len, &m->tasks[r], timeout);
@@ -202,75 +250,124 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
       suiro_buf_unsend(m->buf);
       suiro_map_cancel(m);
       m->ntasks = (int)r;
+      m->nleft = (int)r;
       char msg[300];
       snprintf(msg, sizeof msg, "%s", suiro_last_error());
       suiro_map_wait(m, -1);
       return suiro_set_error(st, "map: %s", msg);
     }
   }
-  m->ntasks = (int)h->runners;
+  m->ntasks = (int)l->runners;
+  m->nleft = m->ntasks;
   return SUIRO_OK;
 }
 
-struct died_ctx { suiro_map *m; };
-static int collect_runner(void *ctx, size_t i, const suiro_result *r) {
-  suiro_map *m = ((struct died_ctx *)ctx)->m;
-  (void)i;
-  if (r->kind == SUIRO_RESULT_DIED && !m->died) {
+/* A runner's task result: a death or a failure outside any element cancels the rest at once. */
+static void runner_done(suiro_map *m, unsigned r, const suiro_result *res) {
+  if (res->kind == SUIRO_RESULT_DIED && !m->died) {
     m->died = 1;
-    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)r->len, (const char *)r->data);
+    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)res->len, (const char *)res->data);
+    m->died_slot = res->worker_slot;
+    m->died_pid = res->worker_pid;
+    /* the element the runner was on when its worker died */
+    if (r < m->lay.runners) m->died_index = ld_acq(&m->h->runner[r].current);
+    if (m->died_index >= m->lay.n) m->died_index = UINT64_MAX;
     suiro_map_cancel(m);
-  } else if (r->kind == SUIRO_RESULT_ERROR && !m->died && ld_acq(&m->h->err_index) == NO_ERROR) {
+  } else if (res->kind == SUIRO_RESULT_CANCELLED && !m->died && m->killed) {
+    m->died = 3;
+    snprintf(m->died_msg, sizeof m->died_msg, "the map was killed");
+    suiro_map_cancel(m);
+  } else if (res->kind == SUIRO_RESULT_ERROR && !m->died && ld_acq(&m->h->err_index) == NO_ERROR) {
     /* a runner that failed outside any element (its binding could not start it) */
     m->died = 2;
-    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)r->len, (const char *)r->data);
+    snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)res->len, (const char *)res->data);
     suiro_map_cancel(m);
   }
-  return 0;
 }
 
+/* Collects runners as they finish, so a death is seen (and the map cancelled) at once rather than
+ * after every survivor has run out of work. A timeout consumes nothing more. */
 suiro_status suiro_map_wait(suiro_map *m, double timeout) {
   if (!m->ntasks) return SUIRO_OK;
-  struct died_ctx c = { m };
-  suiro_status st = suiro_collect_all(m->pool, m->tasks, (size_t)m->ntasks, collect_runner, &c, timeout);
-  if (st == SUIRO_OK) m->ntasks = 0;
-  return st;
+  uint64_t deadline = timeout < 0 ? UINT64_MAX : suiro_ns() + (timeout > 1e9 ? (uint64_t)1e18 : (uint64_t)(timeout * 1e9));
+  while (m->nleft > 0) {
+    suiro_task left[POOL_MAX_WORKERS];
+    unsigned who[POOL_MAX_WORKERS];
+    int k = 0;
+    for (int r = 0; r < m->ntasks; r++)
+      if (m->tasks[r]) {
+        left[k] = m->tasks[r];
+        who[k++] = (unsigned)r;
+      }
+    uint64_t now = suiro_ns();
+    double t = deadline == UINT64_MAX ? -1 : now >= deadline ? 0 : (double)(deadline - now) * 1e-9;
+    size_t i;
+    suiro_result res;
+    suiro_status st = suiro_collect_any(m->pool, left, (size_t)k, &i, &res, t);
+    if (st != SUIRO_OK) return st;
+    runner_done(m, who[i], &res);
+    m->tasks[who[i]] = 0;
+    m->nleft--;
+  }
+  m->ntasks = 0;
+  return SUIRO_OK;
 }
 
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind) {
   uint64_t e = ld_acq(&m->h->err_index);
   if (e != NO_ERROR) {
-    *index = e;
-    *data = m->base + m->h->heap_off + m->h->err_off;
-    *len = m->h->err_len;
+    /* the message as the failing runner wrote it, inside the heap as this process knows it */
+    uint64_t off = m->h->err_off, n = m->h->err_len;
+    *index = e < m->lay.n ? e : UINT64_MAX;
+    if (off > m->lay.heap_bytes || n > m->lay.heap_bytes - off) off = n = 0;
+    *data = m->base + m->lay.heap_off + off;
+    *len = (size_t)n;
     *kind = SUIRO_RESULT_ERROR;
     return 1;
   }
   if (m->died) {
-    *index = UINT64_MAX;
+    *index = m->died_index;
     *data = m->died_msg;
     *len = strlen(m->died_msg);
-    *kind = m->died == 1 ? SUIRO_RESULT_DIED : SUIRO_RESULT_ERROR;
+    *kind = m->died == 1 ? SUIRO_RESULT_DIED : m->died == 3 ? SUIRO_RESULT_CANCELLED : SUIRO_RESULT_ERROR;
     return 1;
   }
   return 0;
 }
 
+int suiro_map_failure(suiro_map *m, suiro_error_info *info) {
+  uint64_t index;
+  const void *data;
+  size_t len;
+  int kind;
+  if (!suiro_map_error(m, &index, &data, &len, &kind)) return 0;
+  suiro_error_read(kind, data, len, info);
+  if (index != UINT64_MAX) info->index = (int64_t)index;
+  else if (info->index >= 0 && (uint64_t)info->index >= m->lay.n) info->index = -1;
+  if (m->died == 1 || m->died == 3) {
+    info->slot = m->died_slot;
+    info->pid = m->died_pid;
+  }
+  return 1;
+}
+
 int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len) {
-  map_hdr *h = m->h;
-  if (!h->slots_off || i >= h->n) return 0;
-  map_slot *s = (map_slot *)(m->base + h->slots_off) + i;
-  if (ld_acq(&s->gen) != h->gen) return 0;
-  *data = m->base + h->heap_off + s->off;
-  *len = s->len;
+  const map_layout *l = &m->lay;
+  if (!l->slots_off || i >= l->n) return 0;
+  map_slot *s = (map_slot *)(m->base + l->slots_off) + i;
+  if (ld_acq(&s->gen) != m->h->gen) return 0;
+  uint64_t off = s->off, n = s->len;
+  if (off > l->heap_bytes || n > l->heap_bytes - off) return 0; /* damaged: no result */
+  *data = m->base + l->heap_off + off;
+  *len = (size_t)n;
   return 1;
 }
 
 int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
-  map_hdr *h = m->h;
-  if (!h->rings_off) return 0;
-  for (uint32_t k = 0; k < h->runners; k++) {
-    uint32_t r = (m->next_stream + k) % h->runners;
+  const map_layout *l = &m->lay;
+  if (!l->rings_off) return 0;
+  for (uint32_t k = 0; k < l->runners; k++) {
+    uint32_t r = (m->next_stream + k) % l->runners;
     const ring_slot *s = ring_peek(&m->streams[r]);
     if (!s) continue;
     uint64_t v[2];
@@ -278,6 +375,7 @@ int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
     ring_pop(&m->streams[r]);
     ring_release(&m->streams[r]);
     m->next_stream = r + 1;
+    if (v[0] > v[1] || v[1] > l->n) continue; /* damaged: skip it */
     *begin = v[0];
     *end = v[1];
     return 1;
@@ -292,6 +390,7 @@ void suiro_map_free(suiro_map *m) {
     suiro_map_wait(m, -1);
   }
   if (m->buf) suiro_buf_unref(m->buf);
+  plan_free(m->plan);
   free(m->tasks);
   free(m->streams);
   free(m);
@@ -320,14 +419,27 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
   m->buf = b;
   m->base = suiro_buf_data(b);
   m->h = (map_hdr *)m->base;
-  if (m->h->magic != MAP_MAGIC || r >= m->h->runners) {
+  /* The layout, checked against the region as mapped here; never re-read afterwards. */
+  size_t mapped = buf_mapped_bytes(b);
+  const map_hdr *h = m->h;
+  map_layout l = { h->n, h->desc_off, h->desc_bytes, h->out_off, h->out_bytes, h->slots_off,
+                   h->heap_off, h->heap_bytes, h->rings_off, h->runners };
+  int ok = mapped >= sizeof(map_hdr) && h->magic == MAP_MAGIC && l.runners >= 1 && l.runners <= POOL_MAX_WORKERS &&
+           r < l.runners;
+#define INSIDE(off, bytes) ((off) >= sizeof(map_hdr) && (off) <= mapped && (bytes) <= mapped - (off))
+  ok = ok && INSIDE(l.desc_off, l.desc_bytes) && INSIDE(l.out_off, l.out_bytes) && INSIDE(l.heap_off, l.heap_bytes);
+  if (ok && l.slots_off) ok = l.n <= mapped / sizeof(map_slot) && INSIDE(l.slots_off, l.n * sizeof(map_slot));
+  if (ok && l.rings_off) ok = INSIDE(l.rings_off, align64(ring_bytes(STREAM_CAP, STREAM_SLOT)) * l.runners);
+#undef INSIDE
+  if (!ok) {
     suiro_map_detach(m);
-    return suiro_set_error(SUIRO_ERR, "map runner: %s is not a map region", name);
+    return suiro_set_error(SUIRO_ERR, "map runner: %s is not a map region (or its layout is damaged)", name);
   }
+  m->lay = l;
   m->runner = r;
-  if (m->h->rings_off) {
+  if (l.rings_off) {
     size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
-    ring_producer_init(&m->stream, m->base + m->h->rings_off + stride * r, STREAM_CAP, STREAM_SLOT);
+    ring_producer_init(&m->stream, m->base + l.rings_off + stride * r, STREAM_CAP, STREAM_SLOT);
   }
   *runner = r;
   *out = m;
@@ -337,12 +449,14 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
 int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
   if (ld_rlx(&m->h->cancel)) return 0;
   worker_placement_tick(); /* a runner runs for the whole map: keep it off a shared CPU */
-  return cursor_claim(&m->h->cursor, m->h->n, m->h->runners, &m->claimer, begin, end);
+  return cursor_claim(&m->h->cursor, m->lay.n, m->lay.runners, &m->claimer, begin, end);
 }
+
+void map_runner_at(suiro_map *m, uint64_t i) { st_rlx(&m->h->runner[m->runner].current, i); }
 
 void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
   atomic_fetch_add_explicit(&m->h->done, end - begin, memory_order_relaxed);
-  if (!m->h->rings_off) return;
+  if (!m->lay.rings_off) return;
   uint64_t v[2] = { begin, end };
   /* The creator drains as it streams; if it stops reading, cancelling the map frees us. */
   uint64_t spins = 0;
@@ -359,33 +473,34 @@ void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
 
 static void *heap_alloc(suiro_map *m, size_t n, uint64_t *off) {
   map_hdr *h = m->h;
+  const uint64_t cap = m->lay.heap_bytes;
+  if (n > cap) return NULL;
   n = (n + 7) & ~(size_t)7;
   if (m->chunk + n > m->chunk_end) {
-    size_t want = n > HEAP_CHUNK ? n : HEAP_CHUNK;
+    uint64_t want = n > HEAP_CHUNK ? n : HEAP_CHUNK;
     uint64_t top = ld_rlx(&h->heap_top);
-    if (top < h->heap_bytes && want > h->heap_bytes - top && n <= h->heap_bytes - top)
-      want = n; /* near the end of the heap: take just what is needed */
+    if (top < cap && want > cap - top && n <= cap - top) want = n; /* near the end: just what is needed */
     uint64_t at = atomic_fetch_add_explicit(&h->heap_top, want, memory_order_relaxed);
-    if (at + want > h->heap_bytes) return NULL;
+    if (at > cap || want > cap - at) return NULL;
     m->chunk = at;
     m->chunk_end = at + want;
   }
   *off = m->chunk;
   m->chunk += n;
-  return m->base + h->heap_off + *off;
+  return m->base + m->lay.heap_off + *off;
 }
 
 int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len) {
-  map_hdr *h = m->h;
-  if (!h->slots_off || i >= h->n) return -1;
+  const map_layout *l = &m->lay;
+  if (!l->slots_off || i >= l->n || len > UINT32_MAX) return -1;
   uint64_t off;
   void *dst = heap_alloc(m, len, &off);
   if (!dst) return -1;
   memcpy(dst, data, len);
-  map_slot *s = (map_slot *)(m->base + h->slots_off) + i;
+  map_slot *s = (map_slot *)(m->base + l->slots_off) + i;
   s->len = (uint32_t)len;
   s->off = off;
-  st_rel(&s->gen, h->gen);
+  st_rel(&s->gen, m->h->gen);
   return 0;
 }
 
@@ -407,12 +522,13 @@ int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len) {
   return 1;
 }
 
-void *suiro_map_runner_output(suiro_map *m) { return m->base + m->h->out_off; }
-const void *suiro_map_runner_desc(suiro_map *m) { return m->base + m->h->desc_off; }
-uint64_t suiro_map_runner_size(suiro_map *m) { return m->h->n; }
+void *suiro_map_runner_output(suiro_map *m) { return m->base + m->lay.out_off; }
+const void *suiro_map_runner_desc(suiro_map *m) { return m->base + m->lay.desc_off; }
+uint64_t suiro_map_runner_size(suiro_map *m) { return m->lay.n; }
 
 void suiro_map_detach(suiro_map *m) {
   if (!m) return;
+  plan_free(m->plan);
   if (m->buf) suiro_buf_unref(m->buf);
   free(m);
 }

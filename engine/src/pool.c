@@ -24,6 +24,7 @@
  *     word. No system call happens unless somebody sleeps.
  */
 #include "pool.h"
+#include "suiro_bind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -187,6 +189,7 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
 }
 
 void pool_unmap(suiro_pool *p) {
+  func_forget(p);
   if (p->held) suiro_buf_unref(p->held);
   p->held = NULL;
   free(p->queues);
@@ -1229,4 +1232,28 @@ suiro_status suiro_pool_retire(suiro_pool *p, int slot, double timeout) {
       return suiro_set_error(SUIRO_TIMEOUT, "retire: worker %d is still running its task", slot);
     park_wait(&p->hdr->state_seq, seq, deadline);
   }
+}
+
+/* ---- waiting on several pools (suiro_bind.h, section 7) ---------------------------------- */
+
+int suiro_wait_pools(suiro_pool *const *pools, size_t n, double timeout) {
+  if (n > 256) return suiro_set_error(SUIRO_ERR, "wait_pools: at most 256 pools, got %zu", n), -1;
+  struct pollfd fds[256];
+  for (size_t i = 0; i < n; i++) {
+    if (!pools[i] || !pools[i]->is_host) return suiro_set_error(SUIRO_ERR, "wait_pools: pool %zu is not a host handle", i + 1), -1;
+    fds[i].fd = suiro_pool_eventfd(pools[i]); /* arms it */
+    fds[i].events = POLLIN;
+    fds[i].revents = 0;
+  }
+  /* a result that landed before the arming is visible now: the caller polls after we return */
+  int ms = timeout < 0 ? -1 : timeout > 2e6 ? 2000000000 : (int)(timeout * 1000 + 0.999);
+  int r = poll(fds, (nfds_t)n, ms);
+  if (r < 0) return errno == EINTR ? 0 : (suiro_set_errno("wait_pools: poll"), -1);
+  int hit = 0;
+  for (size_t i = 0; i < n; i++)
+    if (fds[i].revents & POLLIN) {
+      suiro_pool_event_ack(pools[i]);
+      hit++;
+    }
+  return hit;
 }

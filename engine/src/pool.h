@@ -146,6 +146,8 @@ struct suiro_pool {
   suiro_buf *held;         /* the region of the last spilled value collected (valid until the next) */
   uint32_t nreleased;
   uint64_t tail;           /* producer position in own queue */
+  uint64_t *fn_keys;       /* function keys this handle published (func.c): open addressing */
+  uint32_t fn_cap, fn_count;
   spin_adapt collect_spin;
   /* result staging for collect */
   unsigned char *scratch;
@@ -215,6 +217,24 @@ int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
 
 /* region.c */
 void region_pool_stopped(const char *pool_name, int last_pool);
+size_t buf_mapped_bytes(const suiro_buf *b);
+/* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
+void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_start); /* data bytes as mapped here (not the shared header's word) */
+
+/* map.c, for plan.c: the description (desc_bytes), output bytes and element count of a map as
+ * mapped here, and the slot where its plan's private copy is cached (plan_free frees it). */
+struct suiro_plan;
+char *map_region_parts(suiro_map *m, size_t *desc_bytes, size_t *out_bytes, uint64_t *n);
+struct suiro_plan **map_plan_slot(suiro_map *m);
+void map_runner_at(suiro_map *m, uint64_t i); /* runner: the element it is about to run */
+void plan_free(struct suiro_plan *pl);
+
+/* rng.c: the stream of the element this thread runs */
+void rng_enter(uint64_t seed, uint64_t index);
+void rng_leave(void);
+
+/* func.c */
+void func_forget(suiro_pool *p);
 
 /* spill.c: values too large for a slot travel in a region of their own */
 suiro_status spill_write(suiro_pool *p, const void *data, size_t n, char *name_out, size_t name_cap);

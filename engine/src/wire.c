@@ -15,7 +15,7 @@
  * Words are read with memcpy, so a reader never makes an unaligned access even when it points at
  * a buffer it then rejects as misaligned.
  */
-#include "wire.h"
+#include "suiro_wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -544,6 +544,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   if (start_host_watch(h) != 0) return 0; /* host already gone */
+  buf_set_worker(name, h->host_pid, h->host_start);
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
@@ -620,6 +621,7 @@ int suiro_worker_run(const char *token) {
     spin_observe(&idle, suiro_ns() - t0);
   }
   current = NULL;
+  buf_set_worker(NULL, 0, 0);
   leave(p, SUIRO_WORKER_EXITED);
   pool_unmap(p);
   suiro_region_close(r, 0);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,9 +79,17 @@ static int run_child(const char *self, const test_case *t) {
   return 1;
 }
 
+/* A test file may define its own commands (test_bind: --write-rng); -1 when argv is not one. */
+__attribute__((weak)) int harness_command(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  return -1;
+}
+
 int main(int argc, char **argv) {
   int rc = suiro_worker_main(argc, argv);
   if (rc >= 0) return rc;
+  if ((rc = harness_command(argc, argv)) >= 0) return rc;
   const char *base = strrchr(argv[0], '/');
   base = base ? base + 1 : argv[0];
   if (argc > 1 && strcmp(argv[1], "--list") == 0) {
@@ -112,4 +121,26 @@ int main(int argc, char **argv) {
   }
   printf("# %s: %d passed, %d failed\n", base, passed, failed);
   return failed ? 1 : 0;
+}
+
+const char *harness_vectors_dir(void) {
+  static char dir[4096];
+  if (dir[0]) return dir;
+  const char *env = getenv("SUIRO_VECTORS");
+  if (env) return snprintf(dir, sizeof dir, "%s", env), dir;
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n > 0) {
+    path[n] = 0;
+    for (int up = 0; up < 5; up++) { /* build/tests/x, build/asan/tests/x -> the checkout */
+      char *slash = strrchr(path, '/');
+      if (!slash) break;
+      *slash = 0;
+      char probe[4200];
+      struct stat st;
+      snprintf(probe, sizeof probe, "%s/tests/vectors/nil.bin", path);
+      if (stat(probe, &st) == 0) return snprintf(dir, sizeof dir, "%.4000s/tests/vectors", path), dir;
+    }
+  }
+  return snprintf(dir, sizeof dir, "tests/vectors"), dir;
 }

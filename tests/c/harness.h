@@ -53,6 +53,8 @@ void harness_add(const char *name, test_fn fn, double timeout);
 /* Helpers for pool tests. */
 suiro_pool *test_pool(int workers);
 suiro_pool *test_pool_opts(suiro_pool_opts *o);
+/* tests/vectors of the checkout the test binary was built in (or $SUIRO_VECTORS). */
+const char *harness_vectors_dir(void);
 /* Number of /dev/shm entries whose name starts with prefix. */
 int shm_count(const char *prefix);
 

@@ -18,34 +18,14 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "wire.h"
+#include "suiro_wire.h"
 
 #define GEN_VECTORS_NO_MAIN
 #include "../vectors/gen_vectors.c"
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static const char *vec_dir(void) {
-  static char dir[4096];
-  if (dir[0]) return dir;
-  const char *env = getenv("SUIRO_VECTORS");
-  if (env) return snprintf(dir, sizeof dir, "%s", env), dir;
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n > 0) {
-    path[n] = 0;
-    for (int up = 0; up < 5; up++) { /* build/tests/x, build/asan/tests/x -> the checkout */
-      char *slash = strrchr(path, '/');
-      if (!slash) break;
-      *slash = 0;
-      char probe[4200];
-      struct stat st;
-      snprintf(probe, sizeof probe, "%s/tests/vectors/nil.bin", path);
-      if (stat(probe, &st) == 0) return snprintf(dir, sizeof dir, "%.4000s/tests/vectors", path), dir;
-    }
-  }
-  return snprintf(dir, sizeof dir, "tests/vectors"), dir;
-}
+static const char *vec_dir(void) { return harness_vectors_dir(); }
 
 /* Reads a file into a malloc'd buffer of exactly its size (so ASan sees any over-read). */
 static unsigned char *read_file(const char *path, size_t *len) {

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "suiro_wire.h"
 
 #define REQUIRE(c)                                                            \
   do {                                                                        \

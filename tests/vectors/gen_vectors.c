@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "suiro_wire.h"
 
 #define GV_FN static __attribute__((unused))
 

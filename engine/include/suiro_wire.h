@@ -1,5 +1,5 @@
 /*
- * wire.h — suiro's one value format: an encoder (wire_writer) and a validating pull decoder
+ * suiro_wire.h — suiro's one value format: an encoder (wire_writer) and a validating pull decoder
  * (wire_reader). docs/wire-format.md is the specification; this header is the C API that the
  * Lua, Python and R bindings build their values from.
  *
@@ -25,7 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define WIRE_VERSION 1
 #define WIRE_MAX_DEPTH 64                      /* the top-level value has depth 1 */
@@ -303,4 +305,7 @@ int wire_copy(wire_writer *w, wire_reader *r);
 /* Walks a whole buffer. WIRE_OK, or WIRE_ERR with the message in err (if errcap > 0). */
 int wire_validate(const void *buf, size_t len, char *err, size_t errcap);
 
+#ifdef __cplusplus
+}
 #endif
+#endif /* SUIRO_WIRE_H */
