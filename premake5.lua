@@ -75,6 +75,16 @@ for _, f in ipairs(os.matchfiles(root .. "/tests/c/test_*.c")) do
     per_config("tests")
 end
 
+-- The Lua face's readers for other faces (lua/lembed.c), tested from C as Python and R use them.
+project "test_embed"
+  kind "ConsoleApp"
+  files { root .. "/tests/c/embed/test_embed.c", root .. "/tests/c/harness.c", root .. "/lua/lembed.c" }
+  includedirs { root .. "/engine/include", root .. "/tests/c", root .. "/lua", "/usr/include/lua5.4" }
+  buildoptions(common_c)
+  links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }
+  linkoptions { "-pthread" }
+  per_config("tests")
+
 -- Benchmarks
 for _, f in ipairs(os.matchfiles(root .. "/bench/bench_*.c")) do
   local name = path.getbasename(f)
@@ -103,7 +113,7 @@ project "embed_example"
 local lua_inc = "/usr/include/lua5.4"
 local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lcodec.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
-                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c" }
+                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c" }
 
 project "suiro_lua"
   kind "SharedLib"
@@ -112,7 +122,7 @@ project "suiro_lua"
   files(lua_sources)
   includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
   buildoptions(common_c)
-  links { "suiro", "pthread", "m", "dl" }
+  links { "suiro", "lua5.4-lpeg", "pthread", "m", "dl" }
   linkoptions { "-pthread" }
   per_config("lib/suiro")
 

@@ -6,6 +6,7 @@
 #include <lua.h>
 
 #include "suiro.h"
+#include "suiro_bind.h"
 #include "suiro_wire.h"
 
 #define LSUIRO_POOL "suiro.pool"
@@ -125,6 +126,10 @@ void lsuiro_open_worker_exec(lua_State *L);
 void lmap_open(lua_State *L);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
+
+/* lembed.c — a parsed template (suiro.parse.template's table at idx) as the engine's description:
+ * 0, or -1 with a message in err. */
+int lsuiro_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
 
 /* larray.c — typed arrays */
 int luaopen_suiro_array(lua_State *L);

@@ -84,99 +84,78 @@ end
 -- Seconds from a number or a duration string ("250ms", "2m"); nil stays nil.
 local function seconds(v, what)
   if v == nil then return nil end
-  if type(v) == "number" then return v end
-  if type(v) == "string" then return parse().duration(v) end
-  error(what .. " must be a number of seconds or a duration string, got " .. type(v), 3)
+  if type(v) == "number" and v == v and v >= 0 then return v end
+  if type(v) == "string" then
+    local s, err = parse().try_duration(v)
+    if s then return s end
+    error(what .. ": " .. err, 3)
+  end
+  error(what .. " must be a number of seconds or a duration string, got " .. tostring(v), 3)
 end
 
 ---------------------------------------------------------------------------------------------------
--- Launchers
+-- Launchers and pools (options are checked and normalised by suiro.config, which Python and R
+-- use too)
 
-local launcher_mt = { __name = "suiro.launcher" }
-launcher_mt.__index = launcher_mt
-function launcher_mt:__tostring() return "suiro.launcher(" .. self.kind .. ")" end
-
-local launcher_keys = { exe = true, env = true, argv = true }
-
-local function make_launcher(kind, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then
-    error("suiro." .. kind .. ": options must be a table, got " .. type(opts), 3)
-  end
-  for k in pairs(opts) do
-    if not launcher_keys[k] then
-      parse().check_keys(opts, launcher_keys, "launcher " .. kind)
-    end
-  end
-  local l = { kind = kind }
-  for k, v in pairs(opts) do l[k] = v end
-  return setmetatable(l, launcher_mt)
+local config_mod
+local function config()
+  config_mod = config_mod or require "suiro.config"
+  return config_mod
 end
 
---- suiro.lua { exe = path } : Lua workers (the default).
-function M.lua(opts) return make_launcher("lua", opts) end
---- suiro.python { python = path } : Python workers (needs the Python binding).
-function M.python(opts) return make_launcher("python", opts) end
---- suiro.r { rscript = path } : R workers (needs the R binding).
-function M.r(opts) return make_launcher("r", opts) end
-
-local function resolve_launcher(l)
-  if l == nil or l == "lua" then return make_launcher("lua", {}) end
-  if type(l) == "string" then
-    if l == "python" or l == "r" then return make_launcher(l, {}) end
-    error('pool: launcher must be "lua", "python", "r" or a launcher object, got "' .. l .. '"', 3)
-  end
-  if getmetatable(l) ~= launcher_mt then
-    error("pool: launcher must be a launcher (suiro.lua{}, suiro.python{}, suiro.r{}), got " .. type(l), 3)
-  end
-  return l
+-- Calls f(...) and re-raises its error at the caller of the API function (level 3: the user's
+-- line), so a misuse names the script line, not this file.
+local function checked(f, ...)
+  local ok, v = pcall(f, ...)
+  if not ok then error(v, 3) end
+  return v
 end
 
----------------------------------------------------------------------------------------------------
--- Pools
+--- suiro.lua { exe = path, argv = {...}, env = {...} } : Lua workers (the default).
+function M.lua(opts) return checked(function() return config().launcher("lua", opts) end) end
+--- suiro.python { python = path, env = {...} } : Python workers (needs the Python binding).
+function M.python(opts) return checked(function() return config().launcher("python", opts) end) end
+--- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
+function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
-local pool_keys = {
-  workers = true, max_workers = true, launcher = true, timeout = true, start_timeout = true,
-  env = true, respawn = true, ring_cap = true, slot_size = true, result_slots = true,
-  result_size = true, name = true,
-}
-
---- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
-function M.pool(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("suiro.pool: options must be a table, got " .. type(opts), 2) end
-  for k in pairs(opts) do
-    if not pool_keys[k] then parse().check_keys(opts, pool_keys, "suiro.pool options") end
-  end
-  local workers = opts.workers or 1
-  if math.type(workers) ~= "integer" or workers < 0 then
-    error("suiro.pool: workers must be a non-negative integer, got " .. tostring(workers), 2)
-  end
-  local l = resolve_launcher(opts.launcher)
+-- Starts a pool from normalised options (suiro.config.pool_options).
+local function start_pool(o)
+  local l = o.launcher
   if l.kind ~= "lua" then
-    error("suiro.pool: the " .. l.kind .. " launcher needs suiro's " ..
-      (l.kind == "python" and "Python" or "R") .. " binding, which this build does not include yet", 2)
+    error("the " .. l.kind .. " launcher needs suiro's " .. (l.kind == "python" and "Python" or "R") ..
+      " binding, which this build does not include yet", 0)
   end
   local env = {}
-  for k, v in pairs(l.env or {}) do env[k] = tostring(v) end
-  for k, v in pairs(opts.env or {}) do env[k] = tostring(v) end
+  for k, v in pairs(l.env or {}) do env[k] = v end
+  for k, v in pairs(o.env or {}) do env[k] = v end
   -- Workers resolve "module.fn" references and require() with the host's search paths.
   env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
   env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
   return core.pool {
-    workers = workers,
-    max_workers = opts.max_workers,
-    ring_cap = opts.ring_cap,
-    slot_size = opts.slot_size,
-    result_slots = opts.result_slots,
-    result_size = opts.result_size,
-    respawn = opts.respawn,
-    start_timeout = seconds(opts.start_timeout, "start_timeout"),
-    timeout = seconds(opts.timeout, "timeout"),
+    workers = o.workers,
+    max_workers = o.max_workers,
+    ring_cap = o.ring_cap,
+    slot_size = o.slot_size,
+    result_slots = o.result_slots,
+    result_size = o.result_size,
+    respawn = o.respawn,
+    start_timeout = o.start_timeout,
+    timeout = o.timeout,
+    name = o.name,
     exe = l.exe or core.worker_exe(),
     argv = l.argv,
     env = env,
   }
+end
+
+--- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
+function M.pool(opts)
+  return checked(function()
+    local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
+    local ok, p = pcall(start_pool, o)
+    if not ok then error("suiro.pool: " .. tostring(p), 0) end
+    return p
+  end)
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -387,43 +366,26 @@ end
 -- Config scripts
 
 --- suiro.open "pools.lua" : a config script returns { name = { workers =, launcher =, ... }, ... }.
---- Returns a table of named pools, each created on first use; closing it stops them all.
+--- Every pool is checked now (errors name the file, the pool and the key); each is created on
+--- first use; closing the table stops them all.
 function M.open(path)
-  if type(path) ~= "string" then error("suiro.open: argument 1 must be a file name, got " .. type(path), 2) end
-  local chunk, err = loadfile(path, "t", setmetatable({ suiro = M }, { __index = _G }))
-  if not chunk then error("suiro.open: " .. err, 2) end
-  local ok, spec = pcall(chunk)
-  if not ok then error("suiro.open: " .. path .. ": " .. tostring(spec), 2) end
-  if type(spec) ~= "table" then
-    error("suiro.open: " .. path .. " must return a table of pools, got " .. type(spec), 2)
-  end
-  local specs = {}
-  for name, s in pairs(spec) do
-    if type(name) ~= "string" then error("suiro.open: " .. path .. ": pool names must be strings", 2) end
-    if type(s) ~= "table" then
-      error("suiro.open: " .. path .. ": pool " .. name .. " must be a table, got " .. type(s), 2)
-    end
-    local ok2, e = pcall(function()
-      parse().check_keys(s, pool_keys, ('pool "%s"'):format(name))
-      seconds(s.timeout, "timeout")
-      seconds(s.start_timeout, "start_timeout")
-      resolve_launcher(s.launcher)
-    end)
-    if not ok2 then error("suiro.open: " .. path .. ": " .. tostring(e), 2) end
-    specs[name] = s
-  end
+  local loaded = checked(function()
+    if type(path) ~= "string" then error("suiro.open: argument 1 must be a file name, got " .. type(path), 0) end
+    local ok, a, b = pcall(config().load, path, setmetatable({ suiro = M }, { __index = _G }))
+    if not ok then error("suiro.open: " .. tostring(a), 0) end
+    return { a, b }
+  end)
+  local specs, names = loaded[1], loaded[2]
   local created = {}   -- name -> pool, in creation order for closing
   local set = {}
   local mt = {
     __index = function(t, name)
-      local s = specs[name]
-      if not s then
-        local names = {}
-        for n in pairs(specs) do names[#names + 1] = n end
-        table.sort(names)
+      local o = specs[name]
+      if not o then
         error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
       end
-      local p = M.pool(s)
+      local ok, p = pcall(start_pool, o)
+      if not ok then error(('%s: pool "%s": %s'):format(path, name, tostring(p)), 2) end
       created[#created + 1] = p
       rawset(t, name, p)
       return p

@@ -46,7 +46,7 @@ describe("suiro.open", function()
     write(dir .. "/l.lua", 'return { p = { launcher = "perl" } }')
     local ok, err = pcall(suiro.open, dir .. "/l.lua")
     assert.is_false(ok)
-    assert.matches('launcher must be "lua", "python", "r"', err)
+    assert.matches('pool "p": launcher: must be "lua", "python", "r"', err, 1, true)
   end)
 
   it("reports a syntax error in the file", function()
