@@ -185,6 +185,7 @@ typedef struct suiro_worker_info {
   uint64_t steals;      /* tasks taken from another worker's queue */
   uint64_t parks;       /* times it went to sleep */
   uint64_t moves;       /* times it moved itself off a CPU shared with another worker */
+  int parked;           /* 1 while it sleeps waiting for work */
 } suiro_worker_info;
 
 typedef struct suiro_pool_stats {

@@ -262,6 +262,7 @@ static void handle_exit(suiro_pool *p, int slot) {
   int clean = state == SUIRO_WORKER_EXITED;
   int attached = state != SUIRO_WORKER_STARTING;
   atomic_fetch_and(&h->active_mask, ~(1ull << slot));
+  atomic_fetch_and(&h->awake_mask, ~(1ull << slot)); /* it may have died awake: see pool_awake */
   atomic_fetch_and(&h->parked_mask, ~(1ull << slot));
   atomic_fetch_and(&h->waking_mask, ~(1ull << slot));
   if (!clean) {

@@ -509,7 +509,7 @@ void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
   uint64_t parked = ld_rlx(&h->parked_mask);
   if (SUIRO_LIKELY(parked == 0)) return;
   int waking = __builtin_popcountll(ld_rlx(&h->waking_mask));
-  if (ld_rlx(&h->awake) + waking >= h->ncpu) {
+  if (pool_awake(h) + waking >= h->ncpu) {
     if (p->is_host && !ld_rlx(&h->monitor_ticking)) request_monitor(p);
     return;
   }
@@ -555,7 +555,7 @@ int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks) {
       stuck++;
     last_tasks[i] = t;
   }
-  if (ld_rlx(&h->waking_mask) == 0 && ld_rlx(&h->awake) - stuck < h->ncpu) pool_wake_one(p);
+  if (ld_rlx(&h->waking_mask) == 0 && pool_awake(h) - stuck < h->ncpu) pool_wake_one(p);
   return 1;
 }
 
@@ -966,7 +966,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
    * quiet spell (the worker was deep asleep, the task will take a wake-up at least) we park at
    * once. */
   int woke = t0 - p->woke_at < 200000;
-  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && ld_rlx(&h->awake) < h->ncpu &&
+  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && pool_awake(h) < h->ncpu &&
       spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     int yield = woke;
@@ -1172,6 +1172,7 @@ int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info 
       w[n].steals = steals;
       w[n].parks = parks;
       w[n].moves = moves;
+      w[n].parked = (int)((ld_rlx(&h->parked_mask) >> i) & 1);
       n++;
     }
   }

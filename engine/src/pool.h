@@ -90,7 +90,8 @@ typedef struct pool_hdr {
    * so a busy counter does not slow the readers of a quiet one. */
   SUIRO_ALIGNED _Atomic uint64_t parked_mask; /* bit w: worker w parked (or about to), unclaimed */
   _Atomic uint64_t waking_mask;              /* bit w: claimed by a waker, not running yet */
-  SUIRO_ALIGNED _Atomic int32_t awake;       /* attached workers not parked */
+  SUIRO_ALIGNED _Atomic uint64_t awake_mask; /* bit w: worker w attached and not parked; the
+                                               monitor clears a dead worker's bit (pool_awake) */
   _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
   SUIRO_ALIGNED _Atomic int32_t spinners;    /* processes spinning right now */
   SUIRO_ALIGNED _Atomic int32_t idle_spinners; /* idle workers spinning for work */
@@ -169,6 +170,13 @@ struct suiro_pool {
   uint64_t submitted, collected, host_parks;
   uint64_t woke_at;        /* when this handle last woke a parked worker (suiro_ns) */
 };
+
+/* Workers attached and not parked. A mask, not a counter: a worker that dies awake would leave a
+ * counter one too high forever (and the wake policy would believe the CPUs busy); its bit is
+ * cleared by the monitor like every other trace of it. */
+static inline int pool_awake(pool_hdr *h) {
+  return __builtin_popcountll(atomic_load_explicit(&h->awake_mask, memory_order_relaxed));
+}
 
 static inline result_slot *pool_result(const suiro_pool *p, uint32_t rs) {
   return (result_slot *)(p->results + (size_t)rs * p->result_size);

@@ -501,7 +501,7 @@ int suiro_worker_main(int argc, char **argv) {
 
 static void leave(suiro_pool *p, int state) {
   worker_rec *me = &p->workers[p->worker_slot];
-  atomic_fetch_sub(&p->hdr->awake, 1);
+  atomic_fetch_and(&p->hdr->awake_mask, ~(1ull << p->worker_slot));
   atomic_fetch_and(&p->hdr->active_mask, ~(1ull << p->worker_slot));
   st_rel(&me->state, state);
   atomic_fetch_add(&p->hdr->state_seq, 1);
@@ -549,7 +549,7 @@ int suiro_worker_run(const char *token) {
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
   current = p;
-  atomic_fetch_add(&h->awake, 1);
+  atomic_fetch_or(&h->awake_mask, 1ull << slot);
   atomic_fetch_or(&h->active_mask, 1ull << slot);
   st_rel(&me->state, SUIRO_WORKER_IDLE);
   atomic_fetch_add(&h->state_seq, 1);
@@ -565,8 +565,8 @@ int suiro_worker_run(const char *token) {
        * machine has CPUs): step aside even though work remains, so the ones left run without
        * being time-sliced against each other. They wake us again when they need help (wake
        * policy in pool.c), and the host's monitor does when they block. */
-      if (SUIRO_UNLIKELY(ld_rlx(&h->awake) > h->ncpu)) {
-        if (atomic_fetch_sub(&h->awake, 1) > h->ncpu) {
+      if (SUIRO_UNLIKELY(pool_awake(h) > h->ncpu)) {
+        if (__builtin_popcountll(atomic_fetch_and(&h->awake_mask, ~bit)) > h->ncpu) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
           st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
@@ -577,7 +577,7 @@ int suiro_worker_run(const char *token) {
           just_woke = 1;
           placement_check(p, suiro_ns());
         }
-        atomic_fetch_add(&h->awake, 1);
+        atomic_fetch_or(&h->awake_mask, bit);
       }
       continue;
     }
@@ -608,10 +608,10 @@ int suiro_worker_run(const char *token) {
     atomic_fetch_or(&h->parked_mask, bit); /* seq_cst: the announce */
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
       st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
-      atomic_fetch_sub(&h->awake, 1);
+      atomic_fetch_and(&h->awake_mask, ~bit);
       st_rlx(&me->cpu, -1);
       park_wait(&me->park, seq, UINT64_MAX);
-      atomic_fetch_add(&h->awake, 1);
+      atomic_fetch_or(&h->awake_mask, bit);
       just_woke = 1;
       placement_check(p, suiro_ns());
     }

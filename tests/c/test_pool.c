@@ -1,4 +1,5 @@
 /* test_pool.c — pool behaviour through the public API, with native task functions. */
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -416,6 +417,78 @@ TEST(worker_suicide_fails_only_its_task_and_respawns) {
   suiro_pool_status(p, &s, NULL, 0);
   CHECK_EQ(s.respawns, 1);
   suiro_pool_stop(p, 5);
+}
+
+/* Waits (bounded) until every live worker of p is asleep. */
+static void wait_all_parked(suiro_pool *p) {
+  double t0 = suiro_now();
+  for (;;) {
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, NULL, w, 64), parked = 0, live = 0;
+    for (int i = 0; i < k; i++) {
+      if (w[i].state != SUIRO_WORKER_IDLE) continue;
+      live++;
+      parked += w[i].parked;
+    }
+    if (live > 0 && parked == live) return;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+}
+
+/* Deaths must not leave the wake policy believing dead workers are awake: after more deaths than
+ * CPUs, parked workers are still woken for new tasks (it once counted them awake forever). */
+static void deaths_then_serve(int workers, int deaths) {
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.workers = workers;
+  o.respawn = 1;
+  suiro_pool *p = test_pool_opts(&o);
+  for (int d = 0; d < deaths; d++) {
+    suiro_task t;
+    CHECK_OK(suiro_submit(p, suiro_fn_id("suicide"), NULL, 0, &t, 10));
+    suiro_result r;
+    CHECK_OK(suiro_collect(p, t, &r, 10));
+    CHECK_EQ(r.kind, SUIRO_RESULT_DIED);
+    CHECK(r.worker_slot >= 0 && r.worker_pid > 0);
+  }
+  /* every worker idle and asleep: only a wake-up can start the next task */
+  double t0 = suiro_now();
+  for (;;) { /* respawned workers attached */
+    suiro_pool_stats st;
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, &st, w, 64), idle = 0;
+    for (int i = 0; i < k; i++) idle += w[i].state == SUIRO_WORKER_IDLE;
+    if (idle == workers && st.respawns == (uint64_t)deaths) break;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+  wait_all_parked(p);
+  for (int i = 0; i < 20; i++) {
+    suiro_task t = submit_i64(p, "add", i, 1);
+    suiro_result r;
+    CHECK_OK(suiro_collect(p, t, &r, 5)); /* a timeout here is the bug */
+    int64_t v;
+    memcpy(&v, r.data, 8);
+    CHECK_EQ(v, i + 1);
+  }
+  suiro_pool_stop(p, 5);
+}
+
+TEST(pool_serves_after_more_deaths_than_cpus) { deaths_then_serve(2, 6); }
+
+TEST(pool_serves_after_a_death_on_one_cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t all;
+  CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  CHECK(sched_setaffinity(0, sizeof one, &one) == 0); /* workers inherit it */
+  deaths_then_serve(1, 2);
 }
 
 TEST(no_workers_left_is_peer_gone) {
