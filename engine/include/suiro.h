@@ -147,6 +147,10 @@ int suiro_task_ready(suiro_pool *p, suiro_task t);
 /* Advisory: returns 1 when the task will not start (it completes as CANCELLED), 0 when it has
  * started or finished already. A running task may poll suiro_cancelled(). */
 int suiro_cancel(suiro_pool *p, suiro_task t);
+/* Stops a task for good: not started yet, it is cancelled; running, the worker running it is
+ * killed and replaced (even without respawn) and the task completes as CANCELLED; finished, it
+ * keeps its result. Host only. Other tasks the worker was running (nested helping) fail as DIED. */
+suiro_status suiro_task_kill(suiro_pool *p, suiro_task t);
 /* Gives up a handle that will never be collected (finalizer path): its slot is recycled once the
  * task finishes. */
 void suiro_task_release(suiro_pool *p, suiro_task t);
@@ -327,6 +331,9 @@ suiro_status suiro_map_start(suiro_map *m, double timeout);
 suiro_status suiro_map_wait(suiro_map *m, double timeout);
 uint64_t suiro_map_done(suiro_map *m); /* elements finished so far */
 void suiro_map_cancel(suiro_map *m);
+/* Kills the workers running the map's runners (they are replaced); the run ends at once and
+ * fails as CANCELLED. */
+suiro_status suiro_map_kill(suiro_map *m);
 /* After wait: 1 and the first failure (element index, the binding's error payload, kind
  * SUIRO_RESULT_ERROR or SUIRO_RESULT_DIED with index UINT64_MAX), or 0. */
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind);

@@ -80,6 +80,7 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   uint32_t inc = ld_rlx(&w->incarnation) + 1;
   st_rlx(&w->incarnation, inc);
   st_rlx(&w->retire, 0);
+  st_rlx(&w->doom, 0);
   st_rlx(&w->depth, 0);
   st_rlx(&w->pid, 0);
   st_rel(&w->state, SUIRO_WORKER_STARTING);
@@ -146,6 +147,11 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
 /* ---- failing a dead worker's tasks --------------------------------------------------------- */
 
 static void fail_task(suiro_pool *p, suiro_task t, int slot, int pid, const char *why) {
+  unsigned result = RS_DIED;
+  if (t && p->killing[slot] == t) { /* killed on request: the task is cancelled, not a casualty */
+    result = RS_CANCELLED;
+    why = "the task was killed (task:kill()); its worker was replaced";
+  }
   uint32_t rs = task_rs(t);
   uint32_t total = p->hdr->host_results + p->hdr->worker_results * (uint32_t)p->hdr->max_workers;
   if (rs >= total) return;
@@ -164,7 +170,7 @@ static void fail_task(suiro_pool *p, suiro_task t, int slot, int pid, const char
   r->flags = 0;
   r->pid = pid;
   r->slot = slot;
-  atomic_compare_exchange_strong(&r->state, &s, rs_state(gen, (unsigned)slot, RS_DIED));
+  atomic_compare_exchange_strong(&r->state, &s, rs_state(gen, (unsigned)slot, result));
 }
 
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
@@ -273,11 +279,15 @@ static void handle_exit(suiro_pool *p, int slot) {
     peer_fail_worker_tasks(p, slot, pid, why);
     atomic_fetch_add(&h->deaths, 1);
   }
-  atomic_fetch_sub(&h->live, 1);
-  wake_everyone(p);
-  if (!clean && attached && p->opts.respawn && !ld_acq(&h->closing)) {
+  int killed = p->killing[slot] != 0; /* a worker killed on request is always replaced */
+  p->killing[slot] = 0;
+  /* The replacement counts as live before the dead one stops counting, so a collector woken now
+   * never sees an empty pool that is about to be refilled. */
+  if (!clean && attached && (p->opts.respawn || killed) && !ld_acq(&h->closing)) {
     if (peer_spawn(p, slot) == SUIRO_OK) atomic_fetch_add(&h->respawns, 1);
   }
+  atomic_fetch_sub(&h->live, 1);
+  wake_everyone(p);
 }
 
 static void *monitor_main(void *arg) {

@@ -428,6 +428,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     }
   }
   peer_stop_monitor(p);
+  map_pool_stopped(p);
   hosts_remove(p);
   if (p->region) {
     int last = atomic_fetch_sub(&live_host_pools, 1) == 1;
@@ -1103,6 +1104,33 @@ int suiro_cancel(suiro_pool *p, suiro_task t) {
   /* Already running: tell the task (suiro_cancelled), which may stop early. */
   if (rs_gen(expect) == gen && rs_kind(expect) == RS_RUNNING) st_rlx(&r->cancel, gen);
   return 0;
+}
+
+suiro_status suiro_task_kill(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  suiro_status st = check_task(p, t, &local, "kill");
+  if (st != SUIRO_OK) return st;
+  if (!p->is_host) return suiro_set_error(SUIRO_ERR, "kill: only the host can kill its workers");
+  if (suiro_cancel(p, t)) return SUIRO_OK; /* had not started: cancelled */
+  result_slot *r = pool_result(p, task_rs(t));
+  uint64_t gen = task_gen(t);
+  pthread_mutex_lock(&p->lock); /* against the monitor: the worker's pid and slot stay put */
+  uint64_t s = atomic_load(&r->state);
+  if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) < (unsigned)p->hdr->max_workers) {
+    unsigned w = rs_worker(s);
+    worker_rec *wr = &p->workers[w];
+    atomic_store(&wr->doom, t); /* seq_cst, then the re-read below (see worker_claim_and_run) */
+    s = atomic_load(&r->state);
+    int pid = ld_rlx(&wr->pid);
+    if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) == w && p->pidfds[w] >= 0 && pid > 0) {
+      p->killing[w] = t;
+      kill(pid, SIGKILL);
+    } else {
+      atomic_store(&wr->doom, 0); /* it finished meanwhile: nothing to kill */
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return SUIRO_OK;
 }
 
 void suiro_task_release(suiro_pool *p, suiro_task t) {

@@ -419,6 +419,10 @@ static inline void chain_wake(suiro_pool *p, const taskq_view *q) {
 int worker_claim_and_run(suiro_pool *p, int waiting) {
   worker_rec *me = &p->workers[p->worker_slot];
   if (ld_rlx(&me->depth) >= INFLIGHT_MAX - 1) return 0;
+  /* Being killed for a task (suiro_task_kill): take nothing new. The seq_cst fence after our last
+   * result (pool_notify_result) orders this load after that store, and the killer stores doom
+   * before re-reading the task's state, so either we see doom here or it sees the task done. */
+  if (SUIRO_UNLIKELY(ld_acq(&me->doom) != 0)) return 0;
   unsigned claimer = (unsigned)p->worker_slot + 1;
   uint64_t pos;
   const taskq_view *own = &p->queues[p->sub];

@@ -491,6 +491,52 @@ TEST(pool_serves_after_a_death_on_one_cpu) {
   deaths_then_serve(1, 2);
 }
 
+NATIVE(spin_forever) {
+  (void)arg; (void)len; (void)out; (void)ud;
+  for (volatile unsigned long i = 0;; i++) {
+  }
+  return 0;
+}
+
+/* Waits (bounded) until some worker is busy. */
+static void wait_busy(suiro_pool *p) {
+  double t0 = suiro_now();
+  for (;;) {
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, NULL, w, 64);
+    for (int i = 0; i < k; i++)
+      if (w[i].state == SUIRO_WORKER_BUSY) return;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+}
+
+TEST(kill_stops_a_runaway_task_and_replaces_its_worker) {
+  suiro_pool *p = test_pool(1); /* respawn off: a kill replaces the worker anyway */
+  suiro_task queued, t;
+  CHECK_OK(suiro_submit(p, suiro_fn_id("spin_forever"), NULL, 0, &t, 10));
+  wait_busy(p);
+  CHECK_OK(suiro_submit(p, suiro_fn_id("spin_forever"), NULL, 0, &queued, 10));
+  CHECK_OK(suiro_task_kill(p, queued)); /* not started: cancelled, nothing killed */
+  suiro_result r;
+  CHECK_OK(suiro_collect(p, queued, &r, 5));
+  CHECK_EQ(r.kind, SUIRO_RESULT_CANCELLED);
+  CHECK_OK(suiro_task_kill(p, t));
+  CHECK_OK(suiro_collect(p, t, &r, 10));
+  CHECK_EQ(r.kind, SUIRO_RESULT_CANCELLED);
+  CHECK(r.len > 0 && memmem(r.data, r.len, "killed", 6) != NULL);
+  for (int i = 0; i < 20; i++) CHECK_EQ(collect_i64(p, submit_i64(p, "add", i, 1)), i + 1);
+  suiro_pool_stats st;
+  suiro_pool_status(p, &st, NULL, 0);
+  CHECK_EQ(st.respawns, 1);
+  /* a finished task keeps its value */
+  suiro_task done = submit_i64(p, "add", 2, 3);
+  while (!suiro_task_ready(p, done)) usleep(100);
+  CHECK_OK(suiro_task_kill(p, done));
+  CHECK_EQ(collect_i64(p, done), 5);
+  suiro_pool_stop(p, 5);
+}
+
 TEST(no_workers_left_is_peer_gone) {
   suiro_pool *p = test_pool(1);
   suiro_task t;
