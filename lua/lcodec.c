@@ -1477,31 +1477,56 @@ void lcodec_dec_value(lcodec_dec *d, wire_item *it) { dec_value(d, it); }
 
 /* ---- error objects --------------------------------------------------------------------------- */
 
-void lcodec_push_error(lua_State *L, const suiro_result *r, int index) {
-  if (r->kind == SUIRO_RESULT_ERROR) {
-    /* an ERROR value encoded by the worker's binding; anything else is taken as a message */
-    wire_reader rd;
-    wire_item it;
-    if (r->len >= 8 && ((uintptr_t)r->data & 7) == 0 && wire_reader_init(&rd, r->data, r->len) == WIRE_OK &&
-        wire_next(&rd, &it) == WIRE_OK && it.tag == WIRE_ERROR) {
-      push_error_obj(L, it.text[0].ptr, it.text[0].len, it.text[1].ptr, it.text[1].len, it.text[2].ptr, it.text[2].len,
-                     index > 0 ? index - 1 : it.i);
-    } else {
-      push_error_obj(L, "remote", 6, r->data, r->len, "", 0, index > 0 ? index - 1 : -1);
-    }
-  } else if (r->kind == SUIRO_RESULT_DIED) {
-    push_error_obj(L, "worker_died", 11, r->data, r->len, "", 0, index > 0 ? index - 1 : -1);
-  } else {
-    push_error_obj(L, "cancelled", 9, "the task was cancelled before it started", 40, "", 0, index > 0 ? index - 1 : -1);
-  }
-  if (r->worker_slot >= 0) {
-    lua_pushinteger(L, r->worker_slot);
+/* Pushes the error object for a failure read with the seam's protocol (suiro_bind.h, section 2). */
+void lcodec_push_error_info(lua_State *L, const suiro_error_info *e) {
+  push_error_obj(L, e->cls.ptr, e->cls.len, e->message.ptr, e->message.len, e->traceback.ptr, e->traceback.len,
+                 e->index);
+  if (e->slot >= 0) {
+    lua_pushinteger(L, e->slot);
     lua_setfield(L, -2, "slot");
   }
-  if (r->worker_pid > 0) {
-    lua_pushinteger(L, r->worker_pid);
+  if (e->pid > 0) {
+    lua_pushinteger(L, e->pid);
     lua_setfield(L, -2, "pid");
   }
+}
+
+void lcodec_push_error(lua_State *L, const suiro_result *r, int index) {
+  suiro_error_info e;
+  if (suiro_result_error(r, &e) != 0) luaL_error(L, "internal error: a successful result read as a failure");
+  if (index > 0) e.index = index - 1;
+  lcodec_push_error_info(L, &e);
+}
+
+/* A function reference given as a string ("mymod.fn", "pkg::fn"): refused at once when it cannot
+ * name anything (the LPeg grammar of suiro.parse reads it; names already seen are remembered). */
+void lcodec_check_fnref(lua_State *L, int idx, const char *verb) {
+  idx = lua_absindex(L, idx);
+  push_weak_table(L, "suiro.fnrefs_ok");
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) != LUA_TNIL) {
+    lua_pop(L, 2);
+    return;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref") != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "suiro.parse");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "try_fnref");
+    lua_remove(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref");
+  }
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 2);
+  if (lua_isnil(L, -2)) luaL_error(L, "%s: argument 1: %s", verb, lua_tostring(L, -1));
+  lua_pop(L, 2);
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
 }
 
 int lsuiro_raise(lua_State *L) { return lua_error(L); }

@@ -144,6 +144,11 @@ suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
                                suiro_sink_fn sink, void *ctx, double timeout);
 /* Nonzero when the task has a result waiting (does not consume it). */
 int suiro_task_ready(suiro_pool *p, suiro_task t);
+/* Its result's kind (SUIRO_RESULT_*) when finished, 0 when not, -1 for a handle that is not
+ * outstanding; consumes nothing. */
+int suiro_task_kind(suiro_pool *p, suiro_task t);
+/* Waits until all n tasks have finished; consumes nothing (collect them afterwards, timeout 0). */
+suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, double timeout);
 /* Advisory: returns 1 when the task will not start (it completes as CANCELLED), 0 when it has
  * started or finished already. A running task may poll suiro_cancelled(). */
 int suiro_cancel(suiro_pool *p, suiro_task t);

@@ -1058,16 +1058,14 @@ out:
   return st;
 }
 
-suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
-                               suiro_sink_fn sink, void *ctx, double timeout) {
+suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, double timeout) {
   uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);
   sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {
     uint32_t local;
-    suiro_status st = check_task(p, tasks[i], &local, "collect_all");
+    suiro_status st = check_task(p, tasks[i], &local, "wait_all");
     if (st != SUIRO_OK) return st;
   }
-  /* First wait for every task (a timeout consumes nothing), then hand them over in order. */
   for (size_t i = 0; i < n; i++) {
     uint32_t local = task_rs(tasks[i]) - s->result_base;
     uint64_t gen = task_gen(tasks[i]);
@@ -1076,13 +1074,42 @@ suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
     suiro_status st = wait_any(p, &c, deadline);
     if (st != SUIRO_OK) {
       if (st == SUIRO_TIMEOUT)
-        suiro_set_error(SUIRO_TIMEOUT, "collect_all: timed out with %zu of %zu tasks done", i, n);
+        suiro_set_error(SUIRO_TIMEOUT, "timed out with %zu of %zu tasks done", i, n);
       return st;
     }
   }
+  return SUIRO_OK;
+}
+
+int suiro_task_kind(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  if (check_task(p, t, &local, "task_kind") != SUIRO_OK) return -1;
+  uint64_t st = ld_acq(&pool_result(p, task_rs(t))->state);
+  if (!is_done(st, task_gen(t))) return 0;
+  switch (rs_kind(st)) {
+  case RS_VALUE: return SUIRO_RESULT_VALUE;
+  case RS_ERROR: return SUIRO_RESULT_ERROR;
+  case RS_DIED: return SUIRO_RESULT_DIED;
+  default: return SUIRO_RESULT_CANCELLED;
+  }
+}
+
+suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
+                               suiro_sink_fn sink, void *ctx, double timeout) {
+  /* First wait for every task (a timeout consumes nothing), then hand them over in order. */
+  suiro_status st = suiro_wait_all(p, tasks, n, timeout);
+  if (st != SUIRO_OK) {
+    if (st == SUIRO_TIMEOUT) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "collect_all: %s", suiro_last_error());
+      suiro_set_error(SUIRO_TIMEOUT, "%s", msg);
+    }
+    return st;
+  }
+  sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {
     suiro_result res;
-    suiro_status st = take_result(p, task_rs(tasks[i]) - s->result_base, &res);
+    st = take_result(p, task_rs(tasks[i]) - s->result_base, &res);
     if (st != SUIRO_OK) return st;
     if (sink && sink(ctx, i, &res) != 0)
       return suiro_set_error(SUIRO_ERR, "collect_all: the sink stopped at task %zu", i);
