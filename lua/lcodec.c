@@ -272,12 +272,30 @@ static void enc_table(enc *e, int idx) {
     }
   }
   lua_Integer list_n = -1;
-  if (nkeys_str == 0) list_n = count == n ? n : -1;
-  else if (nkeys_str == 1 && has_n) {
+  if (nkeys_str == 0) {
+    list_n = count == n ? n : -1;
+    if (list_n < 0) { /* integer keys with holes: name the first missing one */
+      lua_Integer miss = 1;
+      while (miss < max_int && lua_rawgeti(L, idx, miss) != LUA_TNIL) {
+        lua_pop(L, 1);
+        miss++;
+      }
+      if (miss < max_int) lua_pop(L, 1);
+      enc_fail(L, e, lua_pushfstring(L, "list with holes (key %I but no key %I): give it a field n "
+                                        "(table.pack) to send nils, or use string keys", max_int, miss));
+    }
+  } else if (nkeys_str == 1 && has_n) {
     lua_getfield(L, idx, "n");
     lua_Integer nn = lua_tointeger(L, -1);
     lua_pop(L, 1);
-    if (nn >= max_int && nn >= 0) list_n = nn; /* table.pack style: a list with holes */
+    if (nn >= max_int && nn >= 0) { /* table.pack style: a list with holes */
+      /* every hole is a nil item on the wire: a huge n on a few items would write gigabytes */
+      lua_Integer items = count - 1;
+      if (nn - items > ((lua_Integer)1 << 20) && nn - items > items)
+        enc_fail(L, e, lua_pushfstring(L, "field n = %I claims %I nil items beside %I values: too many "
+                                          "holes to send", nn, nn - items, items));
+      list_n = nn;
+    }
   }
   /* {} and { n = 3 } are records when they came as one (or suiro.dict made them) */
   if (list_n >= 0 && (count == 0 || (count == 1 && has_n)) && has_keyorder(L, idx)) list_n = -1;
@@ -971,6 +989,7 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
   e.ncontainers = 1;
   with_seg(&e, SEG_ARG, 1, NULL);
   if (t == LUA_TSTRING) {
+    lcodec_check_fnref(L, fidx, c->verb);
     size_t len;
     const char *s = lua_tolstring(L, fidx, &len);
     wire_put_str(w, s, len);
@@ -1496,6 +1515,12 @@ void lcodec_push_error(lua_State *L, const suiro_result *r, int index) {
   if (suiro_result_error(r, &e) != 0) luaL_error(L, "internal error: a successful result read as a failure");
   if (index > 0) e.index = index - 1;
   lcodec_push_error_info(L, &e);
+  if (e.has_value && ((uintptr_t)r->data & 7) == 0) { /* the raised object: err.value */
+    lcodec_decode_value(L, r->data, r->len, 0);
+    lua_rawgeti(L, -1, 2);
+    lua_setfield(L, -3, "value");
+    lua_pop(L, 1);
+  }
 }
 
 /* A function reference given as a string ("mymod.fn", "pkg::fn"): refused at once when it cannot
@@ -1521,7 +1546,8 @@ void lcodec_check_fnref(lua_State *L, int idx, const char *verb) {
   }
   lua_pushvalue(L, idx);
   lua_call(L, 1, 2);
-  if (lua_isnil(L, -2)) luaL_error(L, "%s: argument 1: %s", verb, lua_tostring(L, -1));
+  if (lua_isnil(L, -2))
+    luaL_error(L, "%s%s: argument 1: %s", strncmp(verb, "pool:", 5) ? "pool:" : "", verb, lua_tostring(L, -1));
   lua_pop(L, 2);
   lua_pushvalue(L, idx);
   lua_pushboolean(L, 1);

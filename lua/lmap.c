@@ -317,7 +317,11 @@ static int l_map_new(lua_State *L) {
   lua_pushvalue(L, 4);
   lua_setiuservalue(L, self, 2); /* the options (progress, timeout) */
   suiro_status st = suiro_plan_create(lp->p, &s, &lm->m);
-  if (st != SUIRO_OK) return luaL_error(L, "pool:map: %s", suiro_last_error());
+  if (st != SUIRO_OK) {
+    const char *msg = suiro_last_error();
+    if (!strncmp(msg, "map: ", 5)) msg += 5;
+    return luaL_error(L, "pool:map: %s", msg);
+  }
   lm->n = s.n;
   lm->stream = s.stream;
   lm->prepared = prepare;

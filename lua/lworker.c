@@ -225,10 +225,15 @@ static int msgh(lua_State *L) {
       msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
   }
-  /* {message, traceback}: the traceback stops where the worker's own machinery begins */
-  lua_createtable(L, 2, 0);
+  /* {message, traceback, raised}: the traceback stops where the worker's own machinery begins;
+   * an error value that is not a string goes back too (LIST [ERROR, raised], suiro_bind.h) */
+  lua_createtable(L, 3, 0);
   lua_pushstring(L, msg);
   lua_rawseti(L, -2, 1);
+  if (!lua_isstring(L, 1) && !lua_isnil(L, 1)) {
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 3);
+  }
   luaL_traceback(L, L, NULL, 1);
   const char *tb = lua_tostring(L, -1);
   const char *cut = strstr(tb, "\n\t[C]: in ?");
@@ -367,9 +372,23 @@ static int run_task(lua_State *L) {
   return 0;
 }
 
+/* Encodes LIST [ERROR, raised] into the writer at index 1 (protected: the raised value may not
+ * cross, and then the plain ERROR goes instead). */
+static int encode_raised(lua_State *L) {
+  wire_writer *w = lua_touserdata(L, 1);
+  size_t ml, tl;
+  const char *msg = lua_tolstring(L, 2, &ml), *tb = lua_tolstring(L, 3, &tl);
+  wire_put_list(w, 2);
+  wire_put_error(w, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
+  lcodec_ctx cx = { L, self_pool, "error value", NULL, 0 };
+  lcodec_encode_value(&cx, 4, w);
+  return 0;
+}
+
 static int encode_error(lua_State *L, suiro_out *out, int errobj) {
   const char *msg = "", *tb = "";
   size_t ml = 0, tl = 0;
+  int raised = 0;
   if (lua_istable(L, errobj)) {
     lua_rawgeti(L, errobj, 1);
     lua_rawgeti(L, errobj, 2);
@@ -377,8 +396,29 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
     tb = lua_tolstring(L, -1, &tl);
     if (!msg) { msg = ""; ml = 0; }
     if (!tb) { tb = ""; tl = 0; }
+    raised = lua_rawgeti(L, errobj, 3) != LUA_TNIL;
+    lua_pop(L, 1);
   } else if (lua_isstring(L, errobj)) {
     msg = lua_tolstring(L, errobj, &ml); /* an error outside the handler (e.g. memory) */
+  }
+  if (raised) {
+    _Alignas(8) unsigned char stack[1024];
+    wire_writer w;
+    wire_writer_init(&w, stack, sizeof stack);
+    lua_pushcfunction(L, encode_raised);
+    lua_pushlightuserdata(L, &w);
+    lua_pushlstring(L, msg, ml);
+    lua_pushlstring(L, tb, tl);
+    lua_rawgeti(L, errobj, 3);
+    const void *buf;
+    size_t len;
+    int rc = -2;
+    if (lua_pcall(L, 4, 0, 0) == LUA_OK && wire_writer_finish(&w, &buf, &len) == WIRE_OK)
+      rc = suiro_out_error_bytes(out, buf, len);
+    else if (!lua_isnil(L, -1))
+      lua_pop(L, 1);
+    wire_writer_free(&w);
+    if (rc != -2) return rc;
   }
   return suiro_out_fail(out, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
 }
