@@ -66,6 +66,10 @@ typedef struct enc {
 static void push_path(lua_State *L, enc *e) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
+  if (e->c->list > 0) {
+    lua_pushfstring(L, "lists[%I] ", e->c->list);
+    luaL_addvalue(&b);
+  }
   for (int k = 0; k < e->nseg; k++) {
     const seg *s = &e->path[k];
     switch (s->kind) {
@@ -83,6 +87,8 @@ static void push_path(lua_State *L, enc *e) {
 }
 
 static int enc_fail(lua_State *L, enc *e, const char *what) {
+  /* the message is abandoned: give back the references granted to REFs written so far */
+  if (e->w->status == WIRE_OK && e->w->len >= 8) suiro_zc_revoke(e->w->buf, e->w->len);
   wire_writer_free(e->w);
   push_path(L, e);
   return luaL_error(L, "%s: %s: %s", e->c->verb, lua_tostring(L, -1), what);
@@ -714,9 +720,20 @@ static const char *module_name(lua_State *L, int idx) {
   return NULL;
 }
 
+/* lua_dump's writer. The buffer starts at the first write, above the function being dumped (as
+ * string.dump does): a luaL_Buffer's box must stay on top of the stack while it grows. */
+typedef struct dump_state {
+  int init;
+  luaL_Buffer b;
+} dump_state;
+
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
-  (void)L;
-  luaL_addlstring((luaL_Buffer *)ud, p, sz);
+  dump_state *s = ud;
+  if (!s->init) {
+    s->init = 1;
+    luaL_buffinit(L, &s->b);
+  }
+  luaL_addlstring(&s->b, p, sz);
   return 0;
 }
 
@@ -730,9 +747,17 @@ static void function_info(lua_State *L, int idx) {
     return;
   }
   lua_pop(L, 1);
+  /* the bytecode first, on its own */
+  lua_pushvalue(L, idx);
+  dump_state ds;
+  ds.init = 0;
+  lua_dump(L, dump_writer, &ds, 0);
+  if (ds.init) luaL_pushresult(&ds.b);
+  else lua_pushliteral(L, "");
+  lua_remove(L, -2); /* the function copy */
+  int code = lua_gettop(L);
   /* blob: u32 nups, then per upvalue u16 name length + name, then the bytecode */
   luaL_Buffer b;
-  lua_pushvalue(L, idx);
   luaL_buffinit(L, &b);
   int nups = 0;
   while (lua_getupvalue(L, idx, nups + 1) != NULL) { lua_pop(L, 1); nups++; }
@@ -740,16 +765,17 @@ static void function_info(lua_State *L, int idx) {
   luaL_addlstring(&b, (const char *)&n32, 4);
   for (int i = 1; i <= nups; i++) {
     const char *name = lua_getupvalue(L, idx, i);
+    size_t l = strlen(name);
     lua_pop(L, 1);
-    uint16_t l = (uint16_t)strlen(name);
-    luaL_addlstring(&b, (const char *)&l, 2);
+    if (l > 65535) l = 65535;
+    uint16_t l16 = (uint16_t)l;
+    luaL_addlstring(&b, (const char *)&l16, 2);
     luaL_addlstring(&b, name, l);
   }
-  lua_pushvalue(L, idx);
-  lua_dump(L, dump_writer, &b, 0);
-  lua_pop(L, 1);
+  lua_pushvalue(L, code);
+  luaL_addvalue(&b);
   luaL_pushresult(&b);
-  lua_remove(L, -2); /* the function copy under the buffer */
+  lua_remove(L, code);
   size_t blen;
   const char *blob = lua_tolstring(L, -1, &blen);
   uint64_t key = suiro_fn_key(blob, blen);
@@ -836,6 +862,9 @@ static uint64_t function_key(enc *e, int idx) {
 
 static void enc_function(enc *e, int idx) {
   lua_State *L = e->c->L;
+  if (e->c->returning)
+    enc_fail(L, e, "a function cannot be returned from a task (hosts run no functions: return its result, "
+                   "or send functions as arguments)");
   if (lua_iscfunction(L, idx)) {
     const char *name = cfunction_name(L, idx);
     if (!name) enc_fail(L, e, "a C function that is not part of a loaded module cannot be sent");

@@ -236,7 +236,7 @@ static int l_map_new(lua_State *L) {
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
   lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
-  lcodec_ctx c = { L, lp, "pool:map", NULL, 0 };
+  lcodec_ctx c = { L, lp, "pool:map", NULL, 0, 0, 0 };
   growbuf *fn = push_growbuf(L);      /* 5 */
   growbuf *data = push_growbuf(L);    /* 6 */
   growbuf *offs = push_growbuf(L);    /* 7 */

@@ -89,6 +89,23 @@ double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what)
   return t >= 1e12 ? -1 : t;
 }
 
+/* An integer argument in lo..hi (floats with an integral value count), or raises naming verb and
+ * what. */
+static lua_Integer int_arg(lua_State *L, int idx, const char *verb, const char *what, lua_Integer lo, lua_Integer hi) {
+  int ok;
+  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "%s: %s must be an integer in %I..%I, got %s", verb, what, lo, hi,
+               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+  if (v < lo || v > hi) luaL_error(L, "%s: %s must be in %I..%I, got %I", verb, what, lo, hi, v);
+  return v;
+}
+
+/* A table argument, or raises naming verb and what. */
+static void table_arg(lua_State *L, int idx, const char *verb, const char *what) {
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: %s must be a table, got %s", verb, what, luaL_typename(L, idx));
+}
+
 /* Timeout argument: nil -> the pool's default, else a duration (lsuiro_seconds). */
 static double opt_timeout(lua_State *L, int idx, const lpool *lp, const char *verb) {
   if (lua_isnoneornil(L, idx)) return lp->default_timeout;
@@ -322,7 +339,7 @@ static int l_submit(lua_State *L) {
   unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  lcodec_ctx c = { L, lp, "submit", NULL, 0 };
+  lcodec_ctx c = { L, lp, "submit", NULL, 0, 0, 0 };
   lcodec_encode_task(&c, 2, 3, n, &w);
   const void *buf;
   size_t len;
@@ -370,7 +387,7 @@ static int batch_gc(lua_State *L) {
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   luaL_checkany(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
+  table_arg(L, 3, "pool:submit_batch", "argument 2 (a list of argument lists)");
   lua_Integer n = luaL_len(L, 3);
   lua_settop(L, 3);
   /* scratch that is freed even when encoding raises: a userdata with __gc */
@@ -385,7 +402,7 @@ static int l_submit_batch(lua_State *L) {
   b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
   b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
   if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
-  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0 };
+  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0, 0, 0 };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
   suiro_status st = SUIRO_OK;
@@ -394,8 +411,25 @@ static int l_submit_batch(lua_State *L) {
       return luaL_error(L, "pool:submit_batch: argument lists[%d] must be a table, got %s", (int)i,
                         luaL_typename(L, -1));
     int args = lua_gettop(L);
-    lua_Integer na = luaL_len(L, args);
+    lua_Integer na = (lua_Integer)lua_rawlen(L, args);
+    /* an argument list is a sequence (or a table.pack table): a record here is a mistake */
+    lua_pushnil(L);
+    while (lua_next(L, args)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "n")) {
+        lua_getfield(L, args, "n");
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < na || lua_tointeger(L, -1) > na + 250)
+          return luaL_error(L, "pool:submit_batch: lists[%I].n must count its arguments", i);
+        na = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+      } else if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > na) {
+        return luaL_error(L, "pool:submit_batch: lists[%I] must be a list of arguments, has key %s", i,
+                          luaL_tolstring(L, -1, NULL));
+      }
+    }
+    if (na > 250) return luaL_error(L, "pool:submit_batch: lists[%I] has %I arguments (at most 250)", i, na);
     luaL_checkstack(L, (int)na + 4, "too many arguments");
+    c.list = i;
     lua_pushvalue(L, 2);
     int fidx = lua_gettop(L);
     for (lua_Integer k = 1; k <= na; k++) lua_geti(L, args, k);
@@ -501,7 +535,8 @@ static int l_task_collect(lua_State *L) {
 static int l_task_ready(lua_State *L) {
   ltask *k = checktask(L, 1);
   lpool *lp = k->lp;
-  lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
+  /* a task of a stopped pool is ready: collect answers at once (nil, "closed") */
+  lua_pushboolean(L, *k->state == 0 && (!lp->p || lp->closed || suiro_task_ready(lp->p, k->t)));
   return 1;
 }
 
@@ -560,7 +595,7 @@ static int l_task_tostring(lua_State *L) {
 /* Collects the tasks in the table at idx: the shared part of collect_all and collect_any. Pushes
  * a scratch userdata holding the handles, then the ltask pointers. */
 static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, const char *verb, ltask ***ks) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  table_arg(L, idx, verb, "argument 1 (a list of tasks)");
   *n = luaL_len(L, idx);
   size_t m = (size_t)(*n ? *n : 1);
   suiro_task *ts = lua_newuserdatauv(L, (sizeof *ts + sizeof(ltask *)) * m, 0);
@@ -569,7 +604,8 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
     lua_geti(L, idx, i);
     ltask *k = testtask(L, -1);
     if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
-    if (*k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
+    if (*k->state != 0)
+      luaL_error(L, "%s: tasks[%d] was %s already", verb, (int)i, *k->state == 1 ? "collected" : "released");
     if (k->lp != lp)
       luaL_error(L, "%s: tasks[%d] belongs to %s", verb, (int)i,
                  k->lp->closed ? "a pool that was stopped" : "another pool");
@@ -590,7 +626,7 @@ static int l_collect_all(lua_State *L) {
   double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
   int return_errors = 0;
   if (!lua_isnoneornil(L, 4)) {
-    luaL_checktype(L, 4, LUA_TTABLE);
+    table_arg(L, 4, "pool:collect_all", "argument 3 (options)");
     lua_pushnil(L);
     while (lua_next(L, 4)) {
       if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "errors") != 0)
@@ -701,8 +737,7 @@ static int l_status(lua_State *L) {
 
 static int l_spawn(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
-  lua_Integer ln = luaL_optinteger(L, 2, 1);
-  if (ln < 1 || ln > 64) return luaL_error(L, "pool:spawn: n must be in 1..64, got %I", ln);
+  lua_Integer ln = lua_isnoneornil(L, 2) ? 1 : int_arg(L, 2, "pool:spawn", "n", 1, 64);
   int n = (int)ln;
   if (suiro_pool_spawn_workers(lp->p, n) != SUIRO_OK) return luaL_error(L, "pool:spawn: %s", suiro_last_error());
   return 0;
@@ -710,8 +745,7 @@ static int l_spawn(lua_State *L) {
 
 static int l_retire(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
-  lua_Integer ls = luaL_checkinteger(L, 2);
-  if (ls < 0 || ls > 63) return luaL_error(L, "pool:retire: slot must be in 0..63, got %I", ls);
+  lua_Integer ls = int_arg(L, 2, "pool:retire", "slot", 0, 63);
   int slot = (int)ls;
   double timeout = lua_isnoneornil(L, 3) ? 10 : lsuiro_seconds(L, 3, "pool:retire", "timeout");
   suiro_status st = suiro_pool_retire(lp->p, slot, timeout);

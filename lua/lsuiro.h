@@ -83,6 +83,8 @@ typedef struct lcodec_ctx {
   const char *verb;     /* for messages: "submit", "send", ... */
   const void *fn_ptr;   /* the last function looked up (a batch sends one function many times) */
   uint64_t fn_key;
+  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none) */
+  int returning;        /* a worker's results: functions cannot go back (the host runs none) */
 } lcodec_ctx;
 
 /* Encodes the task payload: the function (or call spec / reference) at fidx and n arguments

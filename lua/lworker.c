@@ -215,20 +215,23 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
 }
 
 static int msgh(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
+  size_t ml = 0;
+  const char *msg = lua_tolstring(L, 1, &ml);
   if (!msg) {
     if (luaL_getmetafield(L, 1, "__tostring") != LUA_TNIL) {
       lua_pushvalue(L, 1);
       lua_call(L, 1, 1);
-      msg = lua_tostring(L, -1);
+      msg = lua_tolstring(L, -1, &ml);
     } else {
       msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+      ml = strlen(msg);
     }
+    if (!msg) msg = "(error object's __tostring returned no string)", ml = strlen(msg);
   }
   /* {message, traceback, raised}: the traceback stops where the worker's own machinery begins;
    * an error value that is not a string goes back too (LIST [ERROR, raised], suiro_bind.h) */
   lua_createtable(L, 3, 0);
-  lua_pushstring(L, msg);
+  lua_pushlstring(L, msg, ml);
   lua_rawseti(L, -2, 1);
   if (!lua_isstring(L, 1) && !lua_isnil(L, 1)) {
     lua_pushvalue(L, 1);
@@ -351,7 +354,7 @@ static int run_task(lua_State *L) {
     int spec = lua_gettop(L);
     call_spec(L, spec);
     int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
-    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
+    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
     lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
     return 0;
   } else {
@@ -367,7 +370,7 @@ static int run_task(lua_State *L) {
       lua_pushvalue(L, fn + i);
       lua_setupvalue(L, fn, i);
     }
-  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
+  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
   lcodec_encode_values(&cx, fn_at, nr, ra->w);
   return 0;
 }
@@ -380,7 +383,7 @@ static int encode_raised(lua_State *L) {
   const char *msg = lua_tolstring(L, 2, &ml), *tb = lua_tolstring(L, 3, &tl);
   wire_put_list(w, 2);
   wire_put_error(w, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
-  lcodec_ctx cx = { L, self_pool, "error value", NULL, 0 };
+  lcodec_ctx cx = { L, self_pool, "error value", NULL, 0, 0, 1 };
   lcodec_encode_value(&cx, 4, w);
   return 0;
 }
@@ -618,7 +621,7 @@ static int run_map_task(lua_State *L) {
         _Alignas(8) unsigned char stack[256];
         wire_writer w;
         wire_writer_init(&w, stack, sizeof stack);
-        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0 };
+        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0, 0, 1 };
         lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
         const void *buf;
         size_t blen;

@@ -47,7 +47,6 @@ static const char *default_keep[] = {
 
 static int keep_var(const char *entry, const char *const *keep) {
   size_t n = strcspn(entry, "=");
-  if (strncmp(entry, "SUIRO_", 6) == 0 || strncmp(entry, "LC_", 3) == 0) return 1;
   for (const char *const *k = keep; *k; k++)
     if (strlen(*k) == n && strncmp(entry, *k, n) == 0) return 1;
   return 0;
@@ -127,14 +126,18 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   free(env);
   if (rc != 0) {
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
-    return suiro_set_error(SUIRO_ERR, "cannot start worker %d: %s: %s", slot, p->exe, strerror(rc));
+    return suiro_set_error(SUIRO_ERR, "cannot start worker %d: %s: %s%s", slot, p->exe, strerror(rc),
+                           rc == E2BIG ? " (the workers' environment and arguments are too large)" : "");
   }
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
+    int e = errno;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
-    return suiro_set_errno("pidfd_open (Linux >= 5.3 is required)");
+    if (e == ENOSYS) return suiro_set_error(SUIRO_ERR, "cannot watch worker %d: pidfd_open needs Linux 5.3 or later", slot);
+    return suiro_set_error(SUIRO_ERR, "cannot watch worker %d: pidfd_open: %s%s", slot, strerror(e),
+                           e == EMFILE || e == ENFILE ? " (raise the open-file limit, ulimit -n)" : "");
   }
   struct epoll_event ev = { .events = EPOLLIN, .data = { .u32 = (uint32_t)slot } };
   epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -244,7 +247,8 @@ static void wake_everyone(suiro_pool *p) {
 
 static void describe_exit(const siginfo_t *si, char *buf, size_t cap) {
   if (si->si_code == CLD_EXITED) snprintf(buf, cap, "exited with status %d", si->si_status);
-  else snprintf(buf, cap, "killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
+  else if (si->si_status == 0) snprintf(buf, cap, "ended (reaped elsewhere, cause unknown)");
+  else snprintf(buf, cap, "was killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
 }
 
 static void handle_exit(suiro_pool *p, int slot) {
@@ -274,7 +278,7 @@ static void handle_exit(suiro_pool *p, int slot) {
   if (!clean) {
     char how[96], why[200];
     describe_exit(&si, how, sizeof how);
-    snprintf(why, sizeof why, "worker %d (pid %d) died: %s", slot, pid, how);
+    snprintf(why, sizeof why, "worker %d (pid %d) %s", slot, pid, how);
     st_rel(&w->state, SUIRO_WORKER_DEAD);
     peer_fail_worker_tasks(p, slot, pid, why);
     atomic_fetch_add(&h->deaths, 1);

@@ -386,7 +386,7 @@ TEST(worker_killed_mid_task) {
   double dt = suiro_now() - k;
   CHECK_EQ(r.kind, SUIRO_RESULT_DIED);
   CHECK_EQ(r.worker_pid, pid);
-  CHECK(strstr(r.data, "died") && strstr(r.data, "signal 9"));
+  CHECK(strstr(r.data, "was killed") && strstr(r.data, "signal 9"));
   fprintf(stderr, "worker-died reported after %.2f ms: %s\n", dt * 1e3, (const char *)r.data);
   CHECK(dt < 0.05);
   for (int i = 0; i < N / 2; i++) CHECK_EQ(collect_i64(p, before[i]), i);
