@@ -48,7 +48,37 @@ int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static suiro_pool *hosts[64];
 
+/* At exit (os.exit, exit() from any thread), whatever this process still hosts goes: its workers
+ * are killed and every name it owns is removed. Signals that kill the process skip this; then
+ * its workers remove what it left (worker.c, watch_host). */
+static void pools_at_exit(void) {
+  pthread_mutex_lock(&hosts_lock);
+  int any = 0;
+  for (int i = 0; i < 64; i++) {
+    suiro_pool *p = hosts[i];
+    if (!p || !p->hdr || p->hdr->host_pid != getpid()) continue; /* a forked child hosts nothing */
+    any = 1;
+    atomic_store(&p->hdr->closing, 1);
+    for (int w = 0; w < p->hdr->max_workers; w++) {
+      int pid = ld_rlx(&p->workers[w].pid);
+      if (pid > 0 && p->pidfds[w] >= 0) kill(pid, SIGKILL);
+    }
+  }
+  pthread_mutex_unlock(&hosts_lock);
+  if (!any) return;
+  int pid;
+  uint64_t start;
+  shm_self_identity(&pid, &start);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "suiro_%x_%llx_", (unsigned)pid, (unsigned long long)start);
+  shm_unlink_prefix(prefix);
+}
+
+static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
+static void register_at_exit(void) { atexit(pools_at_exit); }
+
 static void hosts_add(suiro_pool *p) {
+  pthread_once(&at_exit_once, register_at_exit);
   pthread_mutex_lock(&hosts_lock);
   for (int i = 0; i < 64; i++)
     if (!hosts[i]) {
