@@ -313,51 +313,56 @@ function M.run(fn, ...)
     end
   end
 
+  local outer = M._spawn_hook -- a run inside a run: its coroutines are its own
   M._spawn_hook = function(f, ...)
+    if type(f) ~= "function" then error("suiro.spawn: argument 1 must be a function, got " .. type(f), 3) end
     local co = coroutine.create(f)
     managed[co] = true
     runnable[#runnable + 1] = { co, table.pack(...) }
     return co
   end
-
-  while true do
-    while #runnable > 0 do
-      local batch = runnable
-      runnable = {}
-      for _, item in ipairs(batch) do step(item[1], item[2]) end
-    end
-    if nwaiting == 0 then break end
-    -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
-    local pools, seen = {}, {}
-    for task in pairs(waiting) do
-      local p = pool_of(task)
-      if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
-    end
-    core.arm_events(pools)
-    local progressed = false
-    local now = core.now()
-    local next_deadline = math.huge
-    for task, w in pairs(waiting) do
-      if task:ready() then
-        waiting[task] = nil
-        nwaiting = nwaiting - 1
-        runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
-        progressed = true
-      elseif w.deadline and now >= w.deadline then
-        waiting[task] = nil
-        nwaiting = nwaiting - 1
-        runnable[#runnable + 1] = { w.co, table.pack(true, nil, "timeout") }
-        progressed = true
-      elseif w.deadline and w.deadline < next_deadline then
-        next_deadline = w.deadline
+  local function loop()
+    while true do
+      while #runnable > 0 do
+        local batch = runnable
+        runnable = {}
+        for _, item in ipairs(batch) do step(item[1], item[2]) end
+      end
+      if nwaiting == 0 then break end
+      -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
+      local pools, seen = {}, {}
+      for task in pairs(waiting) do
+        local p = pool_of(task)
+        if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
+      end
+      core.arm_events(pools)
+      local progressed = false
+      local now = core.now()
+      local next_deadline = math.huge
+      for task, w in pairs(waiting) do
+        if task:ready() then
+          waiting[task] = nil
+          nwaiting = nwaiting - 1
+          runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
+          progressed = true
+        elseif w.deadline and now >= w.deadline then
+          waiting[task] = nil
+          nwaiting = nwaiting - 1
+          runnable[#runnable + 1] = { w.co, table.pack(true, nil, "timeout") }
+          progressed = true
+        elseif w.deadline and w.deadline < next_deadline then
+          next_deadline = w.deadline
+        end
+      end
+      if not progressed then
+        local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
+        core.wait_events(pools, wait)
       end
     end
-    if not progressed then
-      local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
-      core.wait_events(pools, wait)
-    end
   end
-  M._spawn_hook = nil
+  local ok, err = pcall(loop)
+  M._spawn_hook = outer
+  if not ok then error(err, 0) end
   return table.unpack(result, 2, result.n)
 end
 
