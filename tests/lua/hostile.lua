@@ -102,7 +102,8 @@ local function show(o)
   if not o then return "(no outcome)" end
   local s = ser(o.v)
   if #s > 1500 then s = s:sub(1, 1500) .. "...(cut)" end
-  return (o.ok and "returned " or "raised ") .. o.n .. " value(s): " .. s
+  return (o.ok and "returned " or "raised ") .. o.n .. " value(s): " .. s ..
+    (o.seconds and (" (in %.3f s)"):format(o.seconds) or "")
 end
 H.show = show
 
@@ -301,7 +302,8 @@ end
 -- Runs cases from..to of module `mod` in one child; fills results[i] for the cases it reached.
 local function run_child(mod, cases, from, to, results)
   local errf = os.tmpname()
-  local cmd = ("tests/lua/hostile_watch.sh %s %s run tests/lua/hostile_child.lua %s %d %d"):format(
+  -- SUIRO_* and LC_* variables of the host must not reach workers (issue 8 item 17)
+  local cmd = ("SUIRO_HOSTILE_LEAK=1 LC_HOSTILE_LEAK=1 tests/lua/hostile_watch.sh %s %s run tests/lua/hostile_child.lua %s %d %d"):format(
     errf, child_exe(), mod, from, to)
   local f = assert(io.popen(cmd, "r"))
   local begun, status, hung

@@ -115,7 +115,9 @@ for i = from, to do
   io.stderr:flush()
   io.stdout:write(("BEGIN %d %g\n"):format(i, c.deadline or 20))
   io.stdout:flush()
+  local t0 = suiro.now()
   local o = H.outcome(pcall(c.run, E))
+  o.seconds = suiro.now() - t0
   local line = "RESULT " .. i .. " " .. H.serialise(o)
   after_case()
   io.stdout:write(line, "\n")
