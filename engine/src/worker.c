@@ -419,6 +419,10 @@ static inline void chain_wake(suiro_pool *p, const taskq_view *q) {
 int worker_claim_and_run(suiro_pool *p, int waiting) {
   worker_rec *me = &p->workers[p->worker_slot];
   if (ld_rlx(&me->depth) >= INFLIGHT_MAX - 1) return 0;
+  /* Being killed for a task (suiro_task_kill): take nothing new. The seq_cst fence after our last
+   * result (pool_notify_result) orders this load after that store, and the killer stores doom
+   * before re-reading the task's state, so either we see doom here or it sees the task done. */
+  if (SUIRO_UNLIKELY(ld_acq(&me->doom) != 0)) return 0;
   unsigned claimer = (unsigned)p->worker_slot + 1;
   uint64_t pos;
   const taskq_view *own = &p->queues[p->sub];
@@ -501,7 +505,7 @@ int suiro_worker_main(int argc, char **argv) {
 
 static void leave(suiro_pool *p, int state) {
   worker_rec *me = &p->workers[p->worker_slot];
-  atomic_fetch_sub(&p->hdr->awake, 1);
+  atomic_fetch_and(&p->hdr->awake_mask, ~(1ull << p->worker_slot));
   atomic_fetch_and(&p->hdr->active_mask, ~(1ull << p->worker_slot));
   st_rel(&me->state, state);
   atomic_fetch_add(&p->hdr->state_seq, 1);
@@ -549,7 +553,7 @@ int suiro_worker_run(const char *token) {
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
   current = p;
-  atomic_fetch_add(&h->awake, 1);
+  atomic_fetch_or(&h->awake_mask, 1ull << slot);
   atomic_fetch_or(&h->active_mask, 1ull << slot);
   st_rel(&me->state, SUIRO_WORKER_IDLE);
   atomic_fetch_add(&h->state_seq, 1);
@@ -565,8 +569,8 @@ int suiro_worker_run(const char *token) {
        * machine has CPUs): step aside even though work remains, so the ones left run without
        * being time-sliced against each other. They wake us again when they need help (wake
        * policy in pool.c), and the host's monitor does when they block. */
-      if (SUIRO_UNLIKELY(ld_rlx(&h->awake) > h->ncpu)) {
-        if (atomic_fetch_sub(&h->awake, 1) > h->ncpu) {
+      if (SUIRO_UNLIKELY(pool_awake(h) > h->ncpu)) {
+        if (__builtin_popcountll(atomic_fetch_and(&h->awake_mask, ~bit)) > h->ncpu) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
           st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
@@ -577,7 +581,7 @@ int suiro_worker_run(const char *token) {
           just_woke = 1;
           placement_check(p, suiro_ns());
         }
-        atomic_fetch_add(&h->awake, 1);
+        atomic_fetch_or(&h->awake_mask, bit);
       }
       continue;
     }
@@ -608,10 +612,10 @@ int suiro_worker_run(const char *token) {
     atomic_fetch_or(&h->parked_mask, bit); /* seq_cst: the announce */
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
       st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
-      atomic_fetch_sub(&h->awake, 1);
+      atomic_fetch_and(&h->awake_mask, ~bit);
       st_rlx(&me->cpu, -1);
       park_wait(&me->park, seq, UINT64_MAX);
-      atomic_fetch_add(&h->awake, 1);
+      atomic_fetch_or(&h->awake_mask, bit);
       just_woke = 1;
       placement_check(p, suiro_ns());
     }
