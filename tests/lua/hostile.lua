@@ -169,7 +169,9 @@ function H.raises_obj(spec)
     local e = o.v[1]
     if type(e) ~= "table" or not e.__error then return false, "expected an error object, got " .. ser(e) end
     if spec.class and e.class ~= spec.class then return false, "class is " .. ser(e.class) end
-    if spec.message and not plain_has(e.message, spec.message) then return false, "message lacks " .. ser(spec.message) end
+    if spec.message and not plain_has(e.message, spec.message) then
+      return false, "message lacks " .. ser(spec.message)
+    end
     if spec.index ~= nil and e.index ~= spec.index then return false, "index is " .. ser(e.index) end
     for k, v in pairs(spec.fields or {}) do
       if v == true then
@@ -300,11 +302,11 @@ local function split_stderr(text)
 end
 
 -- Runs cases from..to of module `mod` in one child; fills results[i] for the cases it reached.
-local function run_child(mod, cases, from, to, results)
+local function run_child(mod, from, to, results)
   local errf = os.tmpname()
   -- SUIRO_* and LC_* variables of the host must not reach workers (issue 8 item 17)
-  local cmd = ("SUIRO_HOSTILE_LEAK=1 LC_HOSTILE_LEAK=1 tests/lua/hostile_watch.sh %s %s run tests/lua/hostile_child.lua %s %d %d"):format(
-    errf, child_exe(), mod, from, to)
+  local cmd = ("SUIRO_HOSTILE_LEAK=1 LC_HOSTILE_LEAK=1 tests/lua/hostile_watch.sh %s %s run "
+    .. "tests/lua/hostile_child.lua %s %d %d"):format(errf, child_exe(), mod, from, to)
   local f = assert(io.popen(cmd, "r"))
   local begun, status, hung
   local t0 = os.time()
@@ -315,7 +317,8 @@ local function run_child(mod, cases, from, to, results)
     if rk then
       local chunk = load("return " .. payload, "=result", "t", { math = math })
       local ok, o = pcall(chunk)
-      results[tonumber(rk)] = ok and o or { ok = false, n = 1, v = { "(unreadable result: " .. payload:sub(1, 200) .. ")" } }
+      results[tonumber(rk)] = ok and o
+        or { ok = false, n = 1, v = { "(unreadable result: " .. payload:sub(1, 200) .. ")" } }
       results[tonumber(rk)].done = true
     end
     local hk = line:match("^HUNG (%d*)")
@@ -333,7 +336,8 @@ local function run_child(mod, cases, from, to, results)
   local stuck = begun and not (results[begun] and results[begun].done) and begun or nil
   if stuck then
     results[stuck] = {
-      crashed = true, hung = hung == stuck, status = status, stderr = (errs[stuck] or "") .. (errs[0] or ""),
+      crashed = true, hung = hung == stuck, status = status,
+      stderr = (errs[stuck] or "") .. (errs[0] or ""),
       seconds = os.time() - t0,
     }
   elseif not begun then
@@ -365,7 +369,7 @@ function H.spec(title, mod, describe, it)
         while last + 1 <= #cases and not cases[last + 1].alone and last - i < 80 do last = last + 1 end
       end
       if only then last = i end
-      run_child(mod, cases, i, last, results)
+      run_child(mod, i, last, results)
     end
     for i, c in ipairs(cases) do
       if not only or c.name:find(only, 1, true) then
@@ -376,11 +380,13 @@ function H.spec(title, mod, describe, it)
           if not r or r.nostart then
             problem = "the child process did not start the case (exit " .. tostring(r and r.status) .. ")"
           elseif r.crashed then
-            problem = (r.hung and "HUNG: no outcome within its deadline (" .. tostring(c.deadline or 20) .. " s), killed"
+            problem = (r.hung and ("HUNG: no outcome within its deadline (%s s), killed"):format(c.deadline or 20)
               or ("CRASHED: the child process died (exit status " .. tostring(r.status) .. ")"))
           else
             local ok, why = c.expect(r)
-            if not ok then problem = "expected: " .. c.expect.what .. "\n  got: " .. show(r) .. "\n  (" .. tostring(why) .. ")" end
+            if not ok then
+              problem = "expected: " .. c.expect.what .. "\n  got: " .. show(r) .. "\n  (" .. tostring(why) .. ")"
+            end
           end
           local san = r and r.stderr and sanitizer_report(r.stderr)
           if san then problem = (problem and problem .. "\n" or "") .. "SANITIZER REPORT:\n" .. san end

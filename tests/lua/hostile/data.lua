@@ -34,7 +34,7 @@ end
 local bad_elems = {
   { "suiro.f64", { "a" } }, { "suiro.f64", { {} } }, { "suiro.f64", { true } }, { "suiro.f64", { print } },
   { "suiro.u8", { 300 } }, { "suiro.u8", { -1 } }, { "suiro.u8", { 1.5 } }, { "suiro.i32", { 2 ^ 31 } },
-  { "suiro.i32", { 1.5 } }, { "suiro.i64", { 2 ^ 63 } }, { "suiro.i64", { 0.5 } }, 
+  { "suiro.i32", { 1.5 } }, { "suiro.i64", { 2 ^ 63 } }, { "suiro.i64", { 0.5 } },
   { "suiro.c128", { "x" } }, { "suiro.date", { "x" } }, { "suiro.u8", { 0 / 0 } },
 }
 for _, b in ipairs(bad_elems) do

@@ -8,12 +8,6 @@ local H = require "tests.lua.hostile"
 local cases = {}
 local function add(c) c.deadline = c.deadline or 20; cases[#cases + 1] = c end
 
-local function set_of(list)
-  local s = {}
-  for _, x in ipairs(list) do s[x] = true end
-  return s
-end
-
 -- The region (of this process's family) whose first data word holds marker: read from the file
 -- itself, not through the API under test.
 local function region_holding(E, marker)
@@ -200,18 +194,18 @@ add {
     ]])
     local exe = os.getenv("SUIRO_WORKER_EXE") or "build/bin/suiro"
     os.execute(("timeout 10 %s run %s %s >/dev/null 2>&1 &"):format(exe, script, out))
-    local names = {}
+    local found = {}
     local t0 = E.suiro.now()
-    while #names == 0 and E.suiro.now() - t0 < 8 do
+    while #found == 0 and E.suiro.now() - t0 < 8 do
       local f = io.open(out)
       if f then
-        for l in f:lines() do names[#names + 1] = l end
+        for l in f:lines() do found[#found + 1] = l end
         f:close()
       end
-      if #names == 0 then os.execute("sleep 0.05") end
+      if #found == 0 then os.execute("sleep 0.05") end
     end
     local results = {}
-    for _, name in ipairs(names) do
+    for _, name in ipairs(found) do
       local ok, e = pcall(forge, E, name, { length = 8 })
       results[#results + 1] = ok and "accepted " .. name or (tostring(e):find("another pool family", 1, true) and "refused" or e)
     end
@@ -246,18 +240,16 @@ add {
     local name, v = worker_region(E, 300000)
     local sum = v:sum()
     for _ = 1, 50 do
-      local w = forge(E, name, { length = 8 * #v })
-      w = nil -- luacheck: ignore 311
+      forge(E, name, { length = 8 * #v }) -- the view is garbage at once
       collectgarbage()
     end
     -- new arrays of the same size, made by the worker and dropped: a freed region would be reused
     for _ = 1, 6 do
-      local x = E.P:submit(function(k)
+      E.P:submit(function(k)
         local a = require("suiro").f64(k)
         for i = 1, k do a[i] = -1 end
         return a
-      end, 300000):collect(10)
-      x = nil -- luacheck: ignore 311
+      end, 300000):collect(10) -- dropped at once
       collectgarbage()
     end
     return v:sum() == sum and v[2] == 0.5 and v[#v] == #v * 0.25
@@ -270,8 +262,7 @@ add {
     local name, a = host_region(E)
     local sum = a:sum()
     for _ = 1, 50 do
-      local w = forge(E, name, { length = 8 * #a })
-      w = nil -- luacheck: ignore 311
+      forge(E, name, { length = 8 * #a }) -- the view is garbage at once
       collectgarbage()
     end
     for _ = 1, 4 do
