@@ -476,6 +476,7 @@ static void enc_strings(enc *e, int idx) {
 }
 
 /* FRAME: every column a 1-d suiro.array or a string vector of nrow elements. */
+static void enc_refdesc(enc *e, int idx);
 static void enc_frame(enc *e, int idx, lframe *f) {
   lua_State *L = e->c->L;
   luaL_checkstack(L, 8, "nested too deeply");
@@ -492,6 +493,12 @@ static void enc_frame(enc *e, int idx, lframe *f) {
     with_seg(e, SEG_KEY, 0, name);
     larray *a = larray_test(L, c);
     int64_t n = -1;
+    if (!a && lsuiro_is(L, c, &lsuiro_key_refdesc)) { /* suiro.wire.decode(s, { describe = true }) */
+      enc_refdesc(e, c);
+      e->nseg--;
+      lua_pop(L, 2);
+      continue;
+    }
     if (a) {
       if (!a->data && a->n) enc_fail(L, e, "a released suiro.array cannot be sent");
       if (larray_is_nd(a)) enc_fail(L, e, "a frame column must be 1-d, this is an n-d array");

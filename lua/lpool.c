@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,10 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
   case SUIRO_CLOSED: lua_pushnil(L); lua_pushliteral(L, "closed"); return 2;
   case SUIRO_PEER_GONE: lua_pushnil(L); lua_pushliteral(L, "peer_gone"); return 2;
   case SUIRO_FULL: lua_pushnil(L); lua_pushliteral(L, "full"); return 2;
-  default: return luaL_error(L, "%s: %s", verb, suiro_last_error());
+  default:
+    if (!strcmp(suiro_last_error(), "interrupted"))
+      return luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+    return luaL_error(L, "%s: %s", verb, suiro_last_error());
   }
 }
 
@@ -1030,7 +1034,24 @@ static const luaL_Reg core_funcs[] = {
   { NULL, NULL },
 };
 
+/* ---- interrupts ------------------------------------------------------------------------------
+ * The engine asks after each sleep of a wait whether to give up (suiro_set_interrupt_check). In
+ * the suiro command a SIGINT or SIGTERM handler sets lsuiro_signal; in stock lua5.4 its SIGINT
+ * handler sets a count hook of 1 on the main thread (lua.c's laction), which we recognise. Either
+ * way the wait ends with "interrupted" and the error unwinds the script, closing its pools. */
+volatile sig_atomic_t lsuiro_signal;
+
+static int interrupt_check(void *ud) {
+  if (lsuiro_signal) return 1;
+  lua_State *main = ud;
+  int all = LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT;
+  return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;
+}
+
 int luaopen_suiro_core(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  suiro_set_interrupt_check(interrupt_check, lua_tothread(L, -1));
+  lua_pop(L, 1);
   lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
   luaL_newlib(L, pool_methods);
   lua_pushvalue(L, -1);

@@ -4,6 +4,7 @@
 
 #include <lauxlib.h>
 #include <lua.h>
+#include <signal.h>
 
 #include "suiro.h"
 #include "suiro_bind.h"
@@ -128,6 +129,9 @@ int lsuiro_raise(lua_State *L);
 /* Creates the error metatable (and the codec's registry entries); pushes the metatable. */
 void lcodec_open(lua_State *L);
 extern int lsuiro_is_cli;
+/* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
+ * "interrupted!" / "terminated" error (lpool.c). */
+extern volatile sig_atomic_t lsuiro_signal;
 
 /* lworker.c — the Lua worker */
 int lsuiro_worker_run(lua_State *L, const char *token);

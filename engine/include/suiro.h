@@ -163,6 +163,11 @@ void suiro_task_release(suiro_pool *p, suiro_task t);
  * holds one until it is collected or released (a released one once it finishes). */
 uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total);
 
+/* Interrupts: every wait of a host (collect, a full queue, map waits) asks check(ud) after each
+ * sleep (at most 100 ms; a signal cuts it short) and ends with SUIRO_ERR "interrupted" when it
+ * returns nonzero. A face sets it to see Ctrl-C (Lua: a signal flag; R: R_CheckUserInterrupt). */
+void suiro_set_interrupt_check(int (*check)(void *ud), void *ud);
+
 /* Event loop integration: a file descriptor that becomes readable when a result arrives. A burst
  * of completions makes it readable once. After it fires call suiro_pool_event_ack (which drains
  * and re-arms it) and only then collect with timeout 0. */

@@ -48,7 +48,37 @@ int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static suiro_pool *hosts[64];
 
+/* At exit (os.exit, exit() from any thread), whatever this process still hosts goes: its workers
+ * are killed and every name it owns is removed. Signals that kill the process skip this; then
+ * its workers remove what it left (worker.c, watch_host). */
+static void pools_at_exit(void) {
+  pthread_mutex_lock(&hosts_lock);
+  int any = 0;
+  for (int i = 0; i < 64; i++) {
+    suiro_pool *p = hosts[i];
+    if (!p || !p->hdr || p->hdr->host_pid != getpid()) continue; /* a forked child hosts nothing */
+    any = 1;
+    atomic_store(&p->hdr->closing, 1);
+    for (int w = 0; w < p->hdr->max_workers; w++) {
+      int pid = ld_rlx(&p->workers[w].pid);
+      if (pid > 0 && p->pidfds[w] >= 0) kill(pid, SIGKILL);
+    }
+  }
+  pthread_mutex_unlock(&hosts_lock);
+  if (!any) return;
+  int pid;
+  uint64_t start;
+  shm_self_identity(&pid, &start);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "suiro_%x_%llx_", (unsigned)pid, (unsigned long long)start);
+  shm_unlink_prefix(prefix);
+}
+
+static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
+static void register_at_exit(void) { atexit(pools_at_exit); }
+
 static void hosts_add(suiro_pool *p) {
+  pthread_once(&at_exit_once, register_at_exit);
   pthread_mutex_lock(&hosts_lock);
   for (int i = 0; i < 64; i++)
     if (!hosts[i]) {
@@ -622,6 +652,21 @@ static inline void free_slot(suiro_pool *p, uint32_t local) {
   p->free_stack[p->nfree++] = local;
 }
 
+/* ---- interrupts: a host's waits end early when its face says so (Ctrl-C, a signal) ------- */
+
+static int (*interrupt_check)(void *ud);
+static void *interrupt_ud;
+
+void suiro_set_interrupt_check(int (*check)(void *ud), void *ud) {
+  interrupt_check = check;
+  interrupt_ud = ud;
+}
+
+/* Asked after every sleep of a host's wait (a slice of at most 100 ms, cut short by signals). */
+static inline int interrupted(const suiro_pool *p) {
+  return p->is_host && interrupt_check && interrupt_check(interrupt_ud);
+}
+
 /* Sleeps until a result for this submitter lands (or the deadline/slice passes). */
 static void park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *), void *ctx) {
   sub_rec *s = &p->subs[p->sub];
@@ -653,6 +698,7 @@ static int wait_released_slot(suiro_pool *p, uint32_t *local, uint64_t deadline)
     if (released_finished(p)) return alloc_slot(p, local);
     if (suiro_ns() >= deadline || ld_acq(&p->hdr->closing)) return -1;
     park_for_results(p, deadline, released_finished, p);
+    if (interrupted(p)) return -1;
   }
   return -1;
 }
@@ -680,6 +726,7 @@ static taskq_entry *reserve_entry(suiro_pool *p, uint64_t deadline) {
     /* Ring full: entries free up as workers claim tasks, and claimed tasks end in results, so
      * sleeping until the next result (bounded) cannot miss progress. */
     park_for_results(p, deadline, queue_slot_free, &c);
+    if (interrupted(p)) return NULL;
   }
 }
 
@@ -717,7 +764,7 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   uint32_t local;
   if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0) &&
       wait_released_slot(p, &local, timeout == 0 ? 0 : deadline_from(timeout)) != 0)
-    return suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
+    return interrupted(p) ? suiro_set_error(SUIRO_ERR, "interrupted") : suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
                            p->subs[p->sub].nresults);
   sub_rec *s = &p->subs[p->sub];
   uint32_t rs = s->result_base + local;
@@ -728,6 +775,7 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   if (SUIRO_UNLIKELY(!e)) {
     p->free_stack[p->nfree++] = local;
     if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "submit: the pool is stopping");
+    if (interrupted(p)) return suiro_set_error(SUIRO_ERR, "interrupted");
     return suiro_set_error(SUIRO_FULL, "submit: the task ring is full (%u tasks waiting)", p->hdr->ring_cap);
   }
   st = fill_entry(p, e, t, fn, arg, len);
@@ -1000,6 +1048,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
     if (gone)
       return suiro_set_error(SUIRO_PEER_GONE, "collect: no live worker is left to run the task");
     park_for_results(p, deadline, any_done, c);
+    if (interrupted(p) && !any_done(c)) return suiro_set_error(SUIRO_ERR, "interrupted");
   }
   spin_observe(&p->collect_spin, suiro_ns() - t0);
   return SUIRO_OK;

@@ -466,13 +466,21 @@ static int any_work(suiro_pool *p) {
 
 /* ---- the worker's life --------------------------------------------------------------------- */
 
+static int watched_pid;
+static uint64_t watched_start;
+
 static void *watch_host(void *arg) {
   int fd = (int)(intptr_t)arg;
   struct pollfd pfd = { fd, POLLIN, 0 };
   for (;;) {
     int r = poll(&pfd, 1, -1);
-    if (r > 0) _exit(0); /* the host is gone: nobody will collect our results */
-    if (r < 0 && errno != EINTR) _exit(0);
+    if (r > 0 || (r < 0 && errno != EINTR)) {
+      /* The host is gone: nobody will collect our results. A host that was SIGKILLed left its
+       * pools, regions and anchor behind; its workers are the first to know, so they remove it all
+       * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
+      shm_reap_owner(watched_pid, watched_start);
+      _exit(0);
+    }
   }
   return NULL;
 }
@@ -481,6 +489,8 @@ static int start_host_watch(pool_hdr *h) {
   int fd = (int)syscall(SYS_pidfd_open, h->host_pid, 0);
   if (fd < 0) return -1;
   if (suiro_proc_start(h->host_pid) != h->host_start) return -1; /* pid reused: host gone */
+  watched_pid = h->host_pid;
+  watched_start = h->host_start;
   pthread_t th;
   pthread_attr_t a;
   pthread_attr_init(&a);

@@ -1,4 +1,5 @@
 /* test_pool.c — pool behaviour through the public API, with native task functions. */
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -755,10 +756,55 @@ TEST(host_killed_workers_exit_and_next_start_reaps) {
   double gone = suiro_now() - k;
   fprintf(stderr, "workers gone %.1f ms after the host was killed\n", gone * 1e3);
   CHECK(gone < 1.0);
-  CHECK_EQ(shm_count(name), 1); /* the dead host's segment is still there... */
-  suiro_pool *p = test_pool(1);   /* ...until the next pool start reaps it */
-  CHECK_EQ(shm_count(name), 0);
-  suiro_pool_stop(p, 5);
+  /* its workers removed what the dead host left (its anchor's lock is free: it is really gone) */
+  char owner[128];
+  snprintf(owner, sizeof owner, "%.*s", (int)(strrchr(name, '_') - name + 1), name); /* suiro_<pid>_<start>_ */
+  while (shm_count(owner) > 0 && suiro_now() - k < 2) {
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+  }
+  CHECK_EQ(shm_count(owner), 0);
+}
+
+/* Liveness is its anchor's lock, not its pid: a segment of a live owner whose pid means nothing
+ * here (another PID namespace sharing /dev/shm) stays; one without a held anchor goes. */
+TEST(reaping_asks_the_anchor_lock_not_the_pid) {
+  /* a name as a live process in another PID namespace would make it: a pid and start time that
+   * match nothing here, and an anchor held by a process that is alive (our child) */
+  int fds[2], back[2];
+  CHECK(pipe(fds) == 0 && pipe(back) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    close(back[1]);
+    int fd = open("/dev/shm/suiro_7ffffffe_1_o", O_RDWR | O_CREAT, 0600);
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(1);
+    int seg = open("/dev/shm/suiro_7ffffffe_1_5", O_RDWR | O_CREAT, 0600);
+    if (seg < 0) _exit(1);
+    close(seg);
+    if (write(fds[1], "k", 1) != 1) _exit(1);
+    char c;
+    if (read(back[0], &c, 1) < 0) _exit(1); /* until the parent lets go */
+    _exit(0);
+  }
+  close(fds[1]);
+  close(back[0]);
+  char c;
+  CHECK(read(fds[0], &c, 1) == 1);
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 2);
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 2); /* alive: nothing reaped, whatever its pid says */
+  CHECK(write(back[1], "x", 1) == 1);
+  waitpid(child, NULL, 0); /* dead: its lock is gone with it */
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 0);
+  /* and a live pid without an anchor counts as gone: owners make their anchor first */
+  int seg = open("/dev/shm/suiro_1_1_5", O_RDWR | O_CREAT, 0600);
+  CHECK(seg >= 0);
+  close(seg);
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_1_1_"), 0);
 }
 
 TEST(stop_leaves_nothing_in_dev_shm) {
