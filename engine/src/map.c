@@ -178,6 +178,7 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
   memset(h, 0, sizeof *h);
   h->magic = MAP_MAGIC;
   h->gen = gen;
+  st_rlx(&h->err_index, NO_ERROR); /* no failure before a run: a prepared map has none */
   h->n = lay.n;
   h->desc_off = lay.desc_off;
   h->desc_bytes = lay.desc_bytes;
