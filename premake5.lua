@@ -72,7 +72,7 @@ project "suiro_shared"
   buildoptions(common_c)
   links { "pthread", "m" }
   linkoptions { "-pthread", "-Wl,-soname,libsuiro.so.0", "-Wl,--version-script=" .. root .. "/engine/libsuiro.map" }
-  per_config("lib")
+  per_config("lib/shared") -- apart from libsuiro.a, which everything in the tree links statically
   for _, name in ipairs(order) do
     configuration(name)
       objdir(root .. "/" .. configs[name].dir .. "/obj/shared")
