@@ -44,7 +44,7 @@ static _Atomic int live_host_pools; /* pools this process created and has not st
 
 int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
 
-/* This process's live host pools, for the recycle list (region.c finds a region's pool by name). */
+/* This process's live host pools, for the recycle list (buf.c finds a region's pool by name). */
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static suiro_pool *hosts[64];
 
@@ -68,10 +68,10 @@ static void pools_at_exit(void) {
   if (!any) return;
   int pid;
   uint64_t start;
-  shm_self_identity(&pid, &start);
+  region_identity(&pid, &start);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "suiro_%x_%llx_", (unsigned)pid, (unsigned long long)start);
-  shm_unlink_prefix(prefix);
+  region_unlink_prefix(prefix);
 }
 
 static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
@@ -166,7 +166,7 @@ void suiro_pool_opts_init(suiro_pool_opts *o) {
 
 /* ---- mapping a pool region into a handle -------------------------------------------------- */
 
-suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
+suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub) {
   pool_hdr *h = suiro_region_addr(r);
   char *base = (char *)h;
   p->region = r;
@@ -218,7 +218,7 @@ suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub) {
   return SUIRO_OK;
 }
 
-void pool_unmap(suiro_pool *p) {
+void pool_detach(suiro_pool *p) {
   func_forget(p);
   if (p->held) suiro_buf_unref(p->held);
   p->held = NULL;
@@ -306,9 +306,9 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
 
   int pid;
   uint64_t start;
-  shm_self_identity(&pid, &start);
+  region_identity(&pid, &start);
   suiro_region *r;
-  suiro_status st = shm_create_owned(size, pid, start, "", &r);
+  suiro_status st = region_create_owned(size, pid, start, "", &r);
   if (st != SUIRO_OK) {
     free(p);
     return st;
@@ -349,7 +349,7 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
     goto fail;
   }
   h->evfd = p->evfd;
-  st = pool_map(p, r, 0);
+  st = pool_attach(p, r, 0);
   if (st != SUIRO_OK) goto fail;
 
   p->opts = o;
@@ -466,14 +466,14 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     /* Spill regions ('s') and blobs ('b') of this pool carry its name as a prefix. */
     char prefix[SUIRO_NAME_MAX + 2];
     snprintf(prefix, sizeof prefix, "%ss", suiro_region_name(p->region) + 1);
-    shm_unlink_prefix(prefix);
+    region_unlink_prefix(prefix);
     snprintf(prefix, sizeof prefix, "%sb", suiro_region_name(p->region) + 1);
-    shm_unlink_prefix(prefix);
+    region_unlink_prefix(prefix);
     suiro_region_close(p->region, 1);
     p->region = NULL;
   }
   if (p->evfd >= 0) close(p->evfd);
-  pool_unmap(p);
+  pool_detach(p);
   free(p->exe);
   freevec(p->argv);
   freevec(p->env);

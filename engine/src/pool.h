@@ -6,7 +6,7 @@
 
 #include "internal.h"
 #include "park.h"
-#include "shm.h"
+#include "region.h"
 #include "taskq.h"
 
 #define POOL_MAGIC 0x6c6f6f706f726975ull /* "suiropool" */
@@ -196,8 +196,8 @@ static inline int sub_of_rs(const suiro_pool *p, uint32_t rs) {
 }
 
 /* pool.c */
-suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub);
-void pool_unmap(suiro_pool *p);
+suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub);
+void pool_detach(suiro_pool *p);
 void pool_notify_result(suiro_pool *p, int sub);
 /* Wakes every parked worker (stop, retire). */
 void pool_wake_all(suiro_pool *p);
@@ -227,7 +227,7 @@ int pool_live_host_pools(void);
 int pool_recycle_push(const char *region_name, uint64_t capacity);
 int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
 
-/* region.c */
+/* buf.c */
 void region_pool_stopped(const char *pool_name, int last_pool);
 size_t buf_mapped_bytes(const suiro_buf *b);
 /* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
