@@ -39,7 +39,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "buf.h"
+#include "region.h"
 #include "suiro_bind.h"
 
 #define REGION_MAGIC 0x6e6f69676572756full /* "uregion" */
@@ -78,6 +79,18 @@ static size_t cache_count;
 static size_t free_cap_bytes = (size_t)512 << 20;
 static size_t free_cap_count = 16;
 static _Atomic uint32_t counter;
+
+/* The pool layer's services (buf.h); until a pool installs them, no recycling and no home. */
+static int no_push(const char *n, uint64_t c) { (void)n; (void)c; return 0; }
+static int no_pop(size_t b, char *n, uint64_t *c) { (void)b; (void)n; (void)c; return 0; }
+static int no_home(void) { return 0; }
+static buf_env env = { no_push, no_pop, no_home };
+
+void buf_set_env(const buf_env *e) {
+  pthread_mutex_lock(&lock);
+  env = *e;
+  pthread_mutex_unlock(&lock);
+}
 
 size_t suiro_zc_floor = 32 * 1024;
 
@@ -304,7 +317,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
   /* Next best: a region another process of the pool let go of (it may be mapped here already). */
   char rname[SUIRO_NAME_MAX];
   uint64_t rcap;
-  while (pool_recycle_pop(bytes, rname, &rcap)) {
+  while (env.recycle_pop(bytes, rname, &rcap)) {
     suiro_buf *r;
     if (map_region(rname, &r) != SUIRO_OK) continue; /* gone meanwhile */
     if (r->cap < bytes || claim_free(r->hdr) != 0) {
@@ -465,7 +478,7 @@ void suiro_buf_unref(suiro_buf *b) {
   pthread_mutex_lock(&lock);
   b->local--;
   if (left == 0 && b->local == 0 && b->named && b->hdr->creator != (int32_t)getpid() &&
-      pool_recycle_push(b->name, b->cap)) {
+      env.recycle_push(b->name, b->cap)) {
     /* Another process made it: offer it to the pool (its maker likely still has it mapped and
      * warm) and keep our mapping a while in case it comes back to us. */
     cache_mapping(b);
@@ -579,7 +592,7 @@ void suiro_zc_revoke(const void *buf, size_t len) {
 
 /* Called when a pool stops: its workers' regions are removed (names only: mappings here stay
  * valid); with the last pool of the process gone, the host's own regions go too. */
-void region_pool_stopped(const char *pool_name, int last_pool) {
+void buf_pool_stopped(const char *pool_name, int last_pool) {
   char wprefix[SUIRO_NAME_MAX + 2];
   snprintf(wprefix, sizeof wprefix, "%sd", pool_name);
   char aprefix[SUIRO_NAME_MAX];
@@ -614,7 +627,7 @@ void region_pool_stopped(const char *pool_name, int last_pool) {
   if (last_pool) region_unlink_prefix(aprefix + 1);
 }
 
-int suiro_zc_active(void) { return suiro_current_pool() != NULL || pool_live_host_pools() > 0; }
+int suiro_zc_active(void) { return env.has_home(); }
 
 void suiro_zc_configure(size_t floor, size_t free_bytes_cap, size_t free_count_cap) {
   pthread_mutex_lock(&lock);

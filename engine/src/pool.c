@@ -42,7 +42,7 @@
 
 static _Atomic int live_host_pools; /* pools this process created and has not stopped */
 
-int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
+static int has_home(void) { return suiro_current_pool() != NULL || atomic_load(&live_host_pools) > 0; }
 
 /* This process's live host pools, for the recycle list (buf.c finds a region's pool by name). */
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,6 +79,7 @@ static void register_at_exit(void) { atexit(pools_at_exit); }
 
 static void hosts_add(suiro_pool *p) {
   pthread_once(&at_exit_once, register_at_exit);
+  pool_install_buf_env();
   pthread_mutex_lock(&hosts_lock);
   for (int i = 0; i < 64; i++)
     if (!hosts[i]) {
@@ -122,7 +123,7 @@ static int recycle_pop_from(pool_hdr *h, size_t bytes, char *name_out, uint64_t 
   return 0;
 }
 
-int pool_recycle_push(const char *region_name, uint64_t capacity) {
+static int recycle_push(const char *region_name, uint64_t capacity) {
   suiro_pool *cur = suiro_current_pool();
   if (cur) return recycle_push_to(cur->hdr, region_name, capacity);
   int done = 0;
@@ -137,7 +138,7 @@ int pool_recycle_push(const char *region_name, uint64_t capacity) {
   return done;
 }
 
-int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity) {
+static int recycle_pop(size_t bytes, char *name_out, uint64_t *capacity) {
   suiro_pool *cur = suiro_current_pool();
   if (cur) return recycle_pop_from(cur->hdr, bytes, name_out, capacity);
   int done = 0;
@@ -147,6 +148,13 @@ int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity) {
   pthread_mutex_unlock(&hosts_lock);
   return done;
 }
+
+static pthread_once_t buf_env_once = PTHREAD_ONCE_INIT;
+static void set_buf_env(void) {
+  static const buf_env e = { recycle_push, recycle_pop, has_home };
+  buf_set_env(&e);
+}
+void pool_install_buf_env(void) { pthread_once(&buf_env_once, set_buf_env); }
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
@@ -462,7 +470,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   hosts_remove(p);
   if (p->region) {
     int last = atomic_fetch_sub(&live_host_pools, 1) == 1;
-    region_pool_stopped(suiro_region_name(p->region), last);
+    buf_pool_stopped(suiro_region_name(p->region), last);
     /* Spill regions ('s') and blobs ('b') of this pool carry its name as a prefix. */
     char prefix[SUIRO_NAME_MAX + 2];
     snprintf(prefix, sizeof prefix, "%ss", suiro_region_name(p->region) + 1);

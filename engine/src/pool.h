@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "buf.h"
 #include "internal.h"
 #include "park.h"
 #include "region.h"
@@ -220,18 +221,10 @@ suiro_status peer_start_monitor(suiro_pool *p);
 void peer_stop_monitor(suiro_pool *p);
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
-/* pool.c: pools this process created and has not stopped */
-int pool_live_host_pools(void);
-/* The recycle list of the pool a region belongs to (by its name) or of this worker's pool:
- * offer a free region; take one of at least `bytes`. 1 on success. */
-int pool_recycle_push(const char *region_name, uint64_t capacity);
-int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
+/* pool.c: gives the buffer layer what it needs from pools (buf_env); idempotent. */
+void pool_install_buf_env(void);
 
-/* buf.c */
-void region_pool_stopped(const char *pool_name, int last_pool);
-size_t buf_mapped_bytes(const suiro_buf *b);
-/* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_start); /* data bytes as mapped here (not the shared header's word) */
+
 
 /* map.c, for plan.c: the description (desc_bytes), output bytes and element count of a map as
  * mapped here, and the slot where its plan's private copy is cached (plan_free frees it). */

@@ -558,6 +558,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   if (start_host_watch(h) != 0) return 0; /* host already gone */
+  pool_install_buf_env();
   buf_set_worker(name, h->host_pid, h->host_start);
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
