@@ -223,6 +223,25 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
 /* pool.c: gives the buffer layer what it needs from pools (buf_env); idempotent. */
 void pool_install_buf_env(void);
+/* pool.c: this process's live host pools (for recycle.c): lock, look, unlock. */
+#define POOL_MAX_HOSTS 64
+void pool_hosts_lock(void);
+void pool_hosts_unlock(void);
+suiro_pool *pool_host(int i);
+/* recycle.c: the recycle list of the pool a region belongs to (by its name) or of this worker's
+ * pool: offer a free region; take one of at least `bytes`. 1 on success. */
+int pool_recycle_push(const char *region_name, uint64_t capacity);
+int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
+/* submit.c: gives back the slots of released tasks that have finished. */
+void pool_reclaim_released(suiro_pool *p);
+static inline void pool_free_slot(suiro_pool *p, uint32_t local) {
+  p->outstanding[local] = 0;
+  p->free_stack[p->nfree++] = local;
+}
+/* events.c: sleeps until a result for this submitter lands, ready(ctx) says so, or a 100 ms slice
+ * (or the deadline) passes; whether a host's face asks to give up (suiro_set_interrupt_check). */
+void pool_park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *), void *ctx);
+int pool_interrupted(const suiro_pool *p);
 
 
 
