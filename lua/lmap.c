@@ -252,7 +252,7 @@ static int l_map_new(lua_State *L) {
   growbuf *fn = push_growbuf(L);      /* 5 */
   growbuf *data = push_growbuf(L);    /* 6 */
   growbuf *offs = push_growbuf(L);    /* 7 */
-  if (ft == LUA_TSTRING) lcodec_check_fnref(L, 2, "pool:map");
+  if (ft == LUA_TSTRING) lfunc_check_ref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
   suiro_plan_spec s;
   suiro_plan_spec_init(&s);
@@ -424,7 +424,7 @@ static int wait_run(lua_State *L, lmap *lm, int self, double timeout) {
 static void raise_failure(lua_State *L, lmap *lm) {
   suiro_error_info e;
   if (!suiro_map_failure(lm->m, &e)) return;
-  lcodec_push_error_info(L, &e);
+  lerror_push_info(L, &e);
   lua_error(L);
 }
 

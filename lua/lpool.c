@@ -130,8 +130,8 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
 /* Pushes a task's values, or raises its error object. */
 static int push_result(lua_State *L, const suiro_result *r, int index) {
   if (r->kind == SUIRO_RESULT_VALUE) return lcodec_decode_values(L, r->data, r->len);
-  lcodec_push_error(L, r, index);
-  return lsuiro_raise(L);
+  lerror_push_result(L, r, index);
+  return lerror_raise(L);
 }
 
 /* ---- pool ------------------------------------------------------------------------------------- */
@@ -678,8 +678,8 @@ static int l_collect_all(lua_State *L) {
       st = suiro_collect(lp->p, ts[i], &r, 0);
       if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
       *ks[i]->state = 1;
-      lcodec_push_error(L, &r, (int)i + 1);
-      return lsuiro_raise(L);
+      lerror_push_result(L, &r, (int)i + 1);
+      return lerror_raise(L);
     }
   lua_createtable(L, (int)n, 0);
   int out = lua_gettop(L);
@@ -689,7 +689,7 @@ static int l_collect_all(lua_State *L) {
     if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
     *ks[i]->state = 1;
     if (r.kind != SUIRO_RESULT_VALUE) {
-      lcodec_push_error(L, &r, (int)i + 1);
+      lerror_push_result(L, &r, (int)i + 1);
     } else {
       int top = lua_gettop(L);
       int nv = lcodec_decode_values(L, r.data, r.len);
@@ -718,8 +718,8 @@ static int l_collect_any(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)idx + 1);
   int base = lua_gettop(L);
   if (r.kind != SUIRO_RESULT_VALUE) {
-    lcodec_push_error(L, &r, 0);
-    return lsuiro_raise(L);
+    lerror_push_result(L, &r, 0);
+    return lerror_raise(L);
   }
   lcodec_decode_values(L, r.data, r.len);
   return lua_gettop(L) - base + 1;
@@ -1134,7 +1134,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "task_methods");
   lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
   lua_setfield(L, -2, "call_mt");
-  lcodec_open(L);
+  lerror_open(L);
   lua_setfield(L, -2, "error_mt");
   lmap_open(L);
   luaopen_suiro_array(L);
