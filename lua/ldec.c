@@ -122,11 +122,6 @@ static void dec_funcdesc(dec *d, wire_item *it) {
   lua_setfield(L, -2, "captured");
 }
 
-static void release_view(larray *a) {
-  suiro_buf_unref(a->region);
-  a->region = NULL;
-}
-
 /* A typed reference becomes a read-only view of the shared pages (the sender added a reference
  * for us; the view owns it and drops it when collected or released). */
 static void dec_ref_view(dec *d, wire_item *it) {
@@ -139,7 +134,7 @@ static void dec_ref_view(dec *d, wire_item *it) {
   suiro_view v;
   if (suiro_zc_open(r, &v) != SUIRO_OK)
     luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
-  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, release_view, !v.fresh);
+  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, larray_release_region, !v.fresh);
   if (r->ndim >= 1) {
     a->nd = 1;
     a->ndim = r->ndim;

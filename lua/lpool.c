@@ -917,91 +917,23 @@ static int l_wait_events(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   double timeout = luaL_optnumber(L, 2, -1);
   lua_Integer n = luaL_len(L, 1);
-  struct pollfd fds[64];
-  lpool *pools[64];
-  int nf = 0;
-  for (lua_Integer i = 1; i <= n && nf < 64; i++) {
+  suiro_pool *pools[256];
+  int np = 0;
+  for (lua_Integer i = 1; i <= n && np < 256; i++) {
     lua_geti(L, 1, i);
     lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
     lua_pop(L, 1);
-    if (!lp->p || lp->closed) continue;
-    int fd = suiro_pool_eventfd(lp->p);
-    if (fd < 0) continue;
-    fds[nf].fd = fd;
-    fds[nf].events = POLLIN;
-    fds[nf].revents = 0;
-    pools[nf++] = lp;
+    if (lp->p && !lp->closed && lp->owner) pools[np++] = lp->p; /* a worker's own pool has no event fd */
   }
-  int ms = timeout < 0 ? -1 : (int)(timeout * 1000 + 0.999);
-  if (nf == 0) {
-    if (ms < 0 || ms > 1) ms = 1;
-    struct timespec ts = { 0, ms * 1000000L };
+  if (np == 0 || np < n) { /* nothing to sleep on (or a worker's pool among them): a short slice */
+    double s = timeout < 0 || timeout > 0.001 ? 0.001 : timeout;
+    struct timespec ts = { 0, (long)(s * 1e9) };
     nanosleep(&ts, NULL);
-    return 0;
+    if (np == 0) return 0;
+    timeout = 0;
   }
-  int r = poll(fds, (nfds_t)nf, ms);
-  for (int i = 0; r > 0 && i < nf; i++)
-    if (fds[i].revents & POLLIN) suiro_pool_event_ack(pools[i]->p);
+  if (suiro_wait_pools(pools, (size_t)np, timeout) < 0) return luaL_error(L, "suiro.run: %s", suiro_last_error());
   return 0;
-}
-
-/* core.memcpy_ms(bytes, rounds) -> median milliseconds of one memcpy between two warm buffers:
- * the floor the data benchmarks compare against. */
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static int l_memcpy_ms(lua_State *L) {
-  size_t bytes = (size_t)luaL_checkinteger(L, 1);
-  int rounds = (int)luaL_optinteger(L, 2, 7);
-  if (rounds < 1 || rounds > 1000) return luaL_error(L, "memcpy_ms: rounds must be in 1..1000");
-  char *a = malloc(bytes), *b = malloc(bytes);
-  double *t = malloc(sizeof *t * (size_t)rounds);
-  if (!a || !b || !t) {
-    free(a); free(b); free(t);
-    return luaL_error(L, "memcpy_ms: out of memory");
-  }
-  memset(a, 1, bytes);
-  memset(b, 2, bytes); /* both warm: faulted in before timing */
-  for (int r = 0; r < rounds; r++) {
-    double t0 = suiro_now();
-    memcpy(b, a, bytes);
-    t[r] = (suiro_now() - t0) * 1e3;
-    a[r % bytes] = (char)r; /* keep the copy from being elided */
-  }
-  qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
-  lua_pushnumber(L, t[rounds / 2]);
-  free(a);
-  free(b);
-  free(t);
-  return 1;
-}
-
-/* core.shm_usage([prefix]) -> bytes allocated in /dev/shm by segments whose name starts with
- * prefix (default: this process's and its pools': "suiro_<pid hex>_"), and their count. */
-static int l_shm_usage(lua_State *L) {
-  char def[64];
-  snprintf(def, sizeof def, "suiro_%x_", (unsigned)getpid());
-  const char *prefix = luaL_optstring(L, 1, def);
-  size_t pl = strlen(prefix);
-  DIR *d = opendir("/dev/shm");
-  lua_Integer bytes = 0, count = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, pl) != 0) continue;
-    char path[512];
-    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
-    struct stat sb;
-    if (stat(path, &sb) == 0) {
-      bytes += (lua_Integer)sb.st_blocks * 512;
-      count++;
-    }
-  }
-  if (d) closedir(d);
-  lua_pushinteger(L, bytes);
-  lua_pushinteger(L, count);
-  return 2;
 }
 
 /* core.zc_floor([bytes]) -> the zero-copy floor (sets it first when given): for measurements. */
@@ -1013,18 +945,6 @@ static int l_zc_floor(lua_State *L) {
     larray_big_bytes = (size_t)b;
   }
   lua_pushinteger(L, (lua_Integer)suiro_zc_floor);
-  return 1;
-}
-
-/* core.rss_kb() -> resident set size of this process (VmRSS), in KiB. */
-static int l_rss_kb(lua_State *L) {
-  FILE *f = fopen("/proc/self/status", "re");
-  long kb = -1;
-  char line[256];
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-  if (f) fclose(f);
-  lua_pushinteger(L, kb);
   return 1;
 }
 
@@ -1052,14 +972,11 @@ static const luaL_Reg task_methods[] = {
   { NULL, NULL },
 };
 
-static const luaL_Reg core_funcs[] = {
+static const luaL_Reg pool_funcs[] = {
   { "pool", l_pool_new },
   { "current_pool", l_current_pool },
   { "now", l_now },
   { "reap", l_reap },
-  { "memcpy_ms", l_memcpy_ms },
-  { "rss_kb", l_rss_kb },
-  { "shm_usage", l_shm_usage },
   { "zc_floor", l_zc_floor },
   { "task_pool", l_task_pool },
   { "worker_exe", l_worker_exe },
@@ -1082,7 +999,10 @@ static int interrupt_check(void *ud) {
   return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;
 }
 
-int luaopen_suiro_core(lua_State *L) {
+/* Registers the pool and task metatables and sets the pool functions (pool, current_pool, now,
+ * reap, task_pool, worker_exe, arm_events, wait_events) and the method tables into the table on
+ * top (linit.c's module table). */
+void lpool_open(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   suiro_set_interrupt_check(interrupt_check, lua_tothread(L, -1));
   lua_pop(L, 1);
@@ -1125,21 +1045,9 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
 
-  luaL_newlib(L, core_funcs);
-  lua_pushstring(L, suiro_version());
-  lua_setfield(L, -2, "version");
+  luaL_setfuncs(L, pool_funcs, 0);
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
   lua_setfield(L, -2, "pool_methods");
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "task_methods");
-  lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
-  lua_setfield(L, -2, "call_mt");
-  lerror_open(L);
-  lua_setfield(L, -2, "error_mt");
-  lmap_open(L);
-  luaopen_suiro_array(L);
-  lua_setfield(L, -2, "array");
-  lsuiro_open_worker_exec(L);
-  lsuiro_open_values(L); /* NA, bytes, strings, dict, keys, frame, wire_*: lvalues.c */
-  return 1;
 }

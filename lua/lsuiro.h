@@ -68,8 +68,12 @@ typedef struct ltask {
   lpool *lp;    /* its pool, kept alive by user value 1 (the pool, or the guard holding it) */
 } ltask;
 
-/* lpool.c */
+/* linit.c: the module; lprobe.c: suiro.probe (benchmarks and tests) */
 int luaopen_suiro_core(lua_State *L);
+int luaopen_suiro_probe(lua_State *L);
+
+/* lpool.c */
+void lpool_open(lua_State *L);
 /* Seconds from the duration at idx (a number or a string such as "250ms"); raises naming verb and
  * what for NaN, negative numbers and malformed strings; no limit (math.huge, "inf") is -1. */
 double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);

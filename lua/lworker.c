@@ -82,7 +82,7 @@ static proto *proto_get(lua_State *L, uint64_t key) {
   suiro_pool *p = suiro_current_pool();
   void *blob = NULL;
   size_t len = 0;
-  if (!p || suiro_blob_get(p, key, &blob, &len) != SUIRO_OK)
+  if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
     luaL_error(L, "cannot load the task's function (prototype %016llx): %s", (unsigned long long)key,
                suiro_last_error());
   const char *b = blob;
