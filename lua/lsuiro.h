@@ -172,12 +172,19 @@ extern int lsuiro_is_cli;
  * "interrupted!" / "terminated" error (lpool.c). */
 extern volatile sig_atomic_t lsuiro_signal;
 
-/* lworker.c — the Lua worker */
+/* lworker.c — the Lua worker; and what the map runner (lmap.c) uses of it: decoding one value
+ * with functions, resolving "module.fn", the error handler and the error payload, its own pool. */
 int lsuiro_worker_run(lua_State *L, const char *token);
 void lsuiro_open_worker_exec(lua_State *L);
+void lworker_decode_one(lua_State *L, const void *buf, size_t len, int env_idx);
+void lworker_resolve(lua_State *L, const char *name, size_t len);
+int lworker_msgh(lua_State *L);
+struct lpool *lworker_self_pool(void);
+int lworker_fail(lua_State *L, suiro_out *out, int errobj);
 
-/* lmap.c — pool:map, suiro.range */
+/* lmap.c — pool:map, suiro.range, suiro.random; the runner of map tasks (in workers) */
 void lmap_open(lua_State *L);
+int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
 

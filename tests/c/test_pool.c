@@ -635,7 +635,9 @@ TEST_T(eight_workers_on_few_cpus, 120) {
   double t2 = median3(a), t8 = median3(b);
   fprintf(stderr, "100k trivial tasks (median of 3): 2 workers %.3f s, 8 workers %.3f s (ratio %.2f)\n", t2, t8,
           t8 / t2);
-  CHECK(t8 <= 2 * t2);
+  /* oversubscribed spinning collapses to millisecond stalls (10x and worse); 3x leaves room for a
+   * noisy machine without letting that through */
+  CHECK(t8 <= 3 * t2);
 }
 
 static double cpu_seconds_of(int pid) {
