@@ -132,7 +132,7 @@ local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lenc.c", root .. "/l
                       root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
                       root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c",
-                      root .. "/lua/linit.c" }
+                      root .. "/lua/linit.c", root .. "/lua/lbuf.c" }
 
 project "suiro_lua"
   kind "SharedLib"

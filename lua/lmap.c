@@ -126,40 +126,8 @@ static int l_range_tostring(lua_State *L) {
 
 static lmap *checkmap(lua_State *L, int i) { return lsuiro_checkud(L, i, &lsuiro_key_map, "suiro.map"); }
 
-typedef struct growbuf { unsigned char *p; size_t len, cap; } growbuf;
-
-static void gb_put(lua_State *L, growbuf *g, const void *data, size_t n) {
-  if (g->len + n > g->cap) {
-    size_t cap = g->cap ? g->cap * 2 : 4096;
-    while (cap < g->len + n) cap *= 2;
-    unsigned char *p = realloc(g->p, cap);
-    if (!p) luaL_error(L, "pool:map: out of memory");
-    g->p = p;
-    g->cap = cap;
-  }
-  memcpy(g->p + g->len, data, n);
-  g->len += n;
-}
-
-static int growbuf_gc(lua_State *L) {
-  growbuf *g = lua_touserdata(L, 1);
-  free(g->p);
-  g->p = NULL;
-  return 0;
-}
-
-static growbuf *push_growbuf(lua_State *L) {
-  growbuf *g = lua_newuserdatauv(L, sizeof *g, 0);
-  memset(g, 0, sizeof *g);
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, growbuf_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  return g;
-}
-
 /* Encodes the value at idx as a stand-alone wire buffer (a list of one) into g. */
-static void encode_one(lcodec_ctx *c, int idx, growbuf *g) {
+static void encode_one(lcodec_ctx *c, int idx, lbuf *g) {
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
@@ -170,14 +138,14 @@ static void encode_one(lcodec_ctx *c, int idx, growbuf *g) {
     wire_writer_free(&w);
     luaL_error(c->L, "%s: %s", c->verb, wire_writer_error(&w));
   }
-  gb_put(c->L, g, buf, len);
+  lbuf_put(c->L, g, buf, len);
   wire_writer_free(&w);
 }
 
 
 /* A table of only integers (or only floats) is staged as an i64 (f64) array: no per-element
  * encoding on the host, no decoding in the runners, and each element keeps its Lua subtype. */
-static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf *data) {
+static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, lbuf *data) {
   if (n < 1) return 0;
   lua_rawgeti(L, t, 1);
   int isint = lua_isinteger(L, -1), isnum = lua_type(L, -1) == LUA_TNUMBER;
@@ -195,7 +163,7 @@ static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf 
         double v = lua_tonumber(L, -1);
         memcpy(cell, &v, 8);
       }
-      gb_put(L, data, cell, 8);
+      lbuf_put(L, data, cell, 8);
     }
     lua_pop(L, 1);
     if (!ok) {
@@ -250,9 +218,9 @@ static int l_map_new(lua_State *L) {
   larray *a = larray_test(L, 3);
   lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
-  growbuf *fn = push_growbuf(L);      /* 5 */
-  growbuf *data = push_growbuf(L);    /* 6 */
-  growbuf *offs = push_growbuf(L);    /* 7 */
+  lbuf *fn = lbuf_push(L);      /* 5 */
+  lbuf *data = lbuf_push(L);    /* 6 */
+  lbuf *offs = lbuf_push(L);    /* 7 */
   if (ft == LUA_TSTRING) lfunc_check_ref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
   suiro_plan_spec s;
@@ -284,7 +252,7 @@ static int l_map_new(lua_State *L) {
     } else {
       s.in_kind = SUIRO_IN_VALUES;
       uint64_t zero = 0;
-      gb_put(L, offs, &zero, 8);
+      lbuf_put(L, offs, &zero, 8);
       c.verb = "pool:map";
       c.element = 1;
       for (uint64_t i = 1; i <= n; i++) {
@@ -293,7 +261,7 @@ static int l_map_new(lua_State *L) {
         encode_one(&c, lua_gettop(L), data);
         lua_pop(L, 1);
         uint64_t end = data->len;
-        gb_put(L, offs, &end, 8);
+        lbuf_put(L, offs, &end, 8);
       }
       s.in_data = data->p;
       s.in_len = data->len;

@@ -370,42 +370,20 @@ static int l_submit(lua_State *L) {
  * Every task is encoded first, then all go to the engine in one batch (one publication and one
  * wake decision per run of free ring entries). If the ring stays full past the pool's timeout,
  * returns the tasks that went in and "timeout" (or "full"). */
-typedef struct batch_buf {
-  unsigned char *bytes;
-  size_t len, cap;
-  size_t *offs;       /* n + 1 offsets */
-  suiro_task_spec *specs;
-  suiro_task *tasks;
-} batch_buf;
-
-static int batch_gc(lua_State *L) {
-  batch_buf *b = lua_touserdata(L, 1);
-  free(b->bytes);
-  free(b->offs);
-  free(b->specs);
-  free(b->tasks);
-  memset(b, 0, sizeof *b);
-  return 0;
-}
-
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   luaL_checkany(L, 2);
   table_arg(L, 3, "pool:submit_batch", "argument 2 (a list of argument lists)");
   lua_Integer n = luaL_len(L, 3);
   lua_settop(L, 3);
-  /* scratch that is freed even when encoding raises: a userdata with __gc */
-  batch_buf *b = lua_newuserdatauv(L, sizeof *b, 0);
-  memset(b, 0, sizeof *b);
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, batch_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
+  /* scratch freed even when encoding raises: the encoded bytes in an lbuf, the rest userdata */
   size_t nn = (size_t)(n > 0 ? n : 0);
-  b->offs = malloc((nn + 1) * sizeof *b->offs);
-  b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
-  b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
-  if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
+  if (nn > ((size_t)1 << 40) / sizeof(suiro_task_spec))
+    return luaL_error(L, "pool:submit_batch: %I argument lists are too many", n);
+  lbuf *bytes = lbuf_push(L);
+  size_t *offs = lua_newuserdatauv(L, (nn + 1) * sizeof *offs, 0);
+  suiro_task_spec *specs = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *specs, 0);
+  suiro_task *tasks = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *tasks, 0);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit_batch" };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
@@ -447,42 +425,30 @@ static int l_submit_batch(lua_State *L) {
       wire_writer_free(&w);
       return luaL_error(L, "pool:submit_batch: %s", wire_writer_error(&w));
     }
-    if (b->len + len > b->cap) {
-      size_t cap = b->cap ? b->cap * 2 : 4096;
-      while (cap < b->len + len) cap *= 2;
-      unsigned char *nb = realloc(b->bytes, cap);
-      if (!nb) {
-        wire_writer_free(&w);
-        return luaL_error(L, "pool:submit_batch: out of memory");
-      }
-      b->bytes = nb;
-      b->cap = cap;
-    }
-    memcpy(b->bytes + b->len, buf, len);
-    b->offs[i - 1] = b->len;
-    b->len += len;
+    offs[i - 1] = bytes->len;
+    lbuf_put(L, bytes, buf, len);
     wire_writer_free(&w);
     lua_settop(L, base);
     /* Hand tasks over in small runs: workers start on the first while the rest are encoded, and
      * the publication fence and wake decision are paid once per run. */
     size_t upto = (size_t)i;
     if (upto - from == 32 || upto == nn) {
-      b->offs[upto] = b->len;
+      offs[upto] = bytes->len;
       for (size_t k = from; k < upto; k++)
-        b->specs[k] = (suiro_task_spec){ SUIRO_FN_BINDING, b->bytes + b->offs[k], b->offs[k + 1] - b->offs[k] };
+        specs[k] = (suiro_task_spec){ SUIRO_FN_BINDING, bytes->p + offs[k], offs[k + 1] - offs[k] };
       size_t got = 0;
-      st = suiro_submit_batch(lp->p, b->specs + from, upto - from, b->tasks + from, &got, lp->default_timeout);
+      st = suiro_submit_batch(lp->p, specs + from, upto - from, tasks + from, &got, lp->default_timeout);
       accepted += got;
       if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) { /* as in submit */
         drop_slab(L, 1);
         lua_gc(L, LUA_GCCOLLECT);
         size_t more = 0, at = from + got;
-        st = suiro_submit_batch(lp->p, b->specs + at, upto - at, b->tasks + at, &more, lp->default_timeout);
+        st = suiro_submit_batch(lp->p, specs + at, upto - at, tasks + at, &more, lp->default_timeout);
         accepted += more;
       }
       if (st != SUIRO_OK) break;
       from = upto;
-      b->len = 0; /* the engine copied them */
+      bytes->len = 0; /* the engine copied them */
     }
   }
   if (st == SUIRO_ERR && accepted == 0) return luaL_error(L, "pool:submit_batch: %s", suiro_last_error());
@@ -499,10 +465,10 @@ static int l_submit_batch(lua_State *L) {
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, guard, 1);
   for (size_t i = 0; i < accepted; i++) {
-    g->e[i].t = b->tasks[i];
+    g->e[i].t = tasks[i];
     g->e[i].state = 0;
     ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
-    k->t = b->tasks[i];
+    k->t = tasks[i];
     k->state = &g->e[i].state;
     k->lp = lp;
     lsuiro_setmt(L, &key_batch_task);

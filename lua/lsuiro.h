@@ -72,6 +72,14 @@ typedef struct ltask {
 int luaopen_suiro_core(lua_State *L);
 int luaopen_suiro_probe(lua_State *L);
 
+/* lbuf.c — a growable byte buffer, a userdata on the stack (freed by the GC, also on errors). */
+typedef struct lbuf {
+  unsigned char *p;
+  size_t len, cap;
+} lbuf;
+lbuf *lbuf_push(lua_State *L);
+void lbuf_put(lua_State *L, lbuf *b, const void *data, size_t n); /* raises when out of memory */
+
 /* lpool.c */
 void lpool_open(lua_State *L);
 /* Seconds from the duration at idx (a number or a string such as "250ms"); raises naming verb and
