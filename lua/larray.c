@@ -225,7 +225,7 @@ static void push_elem(lua_State *L, const larray *a, int aidx, int64_t i) {
       larray_push_levels(L, aidx);
       if (v < 0 || lua_rawgeti(L, -1, (lua_Integer)v + 1) != LUA_TSTRING) {
         if (v >= 0) lua_pop(L, 1);
-        lsuiro_push_na(L);
+        lvalues_push_na(L);
       }
       lua_remove(L, -2);
       break;
@@ -236,7 +236,7 @@ static void push_elem(lua_State *L, const larray *a, int aidx, int64_t i) {
   case WIRE_T_U8: lua_pushinteger(L, ((const uint8_t *)a->data)[i]); break;
   case WIRE_T_BOOL: {
     uint8_t b = ((const uint8_t *)a->data)[i];
-    if (b == WIRE_NA_BOOL) lsuiro_push_na(L);
+    if (b == WIRE_NA_BOOL) lvalues_push_na(L);
     else lua_pushboolean(L, b);
     break;
   }
@@ -273,7 +273,7 @@ static double na_f64(void) {
 
 /* The 0-based code of the level named by the value at v (-1 for suiro.NA or nil). */
 static int32_t factor_code(lua_State *L, int aidx, int v) {
-  if (lua_isnil(L, v) || lsuiro_is_na(L, v)) return WIRE_NA_CODE;
+  if (lua_isnil(L, v) || lvalues_is_na(L, v)) return WIRE_NA_CODE;
   if (lua_type(L, v) != LUA_TSTRING)
     luaL_error(L, "suiro.array: a factor element must be one of its levels (a string) or suiro.NA, got %s",
                luaL_typename(L, v));
@@ -319,7 +319,7 @@ static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
     ((int32_t *)a->data)[i] = factor_code(L, aidx, v);
     return;
   }
-  if (lsuiro_is_na(L, v)) {
+  if (lvalues_is_na(L, v)) {
     switch (a->type) {
     case WIRE_T_F64: ((double *)a->data)[i] = na_f64(); return;
     case WIRE_T_I64: ((int64_t *)a->data)[i] = WIRE_NA_I64; return;
@@ -852,7 +852,7 @@ static int l_factor(lua_State *L) {
     lua_pop(L, 1);
     for (lua_Integer i = 1; i <= n; i++) {
       int t = lua_rawgeti(L, 1, i);
-      if (t != LUA_TSTRING && t != LUA_TNIL && !lsuiro_is_na(L, -1))
+      if (t != LUA_TSTRING && t != LUA_TNIL && !lvalues_is_na(L, -1))
         return luaL_error(L, "suiro.factor: element %I must be a string or suiro.NA, got %s", i, luaL_typename(L, -1));
       lua_pop(L, 1);
     }

@@ -17,7 +17,7 @@ int luaopen_suiro_core(lua_State *L) {
   lmap_open(L);                    /* maps and ranges: lmap.c */
   luaopen_suiro_array(L);
   lua_setfield(L, -2, "array");    /* typed arrays: larray.c */
-  lsuiro_open_worker_exec(L);      /* suiro.random and the worker's registry entries: lworker.c */
-  lsuiro_open_values(L);           /* NA, bytes, strings, dict, keys, frame, wire: lvalues.c */
+  lworker_open(L);      /* suiro.random and the worker's registry entries: lworker.c */
+  lvalues_open(L);           /* NA, bytes, strings, dict, keys, frame, wire: lvalues.c */
   return 1;
 }

@@ -23,7 +23,7 @@
 #include "lsuiro.h"
 #include "lvalues.h"
 
-const char lsuiro_key_map, lsuiro_key_range;
+const char lmap_key_map, lmap_key_range;
 
 typedef struct lmap {
   suiro_map *m;
@@ -64,7 +64,7 @@ static int l_range(lua_State *L) {
   r->start = a;
   r->step = step;
   r->n = n;
-  lsuiro_setmt(L, &lsuiro_key_range);
+  lsuiro_setmt(L, &lmap_key_range);
   return 1;
 }
 
@@ -73,11 +73,11 @@ void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n) {
   r->start = start;
   r->step = step;
   r->n = n;
-  lsuiro_setmt(L, &lsuiro_key_range);
+  lsuiro_setmt(L, &lmap_key_range);
 }
 
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n) {
-  lrange *r = lsuiro_testud(L, idx, &lsuiro_key_range);
+  lrange *r = lsuiro_testud(L, idx, &lmap_key_range);
   if (!r) return 0;
   *start = r->start;
   *step = r->step;
@@ -85,7 +85,7 @@ int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t 
   return 1;
 }
 
-static lrange *checkrange(lua_State *L, int i) { return lsuiro_checkud(L, i, &lsuiro_key_range, "suiro.range"); }
+static lrange *checkrange(lua_State *L, int i) { return lsuiro_checkud(L, i, &lmap_key_range, "suiro.range"); }
 
 static int l_range_len(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)checkrange(L, 1)->n);
@@ -110,7 +110,7 @@ static int l_range_index(lua_State *L) {
 }
 
 static int l_range_eq(lua_State *L) {
-  lrange *a = lsuiro_testud(L, 1, &lsuiro_key_range), *b = lsuiro_testud(L, 2, &lsuiro_key_range);
+  lrange *a = lsuiro_testud(L, 1, &lmap_key_range), *b = lsuiro_testud(L, 2, &lmap_key_range);
   lua_pushboolean(L, a && b && a->n == b->n && (a->n == 0 || (a->start == b->start && (a->n == 1 || a->step == b->step))));
   return 1;
 }
@@ -124,7 +124,7 @@ static int l_range_tostring(lua_State *L) {
 
 /* ---- staging ---------------------------------------------------------------------------------- */
 
-static lmap *checkmap(lua_State *L, int i) { return lsuiro_checkud(L, i, &lsuiro_key_map, "suiro.map"); }
+static lmap *checkmap(lua_State *L, int i) { return lsuiro_checkud(L, i, &lmap_key_map, "suiro.map"); }
 
 /* Encodes the value at idx as a stand-alone wire buffer (a list of one) into g. */
 static void encode_one(lcodec_ctx *c, int idx, lbuf *g) {
@@ -205,7 +205,7 @@ static uint64_t table_count(lua_State *L, int t) {
 
 /* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
 static int l_map_new(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   int ft = lua_type(L, 2);
   if (ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call))
     return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference; a call spec "
@@ -216,7 +216,7 @@ static int l_map_new(lua_State *L) {
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
-  lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
+  lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lmap_key_range);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
   lbuf *fn = lbuf_push(L);      /* 5 */
   lbuf *data = lbuf_push(L);    /* 6 */
@@ -273,12 +273,12 @@ static int l_map_new(lua_State *L) {
   }
   lmap *lm = lua_newuserdatauv(L, sizeof *lm, 2);
   memset(lm, 0, sizeof *lm);
-  lsuiro_setmt(L, &lsuiro_key_map);
+  lsuiro_setmt(L, &lmap_key_map);
   int self = lua_gettop(L);
   lua_getfield(L, 4, "template");
   if (!lua_isnil(L, -1)) {
     char err[256];
-    if (lsuiro_template_read(L, -1, &lm->tpl, err, sizeof err) != 0) return luaL_error(L, "pool:map: %s", err);
+    if (lembed_template_read(L, -1, &lm->tpl, err, sizeof err) != 0) return luaL_error(L, "pool:map: %s", err);
     lm->has_tpl = 1;
     s.tpl = &lm->tpl;
   }
@@ -405,7 +405,7 @@ static void push_cell(lua_State *L, int type, const char *p) {
   case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); return; }
   case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); return;
   case WIRE_T_BOOL:
-    if (*(const uint8_t *)p == WIRE_NA_BOOL) lsuiro_push_na(L);
+    if (*(const uint8_t *)p == WIRE_NA_BOOL) lvalues_push_na(L);
     else lua_pushboolean(L, *(const uint8_t *)p == 1);
     return;
   }
@@ -554,7 +554,7 @@ static int finish_run(lua_State *L, lmap *lm, double timeout) {
 
 /* The timeout of a collect: the argument, else the map's timeout option, else the pool's. */
 static double map_timeout(lua_State *L, int arg) {
-  if (!lua_isnoneornil(L, arg)) return lsuiro_seconds(L, arg, "map:collect", "timeout");
+  if (!lua_isnoneornil(L, arg)) return lpool_seconds(L, arg, "map:collect", "timeout");
   lua_getiuservalue(L, 1, 2);
   lua_getfield(L, -1, "timeout_s");
   double t = -1;
@@ -712,7 +712,7 @@ static int l_map_run(lua_State *L) {
     if (!pl) return luaL_error(L, "map:run: %s", suiro_last_error());
     memcpy(suiro_plan_in_data(pl), a->data, larray_bytes(a));
   }
-  double timeout = lua_isnoneornil(L, 3) ? -1 : lsuiro_seconds(L, 3, "map:run", "timeout");
+  double timeout = lua_isnoneornil(L, 3) ? -1 : lpool_seconds(L, 3, "map:run", "timeout");
   suiro_status st = suiro_map_start(lm->m, lp->default_timeout);
   if (st == SUIRO_CLOSED) return push_closed(L);
   if (st != SUIRO_OK) return luaL_error(L, "map:run: %s", suiro_last_error());
@@ -783,7 +783,7 @@ static void store_cell(lua_State *L, int idx, void *cell, int type, uint64_t i, 
     break;
   case LUA_TBOOLEAN: rc = suiro_cell_put_bool(cell, type, lua_toboolean(L, idx), err, sizeof err); break;
   default:
-    if (lsuiro_is_na(L, idx)) {
+    if (lvalues_is_na(L, idx)) {
       rc = suiro_cell_put_na(cell, type, err, sizeof err);
     } else {
       snprintf(err, sizeof err, "template %s cannot hold %s", wire_type_name(type), luaL_typename(L, idx));
@@ -900,7 +900,7 @@ static int run_map_task(lua_State *L) {
       case 'f': lua_pushnumber(L, el.f); break;
       case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
       case 'b':
-        if (el.i == WIRE_NA_BOOL) lsuiro_push_na(L);
+        if (el.i == WIRE_NA_BOOL) lvalues_push_na(L);
         else lua_pushboolean(L, (int)el.i);
         break;
       default: lworker_decode_one(L, el.buf, el.len, env); break;
@@ -977,7 +977,7 @@ static const luaL_Reg map_methods[] = {
 
 /* Registers suiro.map and suiro.range; adds core.map_new and core.range to the table on top. */
 void lmap_open(lua_State *L) {
-  lsuiro_newmt(L, "suiro.map", &lsuiro_key_map);
+  lsuiro_newmt(L, "suiro.map", &lmap_key_map);
   luaL_newlib(L, map_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.map_methods");
@@ -989,7 +989,7 @@ void lmap_open(lua_State *L) {
   lua_pushcfunction(L, l_map_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  lsuiro_newmt(L, "suiro.range", &lsuiro_key_range);
+  lsuiro_newmt(L, "suiro.range", &lmap_key_range);
   lua_pushcfunction(L, l_range_len);
   lua_setfield(L, -2, "__len");
   lua_pushcfunction(L, l_range_index);

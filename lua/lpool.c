@@ -29,7 +29,7 @@ const char lsuiro_key_pool, lsuiro_key_task, lsuiro_key_error, lsuiro_key_call, 
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-lpool *lsuiro_checkpool(lua_State *L, int idx) {
+lpool *lpool_check(lua_State *L, int idx) {
   lpool *lp = lsuiro_checkud(L, idx, &lsuiro_key_pool, LSUIRO_POOL);
   if (lp->closed || !lp->p) luaL_error(L, "the pool is stopped");
   return lp;
@@ -58,7 +58,7 @@ static ltask *checktask(lua_State *L, int idx) {
 
 /* Seconds from a duration at idx: a number of seconds or a duration string ("250ms", "inf"), read
  * by suiro.parse; NaN and negative numbers are refused. math.huge (or "inf") means no limit: -1. */
-double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what) {
+double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what) {
   double t;
   if (lua_type(L, idx) == LUA_TSTRING) {
     idx = lua_absindex(L, idx);
@@ -107,10 +107,10 @@ static void table_arg(lua_State *L, int idx, const char *verb, const char *what)
   if (!lua_istable(L, idx)) luaL_error(L, "%s: %s must be a table, got %s", verb, what, luaL_typename(L, idx));
 }
 
-/* Timeout argument: nil -> the pool's default, else a duration (lsuiro_seconds). */
+/* Timeout argument: nil -> the pool's default, else a duration (lpool_seconds). */
 static double opt_timeout(lua_State *L, int idx, const lpool *lp, const char *verb) {
   if (lua_isnoneornil(L, idx)) return lp->default_timeout;
-  return lsuiro_seconds(L, idx, verb, "timeout");
+  return lpool_seconds(L, idx, verb, "timeout");
 }
 
 /* Pushes `nil, why` for an outcome; raises for SUIRO_ERR. Returns the number of results. */
@@ -122,7 +122,7 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
   case SUIRO_FULL: lua_pushnil(L); lua_pushliteral(L, "full"); return 2;
   default:
     if (!strcmp(suiro_last_error(), "interrupted"))
-      return luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+      return luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
     return luaL_error(L, "%s: %s", verb, suiro_last_error());
   }
 }
@@ -254,7 +254,7 @@ static int l_pool_stop(lua_State *L) {
   lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
   if (!lp->owner)
     return luaL_error(L, "pool:stop: a worker cannot stop its own pool (suiro.current_pool() stays usable)");
-  double timeout = lua_isnoneornil(L, 2) ? 5.0 : lsuiro_seconds(L, 2, "pool:stop", "timeout");
+  double timeout = lua_isnoneornil(L, 2) ? 5.0 : lpool_seconds(L, 2, "pool:stop", "timeout");
   stop_pool(L, lp, timeout);
   return 0;
 }
@@ -337,7 +337,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
 
 /* pool:submit(f, ...) -> task */
 static int l_submit(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   int n = lua_gettop(L) - 2;
   if (n < 0) return luaL_error(L, "pool:submit: argument 1 must be a function or call spec, got no value");
   unsigned char stack[512];
@@ -371,7 +371,7 @@ static int l_submit(lua_State *L) {
  * wake decision per run of free ring entries). If the ring stays full past the pool's timeout,
  * returns the tasks that went in and "timeout" (or "full"). */
 static int l_submit_batch(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   luaL_checkany(L, 2);
   table_arg(L, 3, "pool:submit_batch", "argument 2 (a list of argument lists)");
   lua_Integer n = luaL_len(L, 3);
@@ -611,7 +611,7 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
  * task's error and only that task is consumed; with errors = "return" the error objects take the
  * place of the failed values. */
 static int l_collect_all(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
   int return_errors = 0;
   if (!lua_isnoneornil(L, 4)) {
@@ -669,7 +669,7 @@ static int l_collect_all(lua_State *L) {
 
 /* pool:collect_any(tasks, [timeout]) -> index, values... */
 static int l_collect_any(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
   lua_settop(L, 2);
   lua_Integer n;
@@ -692,7 +692,7 @@ static int l_collect_any(lua_State *L) {
 }
 
 static int l_status(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   suiro_pool_stats s;
   suiro_worker_info w[64];
   int n = suiro_pool_status(lp->p, &s, w, 64);
@@ -725,7 +725,7 @@ static int l_status(lua_State *L) {
 }
 
 static int l_spawn(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_Integer ln = lua_isnoneornil(L, 2) ? 1 : int_arg(L, 2, "pool:spawn", "n", 1, 64);
   int n = (int)ln;
   if (suiro_pool_spawn_workers(lp->p, n) != SUIRO_OK) return luaL_error(L, "pool:spawn: %s", suiro_last_error());
@@ -733,10 +733,10 @@ static int l_spawn(lua_State *L) {
 }
 
 static int l_retire(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_Integer ls = int_arg(L, 2, "pool:retire", "slot", 0, 63);
   int slot = (int)ls;
-  double timeout = lua_isnoneornil(L, 3) ? 10 : lsuiro_seconds(L, 3, "pool:retire", "timeout");
+  double timeout = lua_isnoneornil(L, 3) ? 10 : lpool_seconds(L, 3, "pool:retire", "timeout");
   suiro_status st = suiro_pool_retire(lp->p, slot, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:retire");
   lua_pushboolean(L, 1);
@@ -744,13 +744,13 @@ static int l_retire(lua_State *L) {
 }
 
 static int l_eventfd(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_pushinteger(L, suiro_pool_eventfd(lp->p));
   return 1;
 }
 
 static int l_event_ack(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   suiro_pool_event_ack(lp->p);
   return 0;
 }
@@ -763,7 +763,7 @@ static int l_pool_tostring(lua_State *L) {
 }
 
 static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double t = luaL_checknumber(L, 2);
   lp->default_timeout = t >= 1e12 ? -1 : t;
   return 0;
@@ -771,7 +771,7 @@ static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
 
 /* The worker is leaving (its engine handle is about to be freed): its borrowed pool answers
  * "closed" from now on, so finalizers of tasks it left uncollected touch nothing freed. */
-void lsuiro_forget_current_pool(lua_State *L) {
+void lpool_forget_current(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.current_pool") == LUA_TUSERDATA) {
     lpool *lp = lua_touserdata(L, -1);
     lp->p = NULL;
@@ -780,7 +780,7 @@ void lsuiro_forget_current_pool(lua_State *L) {
   lua_pop(L, 1);
 }
 
-void lsuiro_push_current_pool(lua_State *L) {
+void lpool_push_current(lua_State *L) {
   suiro_pool *p = suiro_current_pool();
   if (!p) {
     lua_pushnil(L);
@@ -802,7 +802,7 @@ void lsuiro_push_current_pool(lua_State *L) {
 }
 
 static int l_current_pool(lua_State *L) {
-  lsuiro_push_current_pool(L);
+  lpool_push_current(L);
   return 1;
 }
 
@@ -827,7 +827,7 @@ static int l_task_pool(lua_State *L) {
 
 /* Executable of the Lua worker: this program when it is the suiro CLI, else the suiro binary next
  * to this module (build/lib/suiro/core.so -> build/bin/suiro); SUIRO_WORKER_EXE overrides. */
-int lsuiro_is_cli;
+int lpool_is_cli;
 static int l_worker_exe(lua_State *L) {
   const char *env = getenv("SUIRO_WORKER_EXE");
   if (env && *env) {
@@ -835,7 +835,7 @@ static int l_worker_exe(lua_State *L) {
     return 1;
   }
   char buf[PATH_MAX];
-  if (lsuiro_is_cli) {
+  if (lpool_is_cli) {
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n > 0) {
       buf[n] = 0;
@@ -953,13 +953,13 @@ static const luaL_Reg pool_funcs[] = {
 
 /* ---- interrupts ------------------------------------------------------------------------------
  * The engine asks after each sleep of a wait whether to give up (suiro_set_interrupt_check). In
- * the suiro command a SIGINT or SIGTERM handler sets lsuiro_signal; in stock lua5.4 its SIGINT
+ * the suiro command a SIGINT or SIGTERM handler sets lpool_signal; in stock lua5.4 its SIGINT
  * handler sets a count hook of 1 on the main thread (lua.c's laction), which we recognise. Either
  * way the wait ends with "interrupted" and the error unwinds the script, closing its pools. */
-volatile sig_atomic_t lsuiro_signal;
+volatile sig_atomic_t lpool_signal;
 
 static int interrupt_check(void *ud) {
-  if (lsuiro_signal) return 1;
+  if (lpool_signal) return 1;
   lua_State *main = ud;
   int all = LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT;
   return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;

@@ -84,10 +84,10 @@ void lbuf_put(lua_State *L, lbuf *b, const void *data, size_t n); /* raises when
 void lpool_open(lua_State *L);
 /* Seconds from the duration at idx (a number or a string such as "250ms"); raises naming verb and
  * what for NaN, negative numbers and malformed strings; no limit (math.huge, "inf") is -1. */
-double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);
-lpool *lsuiro_checkpool(lua_State *L, int idx);
-void lsuiro_push_current_pool(lua_State *L);
-void lsuiro_forget_current_pool(lua_State *L);
+double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what);
+lpool *lpool_check(lua_State *L, int idx);
+void lpool_push_current(lua_State *L);
+void lpool_forget_current(lua_State *L);
 
 /* lenc.c, ldec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
  * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
@@ -175,15 +175,15 @@ static inline void lsuiro_push_weak_table(lua_State *L, const char *name) {
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, name);
 }
-extern int lsuiro_is_cli;
+extern int lpool_is_cli;
 /* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
  * "interrupted!" / "terminated" error (lpool.c). */
-extern volatile sig_atomic_t lsuiro_signal;
+extern volatile sig_atomic_t lpool_signal;
 
 /* lworker.c — the Lua worker; and what the map runner (lmap.c) uses of it: decoding one value
  * with functions, resolving "module.fn", the error handler and the error payload, its own pool. */
-int lsuiro_worker_run(lua_State *L, const char *token);
-void lsuiro_open_worker_exec(lua_State *L);
+int lworker_run(lua_State *L, const char *token);
+void lworker_open(lua_State *L);
 void lworker_decode_one(lua_State *L, const void *buf, size_t len, int env_idx);
 void lworker_resolve(lua_State *L, const char *name, size_t len);
 int lworker_msgh(lua_State *L);
@@ -198,13 +198,13 @@ int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t 
 
 /* lembed.c — a parsed template (suiro.parse.template's table at idx) as the engine's description:
  * 0, or -1 with a message in err. */
-int lsuiro_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
+int lembed_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
 
 /* larray.c — typed arrays */
 int luaopen_suiro_array(lua_State *L);
 
 /* lvalues.c, lframe.c — suiro.NA, bytes, strings, dict, keys, frame and suiro.wire: sets them in
  * the table at the top (luaopen_suiro_core's). */
-void lsuiro_open_values(lua_State *L);
+void lvalues_open(lua_State *L);
 
 #endif

@@ -481,7 +481,7 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   return rc;
 }
 
-void lsuiro_open_worker_exec(lua_State *L) {
+void lworker_open(lua_State *L) {
   /* registry tables used by the worker (harmless in hosts) */
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, REFS);
@@ -499,7 +499,7 @@ void lsuiro_open_worker_exec(lua_State *L) {
 
 /* Called when the worker has attached: keep a handle on its own pool for results. */
 static int attach_self(lua_State *L) {
-  lsuiro_push_current_pool(L);
+  lpool_push_current(L);
   self_pool = lua_touserdata(L, -1);
   lua_pop(L, 1);
   return 0;
@@ -515,12 +515,12 @@ static int first_exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, 
   return exec(fn, arg, len, out, ud);
 }
 
-int lsuiro_worker_run(lua_State *L, const char *token) {
+int lworker_run(lua_State *L, const char *token) {
   WL = L;
   luaL_requiref(L, "suiro.core", luaopen_suiro_core, 0);
   lua_pop(L, 1);
   suiro_set_executor(first_exec, L);
   int rc = suiro_worker_run(token);
-  lsuiro_forget_current_pool(L); /* the engine freed its handle; lua_close runs finalizers next */
+  lpool_forget_current(L); /* the engine freed its handle; lua_close runs finalizers next */
   return rc;
 }
