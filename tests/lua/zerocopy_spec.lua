@@ -1,12 +1,11 @@
 -- Zero-copy: large arrays cross as references, arrive as read-only views, come back O(1), and
 -- their regions are recycled and removed.
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 local probe = require "suiro.probe"
 
 describe("zero-copy arrays", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 1 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 1 }
 
   it("sends large arrays as views, small ones as copies", function()
     local big = suiro.f64(100000)
