@@ -111,6 +111,17 @@ static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
 larray *larray_new(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 1); }
 larray *larray_new_raw(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 0); }
 
+/* The array's elements move to d (copied; the old memory is let go of). */
+static void move_data(larray *a, void *d, void *region, larray_release_fn release, int owns) {
+  memcpy(d, a->data, larray_bytes(a));
+  if (a->release) a->release(a);
+  else if (a->owns) free(a->data);
+  a->data = d;
+  a->region = region;
+  a->release = release;
+  a->owns = owns;
+}
+
 int larray_to_region(lua_State *L, larray *a) {
   (void)L;
   if (a->region) return 1;
@@ -120,13 +131,7 @@ int larray_to_region(lua_State *L, larray *a) {
   larray_release_fn release = NULL;
   void *d = larray_alloc_big(bytes, &region, &release);
   if (!d) return 0;
-  memcpy(d, a->data, bytes);
-  if (a->release) a->release(a);
-  else if (a->owns) free(a->data);
-  a->data = d;
-  a->region = region;
-  a->release = release;
-  a->owns = 0;
+  move_data(a, d, region, release, 0);
   return 1;
 }
 
@@ -142,13 +147,7 @@ static void unshare(lua_State *L, larray *a) {
     if (!d) luaL_error(L, "suiro.array: out of memory for %I bytes", (lua_Integer)bytes);
     owns = 1;
   }
-  memcpy(d, a->data, bytes);
-  if (a->release) a->release(a);
-  else if (a->owns) free(a->data);
-  a->data = d;
-  a->region = region;
-  a->release = release;
-  a->owns = owns;
+  move_data(a, d, region, release, owns);
   a->shared = 0;
 }
 

@@ -977,29 +977,22 @@ static const luaL_Reg map_methods[] = {
 
 /* Registers suiro.map and suiro.range; adds core.map_new and core.range to the table on top. */
 void lmap_open(lua_State *L) {
+  static const luaL_Reg map_meta[] = {
+    { "__gc", l_map_gc }, { "__close", l_map_gc }, { "__tostring", l_map_tostring }, { NULL, NULL },
+  };
+  static const luaL_Reg range_meta[] = {
+    { "__len", l_range_len }, { "__index", l_range_index }, { "__tostring", l_range_tostring },
+    { "__eq", l_range_eq }, { NULL, NULL },
+  };
   lsuiro_newmt(L, "suiro.map", &lmap_key_map);
   luaL_newlib(L, map_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.map_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_map_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_map_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_map_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, map_meta, 0);
   lua_pop(L, 1);
   lsuiro_newmt(L, "suiro.range", &lmap_key_range);
-  lua_pushcfunction(L, l_range_len);
-  lua_setfield(L, -2, "__len");
-  lua_pushcfunction(L, l_range_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_range_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, l_range_eq);
-  lua_setfield(L, -2, "__eq");
-  lua_pushliteral(L, "suiro.range");
-  lua_setfield(L, -2, "__name");
+  luaL_setfuncs(L, range_meta, 0);
   lua_pop(L, 1);
   lua_pushcfunction(L, l_map_new);
   lua_setfield(L, -2, "map_new");

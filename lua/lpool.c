@@ -62,16 +62,7 @@ double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what) 
   double t;
   if (lua_type(L, idx) == LUA_TSTRING) {
     idx = lua_absindex(L, idx);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_duration") != LUA_TFUNCTION) {
-      lua_pop(L, 1);
-      lua_getglobal(L, "require");
-      lua_pushliteral(L, "suiro.parse");
-      lua_call(L, 1, 1);
-      lua_getfield(L, -1, "try_duration");
-      lua_remove(L, -2);
-      lua_pushvalue(L, -1);
-      lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_duration");
-    }
+    lsuiro_push_parser(L, "try_duration");
     lua_pushvalue(L, idx);
     lua_call(L, 1, 2);
     if (lua_isnil(L, -2)) luaL_error(L, "%s: %s: %s", verb, what, lua_tostring(L, -1));
@@ -972,41 +963,36 @@ void lpool_open(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   suiro_set_interrupt_check(interrupt_check, lua_tothread(L, -1));
   lua_pop(L, 1);
+  static const luaL_Reg pool_meta[] = {
+    { "__gc", l_pool_gc }, { "__close", l_pool_gc }, { "__tostring", l_pool_tostring }, { NULL, NULL },
+  };
+  static const luaL_Reg task_meta[] = { { "__gc", l_task_gc }, { "__tostring", l_task_tostring }, { NULL, NULL } };
+  static const luaL_Reg batch_task_meta[] = { { "__tostring", l_task_tostring }, { NULL, NULL } };
+  static const luaL_Reg guard_meta[] = { { "__gc", batch_guard_gc }, { NULL, NULL } };
   lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
   luaL_newlib(L, pool_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_pool_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_pool_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_pool_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, pool_meta, 0);
   lua_pop(L, 1);
-
   lsuiro_newmt(L, LSUIRO_TASK, &lsuiro_key_task);
   luaL_newlib(L, task_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_task_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_task_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, task_meta, 0);
   lua_pop(L, 1);
   /* a batch's tasks: the same methods and name, no finalizer of their own */
   lua_newtable(L);
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_task_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, batch_task_meta, 0);
   lua_pushliteral(L, LSUIRO_TASK);
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
   lua_newtable(L); /* the guard of a batch or a slab of tasks */
-  lua_pushcfunction(L, batch_guard_gc);
-  lua_setfield(L, -2, "__gc");
+  luaL_setfuncs(L, guard_meta, 0);
   lua_pushliteral(L, "suiro.task_guard");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);

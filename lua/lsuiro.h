@@ -160,6 +160,22 @@ wire_str *lrecord_keys(lua_State *L, int t, lua_Integer *count);
 void lrecord_set_order(lua_State *L, int t, int order);
 int lrecord_cmp(const void *a, const void *b);
 
+/* Pushes suiro.parse's function `name` (try_duration, try_fnref, ...), required once and kept in
+ * the registry: the one reader of the small languages, for C code too. */
+static inline void lsuiro_push_parser(lua_State *L, const char *name) {
+  lua_pushfstring(L, "suiro.parse.%s", name);
+  if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TFUNCTION) return;
+  lua_pop(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "suiro.parse");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+  lua_pushfstring(L, "suiro.parse.%s", name);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
 /* Pushes a new table with weak keys; registry[name], such a table, made on first use. */
 static inline void lsuiro_new_weak_table(lua_State *L) {
   lua_newtable(L);
