@@ -108,7 +108,7 @@ for _, f in ipairs(os.matchfiles(root .. "/bench/bench_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { f }
-    includedirs { root .. "/engine/include", root .. "/engine/src" }
+    includedirs { root .. "/engine/include" }
     buildoptions(common_c)
     links { "suiro", "pthread", "m" }
     linkoptions { "-pthread" }
