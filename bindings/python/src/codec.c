@@ -97,6 +97,7 @@ typedef struct enc {
   uint64_t seen_ord[8];
   PyObject *seen; /* dict: id -> ordinal, beyond the inline entries */
   PyObject *keep; /* temporaries */
+  int in_frame;   /* frame columns cannot be references: the whole frame goes as one region */
 } enc;
 
 static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
@@ -107,6 +108,7 @@ static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
   e->nseen = 0;
   e->seen = NULL;
   e->keep = NULL;
+  e->in_frame = 0;
 }
 
 static void enc_end(enc *e) {
@@ -346,7 +348,7 @@ static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int 
   uint64_t dims[WIRE_MAX_NDIM];
   if (ndim > WIRE_MAX_NDIM) return enc_fail(e, PyExc_ValueError, "an array of %d dimensions cannot be sent (at most %d)", ndim, WIRE_MAX_NDIM);
   for (int d = 0; d < ndim; d++) dims[d] = (uint64_t)v->shape[d];
-  if (e->o->zero_copy && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
+  if (e->o->zero_copy && !e->in_frame && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
     int nd = ndim == 1 ? 0 : ndim;
     suiro_buf *b = owner && ((uintptr_t)v->buf & 7) == 0 ? sp_view_region_of(owner) : NULL;
     if (b && suiro_zc_put(e->w, b, v->buf, bytes, type, order, nd, dims) == WIRE_OK) {
@@ -407,7 +409,8 @@ static int put_raw(enc *e, PyObject *arr, int type, int tag, int unit, PyObject 
   Py_buffer v;
   if (PyObject_GetBuffer(arr, &v, PyBUF_RECORDS_RO) < 0) return enc_fail(e, PyExc_TypeError, "array has no buffer");
   size_t es = wire_type_size(type);
-  if (!PyBuffer_IsContiguous(&v, 'C') || (size_t)v.itemsize != es) {
+  int order = PyBuffer_IsContiguous(&v, 'C') ? WIRE_ORDER_C : PyBuffer_IsContiguous(&v, 'F') ? WIRE_ORDER_F : -1;
+  if (order < 0 || (size_t)v.itemsize != es || (tag != WIRE_ARRAY && v.ndim != 1)) {
     PyBuffer_Release(&v);
     return enc_fail(e, PyExc_TypeError, "internal: expected a contiguous %s array", wire_type_name(type));
   }
@@ -421,18 +424,10 @@ static int put_raw(enc *e, PyObject *arr, int type, int tag, int unit, PyObject 
     const char *ts = tz && tz != Py_None ? PyUnicode_AsUTF8AndSize(tz, &tl) : "";
     if (!ts) rc = -1;
     else dst = wire_put_timestamp(e->w, type, unit, (wire_str){ ts, (size_t)tl }, n);
-  } else if (v.ndim <= 1) {
-    if (tag == WIRE_ARRAY && v.ndim == 1) {
-      Py_buffer vv = v;
-      rc = put_typed(e, NULL, &vv, type, WIRE_ORDER_C);
-      PyBuffer_Release(&v);
-      return rc;
-    }
-    dst = wire_put_array(e->w, type, n);
   } else {
-    uint64_t dims[WIRE_MAX_NDIM];
-    for (int d = 0; d < v.ndim && d < WIRE_MAX_NDIM; d++) dims[d] = (uint64_t)v.shape[d];
-    dst = wire_put_ndarray(e->w, type, WIRE_ORDER_C, v.ndim, dims);
+    rc = put_typed(e, NULL, &v, type, order);
+    PyBuffer_Release(&v);
+    return rc;
   }
   if (dst && v.len) memcpy(dst, v.buf, (size_t)v.len);
   PyBuffer_Release(&v);
@@ -590,6 +585,7 @@ static int enc_frame(enc *e, PyObject *o) {
     goto out;
   }
   wire_put_frame(e->w, (uint64_t)nc, (uint64_t)nr);
+  e->in_frame++;
   for (Py_ssize_t i = 0; i < nc; i++) {
     PyObject *nm = PySequence_GetItem(names, i), *c = nm ? PySequence_GetItem(cols, i) : NULL;
     if (!c) {
@@ -607,6 +603,7 @@ static int enc_frame(enc *e, PyObject *o) {
   }
   rc = 0;
 out:
+  if (nrow) e->in_frame--;
   Py_XDECREF(names);
   Py_XDECREF(cols);
   Py_XDECREF(nrow);
@@ -1172,7 +1169,7 @@ static PyObject *array_copy(int type, const void *data, uint64_t count, int orde
     return NULL;
   }
   for (int k = 0; k < ndim; k++) PyTuple_SET_ITEM(shape, k, PyLong_FromUnsignedLongLong(dims[k]));
-  PyObject *r = PyObject_CallMethod(a, "reshape", "Os", shape, order == WIRE_ORDER_F ? "F" : "C");
+  PyObject *r = sp_reshape(a, shape, order);
   Py_DECREF(shape);
   Py_DECREF(a);
   return r;

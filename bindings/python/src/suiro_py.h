@@ -171,6 +171,9 @@ int sp_error_out(suiro_out *out, PyObject *exc_info_unused, int64_t index); /* c
 PyObject *sp_current_pool(void);   /* suiro.current_pool(): borrowed worker handle (new ref) */
 extern int sp_in_worker;
 
+/* a.reshape(shape, order="C"/"F") (new reference) */
+PyObject *sp_reshape(PyObject *a, PyObject *shape, int order);
+
 /* small helpers */
 static inline const char *sp_lang_name(int lang) {
   return lang == WIRE_LANG_LUA ? "lua" : lang == WIRE_LANG_R ? "r" : "python";

@@ -81,7 +81,7 @@ PyObject *sp_view_array(suiro_buf *b, const void *data, uint64_t bytes, int type
     return NULL;
   }
   for (int k = 0; k < ndim; k++) PyTuple_SET_ITEM(shape, k, PyLong_FromUnsignedLongLong(dims[k]));
-  PyObject *r = PyObject_CallMethod(a, "reshape", "Os", shape, order == WIRE_ORDER_F ? "F" : "C");
+  PyObject *r = sp_reshape(a, shape, order);
   Py_DECREF(shape);
   Py_DECREF(a);
   return r;
@@ -102,4 +102,16 @@ suiro_buf *sp_view_region_of(PyObject *arr) {
     base = next;
   }
   return NULL;
+}
+
+PyObject *sp_reshape(PyObject *a, PyObject *shape, int order) {
+  PyObject *meth = PyObject_GetAttrString(a, "reshape");
+  if (!meth) return NULL;
+  PyObject *args = PyTuple_Pack(1, shape);
+  PyObject *kw = args ? Py_BuildValue("{s:s}", "order", order == WIRE_ORDER_F ? "F" : "C") : NULL;
+  PyObject *r = kw ? PyObject_Call(meth, args, kw) : NULL;
+  Py_XDECREF(kw);
+  Py_XDECREF(args);
+  Py_DECREF(meth);
+  return r;
 }

@@ -386,8 +386,8 @@ def _deep_eq(a, b):
 def make_bool_na(raw):
     """A bool array with NA bytes (0xFF): a numpy masked array, masked where NA."""
     np = _np()
-    mask = raw == 0xFF
-    data = np.where(mask, 0, raw).astype(bool).reshape(raw.shape, order="A")
+    mask = raw == 0xFF  # elementwise: keeps raw's memory order (C or F)
+    data = raw == 1
     return np.ma.MaskedArray(data, mask=mask)
 
 
@@ -449,21 +449,20 @@ _NA_FILL = None
 
 def _masked_to_wire(np, a):
     mask = np.ma.getmaskarray(a)
-    data = np.ascontiguousarray(np.ma.getdata(a))
+    data = np.ma.getdata(a)
+    if not (data.flags.c_contiguous or data.flags.f_contiguous):
+        data = np.ascontiguousarray(data)
+        mask = np.ascontiguousarray(mask)
     if data.dtype == bool:
-        raw = data.view(np.uint8).copy()
+        raw = data.view(np.uint8).copy(order="K")
         raw[mask] = 0xFF
-        return ("array", 6, raw.ravel()) if raw.ndim == 1 else _nd_bool(np, raw)
+        return ("array", 6, raw)
     fill = _na_fill(np, data.dtype)
     if fill is None:
         return ("refuse", "a masked %s array (this type has no NA)" % data.dtype)
     out = data.copy()
     out[mask] = fill
     return out
-
-
-def _nd_bool(np, raw):
-    return ("refuse", "an n-d masked bool array (send a 1-d one, or fill it)")
 
 
 def _na_fill(np, dt):
