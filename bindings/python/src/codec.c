@@ -781,6 +781,8 @@ static int enc_replacement(enc *e, PyObject *o, PyObject *rep) {
                       e->o->foreign ? e->o->foreign_dest : "", PyTuple_GET_ITEM(rep, 1));
     return enc_fail(e, PyExc_TypeError, "internal: unknown conversion %s", k);
   }
+  if (rep == o || (SP.ndarray && Py_TYPE(rep) != (PyTypeObject *)SP.ndarray && Py_TYPE(rep) == Py_TYPE(o)))
+    return enc_fail(e, PyExc_TypeError, "internal: no wire form for %s", type_name(o));
   if (enc_keep(e, rep) < 0) return -1;
   return enc_value(e, rep);
 }
@@ -813,6 +815,7 @@ static int enc_value(enc *e, PyObject *o) {
     return rc;
   }
   if (o == SP.NA) return wire_put_bool(w, WIRE_NA_BOOL), 0;
+  if (!SP.ndarray && PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") && sp_numpy() < 0) return -1;
   if (SP.ndarray && t == (PyTypeObject *)SP.ndarray) return enc_ndarray(e, o);
   if (t == &PyRange_Type) {
     PyObject *start = PyObject_GetAttrString(o, "start"), *step = start ? PyObject_GetAttrString(o, "step") : NULL;

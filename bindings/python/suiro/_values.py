@@ -439,8 +439,6 @@ def to_wire(obj, foreign):
         return _frames().to_wire(obj, foreign)
     if isinstance(obj, (bytearray, memoryview)) and foreign:
         return bytes(obj)
-    if isinstance(obj, (set, frozenset)) and foreign:
-        return list(obj)
     return None
 
 
@@ -634,12 +632,13 @@ def _compile_source(src):
     import ast
 
     try:
-        tree = ast.parse(src, "<suiro.call source>", "exec")
+        compile(src, "<suiro.call source>", "exec")
     except SyntaxError as e:
         if "'return' outside function" not in str(e):
             raise
         body = "def __suiro_source__():\n" + "".join("    " + line + "\n" for line in src.splitlines())
         return ("func", compile(body, "<suiro.call source>", "exec"), None)
+    tree = ast.parse(src, "<suiro.call source>", "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = compile(ast.Expression(tree.body.pop().value), "<suiro.call source>", "eval")
