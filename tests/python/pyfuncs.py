@@ -33,6 +33,11 @@ def sleep_then(seconds, value):
     return value
 
 
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
 def raise_(kind, msg="boom"):
     if kind == "value":
         raise ValueError(msg)

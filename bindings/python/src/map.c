@@ -28,6 +28,7 @@ typedef struct MapObject {
   int running;      /* a run is in flight */
   int finished;     /* the last run ended */
   int prepared;
+  int cancelled;    /* cancel() was called during the run */
   int in_type;      /* ARRAY input type (prepared maps swap inputs of this type) */
   int in_kind;
   suiro_template tpl;
@@ -231,6 +232,7 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   mo->n = s.n;
   mo->running = mo->finished = 0;
   mo->prepared = prepare;
+  mo->cancelled = 0;
   mo->in_kind = s.in_kind;
   mo->in_type = s.in_type;
   mo->has_tpl = s.tpl != NULL;
@@ -300,7 +302,10 @@ static PyObject *map_done(MapObject *mo, PyObject *unused) {
 }
 
 static PyObject *map_cancel(MapObject *mo, PyObject *unused) {
-  if (mo->m && mo->running) suiro_map_cancel(mo->m);
+  if (mo->m && mo->running) {
+    suiro_map_cancel(mo->m);
+    mo->cancelled = 1;
+  }
   Py_RETURN_NONE;
 }
 
@@ -389,6 +394,15 @@ static PyObject *map_results(MapObject *mo, PyObject *unused) {
   if (mo->running) return PyErr_Format(PyExc_RuntimeError, "map: still running");
   if (!mo->finished) return PyErr_Format(PyExc_RuntimeError, "map: not run yet (prepared maps: run())");
   if (raise_map_failure(mo)) return NULL;
+  if (mo->cancelled && suiro_map_done(mo->m) < mo->n) {
+    PyObject *cls = PyObject_GetAttrString(PyImport_AddModule("suiro._errors"), "CancelledError");
+    if (cls) {
+      PyErr_Format(cls, "map: cancelled after %llu of %llu elements", (unsigned long long)suiro_map_done(mo->m),
+                   (unsigned long long)mo->n);
+      Py_DECREF(cls);
+    }
+    return NULL;
+  }
   const suiro_plan *pl = suiro_plan_of(mo->m);
   if (!pl) return PyErr_Format(PyExc_RuntimeError, "map: %s", suiro_last_error());
   void *outp = suiro_map_output(mo->m);
@@ -480,6 +494,7 @@ static PyObject *map_start(MapObject *mo, PyObject *args) {
   if (st != SUIRO_OK) return PyErr_Format(PyExc_RuntimeError, "run: %s", suiro_last_error());
   mo->running = 1;
   mo->finished = 0;
+  mo->cancelled = 0;
   Py_RETURN_NONE;
 }
 
