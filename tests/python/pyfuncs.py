@@ -51,6 +51,11 @@ def raise_(kind, msg="boom"):
         raise TwoArgError(msg, 2)
     if kind == "type":
         raise TypeError(msg)
+    if kind == "local":
+        class LocalError(Exception):
+            pass
+
+        raise LocalError(msg)
     raise RuntimeError(msg)
 
 

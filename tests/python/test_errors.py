@@ -27,12 +27,19 @@ def test_deep_traceback_lists_every_frame(pool):
     assert e.value.__cause__.tb.count("deep_raise") >= 6
 
 
+def test_exception_travels_whole_between_python_processes(pool):
+    with pytest.raises(pyfuncs.TwoArgError) as e:
+        pool.submit(pyfuncs.raise_, "two", "x").collect(timeout=5)
+    assert e.value.args == ("x", 2)  # args of any kind, as pickled
+    assert "TwoArgError" in e.value.__cause__.tb and "suiro-pickle" not in e.value.__cause__.tb
+
+
 def test_exception_that_cannot_be_rebuilt(pool):
     with pytest.raises(suiro.RemoteError) as e:
-        pool.submit(pyfuncs.raise_, "two", "x").collect(timeout=5)
-    assert e.value.remote_class == "pyfuncs.TwoArgError"
-    assert "x" in e.value.message and e.value.index is None
-    assert "TwoArgError" in e.value.traceback
+        pool.submit(pyfuncs.raise_, "local", "x").collect(timeout=5)
+    assert e.value.remote_class == "pyfuncs.raise_.<locals>.LocalError"
+    assert e.value.message == "x" and e.value.index is None
+    assert "LocalError" in e.value.traceback
 
 
 def test_lambda_exception(pool):

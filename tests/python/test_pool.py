@@ -26,7 +26,7 @@ def test_values_cross(pool):
     v = [None, True, False, 1, -2**63, 2**63 - 1, 2.5, "héllo", b"\x00\xff", [1, [2]], {"a": 1, "b": [None]},
          range(3, 30, 3)]
     assert pool.submit(pyfuncs.identity, v).collect(timeout=5) == v
-    assert pool.submit(pyfuncs.identity, (1, 2)).collect(timeout=5) == [1, 2]  # tuples travel as lists
+    assert pool.submit(pyfuncs.identity, (1, (2, [3]))).collect(timeout=5) == (1, (2, [3]))  # tuples stay tuples
 
 
 def test_python_objects_cross_by_pickle(pool):

@@ -6,7 +6,9 @@
  *   None, bool, suiro.NA            NIL, BOOL (suiro.NA: BOOL NA)
  *   int (64-bit) / float            I64 (I48 when small) / F64
  *   str / bytes                     STR (UTF-8, surrogateescape) / BYTES
- *   list, tuple                     LIST (a list seen twice: BACKREF, so sharing and cycles survive)
+ *   list                            LIST (a list seen twice: BACKREF, so sharing and cycles survive)
+ *   tuple                           LIST for foreign receivers; FUNC(python, 0) "tuple:" + LIST for
+ *                                   Python ones (a tuple comes back a tuple)
  *   dict with str keys              DICT (insertion order)
  *   range                           RANGE
  *   numpy array f64 f32 i64 i32     ARRAY (1-d) / NDARRAY (C or F order), or REF from the
@@ -241,13 +243,55 @@ static int put_str(enc *e, PyObject *s) {
   return 0;
 }
 
+/* A pickler's failure: raised again with the path in its message, keeping its type (PicklingError,
+ * TypeError, ...) when that type can be built from a message; SystemExit and other exits pass
+ * through untouched. */
+static int enc_fail_pickling(enc *e, PyObject *o) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (!t || !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_Exception)) {
+    PyErr_Restore(t, v, tb);
+    return -1;
+  }
+  PyObject *path = path_string(e);
+  PyObject *why = v ? PyObject_Str(v) : NULL;
+  PyObject *msg = path && why ? (PyUnicode_GET_LENGTH(path) ? PyUnicode_FromFormat("%s: %U: %s cannot be sent (%U)", e->o->verb, path, type_name(o), why)
+                                                      : PyUnicode_FromFormat("%s: %s cannot be sent (%U)", e->o->verb, type_name(o), why))
+                               : NULL;
+  PyObject *exc = msg ? PyObject_CallOneArg(t, msg) : NULL;
+  if (!exc || !PyExceptionInstance_Check(exc)) {
+    Py_XDECREF(exc);
+    PyErr_Clear();
+    exc = msg ? PyObject_CallOneArg(PyExc_TypeError, msg) : NULL;
+  }
+  Py_XDECREF(path);
+  Py_XDECREF(why);
+  Py_XDECREF(msg);
+  if (!exc) {
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    return -1;
+  }
+  if (v) {
+    if (tb) PyException_SetTraceback(v, tb);
+    PyException_SetCause(exc, v); /* steals v */
+  }
+  Py_XDECREF(t);
+  Py_XDECREF(tb);
+  PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+  Py_DECREF(exc);
+  return -1;
+}
+
 /* Anything else: pickled for Python receivers, refused by the others. */
 static int enc_pickle(enc *e, PyObject *o, const char *why) {
   if (e->o->foreign)
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent to %s%s%s", type_name(o), e->o->foreign_dest,
                     why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
   PyObject *b = PyObject_CallOneArg(SP.pickle_dumps, o);
-  if (!b) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
+  if (!b) return enc_fail_pickling(e, o);
   if (!PyBytes_Check(b)) {
     Py_DECREF(b);
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent (pickling gave no bytes)", type_name(o));
@@ -810,7 +854,14 @@ static int enc_value(enc *e, PyObject *o) {
   if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) {
     if (++e->depth > WIRE_MAX_DEPTH)
       return enc_fail(e, PyExc_ValueError, "nested deeper than %d levels", WIRE_MAX_DEPTH);
-    int rc = t == &PyDict_Type ? enc_dict(e, o) : enc_list(e, o);
+    int rc;
+    if (t == &PyTuple_Type && !e->o->foreign) { /* Python receivers get a tuple back */
+      wire_put_func(w, WIRE_LANG_PYTHON, 0, 2);
+      wire_put_str(w, "tuple:", 6);
+      rc = enc_list(e, o);
+    } else {
+      rc = t == &PyDict_Type ? enc_dict(e, o) : enc_list(e, o);
+    }
     e->depth--;
     return rc;
   }
@@ -970,7 +1021,8 @@ static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
     } else {
       id = function_identity(e, fn);
       if (!id) return enc_fail(e, PyExc_TypeError, "the function %R cannot be sent", fn);
-      if (po) {
+      if (po && PyUnicode_Check(id)) { /* remember by-reference functions only: a function sent by
+                                         value may hold objects the caller wants collected */
         Py_XSETREF(po->last_fn, Py_NewRef(fn));
         Py_XSETREF(po->last_item, Py_NewRef(id));
       }
@@ -1312,7 +1364,17 @@ static PyObject *dec_func(dec *d, wire_item *it) {
   PyObject *res = NULL;
   if (key == 0) {
     if (c.tag != WIRE_STR) return PyErr_SetString(PyExc_ValueError, "cannot decode value: a named function without a name"), NULL;
-    if (c.n > 7 && memcmp(c.data, "pickle:", 7) == 0) {
+    if (c.n == 6 && memcmp(c.data, "tuple:", 6) == 0) { /* a tuple: its items in a list */
+      wire_item b;
+      if (dec_next(d, &b) < 0) return NULL;
+      if (b.tag != WIRE_LIST || n != 2)
+        return PyErr_SetString(PyExc_ValueError, "cannot decode value: a tuple without its items"), NULL;
+      PyObject *l = dec_value(d, &b);
+      res = l ? PyList_AsTuple(l) : NULL;
+      Py_XDECREF(l);
+      if (!res) return NULL;
+      n = 0;
+    } else if (c.n > 7 && memcmp(c.data, "pickle:", 7) == 0) {
       wire_item b;
       if (dec_next(d, &b) < 0) return NULL;
       if (b.tag != WIRE_BYTES || n != 2)

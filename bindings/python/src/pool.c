@@ -365,6 +365,8 @@ static TaskObject *task_make(PoolObject *po, suiro_task t) {
   k->state = 0;
   k->outcome = NULL;
   k->failed = 0;
+  k->slot = -1;
+  k->pid = 0;
   k->weakreflist = NULL;
   PyObject_GC_Track(k);
   return k;
@@ -591,8 +593,10 @@ static suiro_status step_one(void *ctx, double slice) {
 }
 
 /* Stores the outcome of a collected result in the task (value, or the exception). */
-static void task_settle(TaskObject *k, PyObject *value) {
+static void task_settle(TaskObject *k, PyObject *value, const suiro_result *r) {
   k->state = 1;
+  k->slot = r->worker_slot;
+  k->pid = r->worker_pid;
   if (value) {
     k->outcome = value;
     k->failed = 0;
@@ -633,7 +637,7 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   int st = sp_wait(po, timeout, step_one, &c);
   PyObject *res = NULL;
   if (st == SUIRO_OK) {
-    task_settle(k, sp_result(po, &c.r, -1));
+    task_settle(k, sp_result(po, &c.r, -1), &c.r);
     sp_pool_unlock(po);
     return task_outcome(k);
   }
@@ -742,6 +746,14 @@ static PyObject *task_await(TaskObject *k) {
 static PyObject *task_get_pool(TaskObject *k, void *unused) { return Py_NewRef((PyObject *)k->pool); }
 static PyObject *task_get_handle(TaskObject *k, void *unused) { return PyLong_FromUnsignedLongLong(k->t); }
 static PyObject *task_get_state(TaskObject *k, void *unused) { return PyLong_FromLong(k->state); }
+static PyObject *task_get_slot(TaskObject *k, void *unused) {
+  if (k->slot < 0) Py_RETURN_NONE;
+  return PyLong_FromLong(k->slot);
+}
+static PyObject *task_get_pid(TaskObject *k, void *unused) {
+  if (k->pid <= 0) Py_RETURN_NONE;
+  return PyLong_FromLong(k->pid);
+}
 
 /* gathers handles of the pending tasks among `tasks` (all of pool po) */
 static int gather(PoolObject *po, PyObject *seq, TaskObject ***ks, const char *verb) {
@@ -845,9 +857,9 @@ static PyObject *pool_collect_all(PoolObject *po, PyObject *args, PyObject *kw) 
       suiro_result r = { o->kind, o->data, o->len, o->slot, o->pid };
       if (!o->data && o->len) {
         PyErr_NoMemory();
-        task_settle(ks[map[j]], NULL);
+        task_settle(ks[map[j]], NULL, &r);
       } else {
-        task_settle(ks[map[j]], sp_result(po, &r, (Py_ssize_t)map[j]));
+        task_settle(ks[map[j]], sp_result(po, &r, (Py_ssize_t)map[j]), &r);
       }
       free(o->data);
       o->data = NULL;
@@ -926,7 +938,7 @@ static PyObject *pool_collect_any(PoolObject *po, PyObject *args, PyObject *kw) 
   int st = sp_wait(po, timeout, step_any, &c);
   if (st == SUIRO_OK) {
     TaskObject *k = ks[c.index];
-    task_settle(k, sp_result(po, &c.r, (Py_ssize_t)c.index));
+    task_settle(k, sp_result(po, &c.r, (Py_ssize_t)c.index), &c.r);
     sp_pool_unlock(po);
     PyObject *v = task_outcome(k);
     if (v) res = Py_BuildValue("(nN)", (Py_ssize_t)c.index, v);
@@ -1116,6 +1128,8 @@ static PyGetSetDef task_getset[] = {
   { "pool", (getter)task_get_pool, NULL, "the task's pool", NULL },
   { "_handle", (getter)task_get_handle, NULL, NULL, NULL },
   { "_state", (getter)task_get_state, NULL, NULL, NULL },
+  { "worker_slot", (getter)task_get_slot, NULL, "the slot of the worker that ran it (once collected)", NULL },
+  { "worker_pid", (getter)task_get_pid, NULL, "the pid of the worker that ran it (once collected)", NULL },
   { NULL, NULL, NULL, NULL, NULL },
 };
 

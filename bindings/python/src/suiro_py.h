@@ -55,6 +55,7 @@ typedef struct TaskObject {
   suiro_task t;
   int state;              /* 0 pending, 1 collected, 2 released */
   int failed;             /* outcome is the exception it raised */
+  int slot, pid;          /* the worker that ran it (once collected; -1/0 when unknown) */
   PyObject *outcome;      /* once collected: the value or the exception */
   PyObject *weakreflist;
 } TaskObject;

@@ -41,8 +41,13 @@ static PyObject *view_region(ViewObject *v, PyObject *unused) {
 
 static PyObject *view_nbytes(ViewObject *v, void *unused) { return PyLong_FromSsize_t(v->len); }
 
+static PyObject *view_holders(ViewObject *v, PyObject *unused) {
+  return PyLong_FromLong(v->b ? suiro_buf_holders(v->b) : 0);
+}
+
 static PyMethodDef view_methods[] = {
   { "region", (PyCFunction)view_region, METH_NOARGS, "The name of the shared region (None once it is gone)." },
+  { "holders", (PyCFunction)view_holders, METH_NOARGS, "Holders of the region in this process (views, messages)." },
   { NULL, NULL, 0, NULL },
 };
 

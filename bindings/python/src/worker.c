@@ -14,6 +14,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "suiro_py.h"
 
@@ -83,7 +85,16 @@ static int write_result(suiro_out *out, PyObject *value) {
 
 int sp_exec_task(const void *arg, size_t len, suiro_out *out) {
   PyObject *fn = NULL, *args = NULL, *kwargs = NULL;
-  if (sp_decode_task(arg, len, &fn, &args, &kwargs) < 0) return sp_error_out(out, NULL, -1);
+  if (sp_decode_task(arg, len, &fn, &args, &kwargs) < 0) {
+    /* a task whose arguments asked to exit while they were read (sys.exit in an unpickler):
+     * the worker exits, as the process asked; the engine reports the task's worker as dead */
+    if (PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+      PyErr_Clear();
+      fflush(NULL);
+      _exit(1);
+    }
+    return sp_error_out(out, NULL, -1);
+  }
   PyObject *res;
   if (SP.Call && Py_TYPE(fn) == (PyTypeObject *)SP.Call) {
     if (!run_call_helper) {

@@ -12,8 +12,8 @@ See docs/python.md in the repository.
 from . import _core, _errors, _values
 from ._api import (Launcher, Map, Pool, Pools, PreparedMap, current_pool, lua, open, pool, python, r,
                    worker_script, _lua_dir)
-from ._errors import (CancelledError, PeerGone, PoolClosed, PoolFull, RemoteError, RemoteTraceback, StartError,
-                      SuiroError, TaskError, WorkerDied)
+from ._errors import (CancelledError, PeerGone, PoolClosed, PoolFull, RemoteError, StartError, SuiroError,
+                      TaskError, WorkerDied)
 from ._values import NA, Call, Dates, Frame, Func, Ref, Strings, Timestamps, call
 
 Task = _core.Task
@@ -60,4 +60,6 @@ def __getattr__(name):
         from ._executor import PoolExecutor
 
         return PoolExecutor
+    if name == "RemoteTraceback":  # concurrent.futures.process._RemoteTraceback
+        return _errors._remote_traceback_class()
     raise AttributeError("module 'suiro' has no attribute %r" % name)

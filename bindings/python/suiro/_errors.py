@@ -61,15 +61,18 @@ class CancelledError(SuiroError):
     """The task was cancelled before it started."""
 
 
-class RemoteTraceback(Exception):
-    """The worker's traceback, chained as __cause__ of a re-raised task exception."""
+def _remote_traceback_class():
+    """concurrent.futures' own _RemoteTraceback, so code written for ProcessPoolExecutor sees the
+    same cause type (imported on first need: it pulls in multiprocessing)."""
+    from concurrent.futures.process import _RemoteTraceback
 
-    def __init__(self, tb):
-        super().__init__(tb)
-        self.tb = tb
+    return _RemoteTraceback
 
-    def __str__(self):
-        return "\n" + self.tb.rstrip("\n") if self.tb else "(no traceback)"
+
+def __getattr__(name):
+    if name == "RemoteTraceback":
+        return _remote_traceback_class()
+    raise AttributeError("module 'suiro._errors' has no attribute %r" % name)
 
 
 class PoolClosed(SuiroError, RuntimeError):
@@ -112,6 +115,23 @@ def _exception_type(name):
     return None
 
 
+PICKLE_MARK = "suiro-pickle:"
+
+
+def _unpickle_exception(tb):
+    """(traceback text, the pickled exception or None) of a Python worker's error."""
+    import base64
+    import pickle
+
+    at = tb.rfind(PICKLE_MARK)
+    text, data = tb[:at], tb[at + len(PICKLE_MARK):].strip()
+    try:
+        exc = pickle.loads(base64.b64decode(data))
+    except Exception:
+        return text, None
+    return text, exc if isinstance(exc, BaseException) else None
+
+
 def from_result(kind, cls, msg, tb, index, slot, pid, python):
     """The exception for a failed result (the C core raises what this returns)."""
     idx = index if index is not None and index >= 0 else None
@@ -123,6 +143,18 @@ def from_result(kind, cls, msg, tb, index, slot, pid, python):
         return e
     if cls == "worker_died":
         return WorkerDied(msg, slot if slot >= 0 else None, pid if pid > 0 else None, idx)
+    exc = None
+    if tb and PICKLE_MARK in tb:
+        tb, exc = _unpickle_exception(tb)
+    if exc is not None:
+        exc.__cause__ = _remote_traceback_class()(tb)
+        try:
+            exc.remote_class = cls
+            exc.remote_traceback = tb
+            exc.index = idx
+        except Exception:
+            pass
+        return exc
     if python and cls != "remote":
         t = _exception_type(cls)
         if t is not None:
@@ -131,7 +163,7 @@ def from_result(kind, cls, msg, tb, index, slot, pid, python):
             except Exception:
                 exc = None
             if exc is not None:
-                exc.__cause__ = RemoteTraceback(tb)
+                exc.__cause__ = _remote_traceback_class()(tb)
                 try:
                     exc.remote_class = cls
                     exc.remote_traceback = tb
@@ -141,5 +173,5 @@ def from_result(kind, cls, msg, tb, index, slot, pid, python):
                 return exc
     e = RemoteError(msg, cls, tb, idx)
     if tb:
-        e.__cause__ = RemoteTraceback(tb)
+        e.__cause__ = _remote_traceback_class()(tb)
     return e

@@ -17,6 +17,7 @@ numpy and pandas are imported only when a value needs them, so workers start fas
 
 import builtins
 import importlib
+import os
 import pickle
 import sys
 
@@ -665,4 +666,26 @@ def describe_exception(exc):
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     text = "".join(traceback.format_exception(t, exc, tb))
+    if _HOST_IS_PYTHON:
+        text += _pickled_exception(exc)
     return (cls, msg, text)
+
+
+# Between Python processes an exception travels whole: the ERROR's traceback part ends with a
+# line "suiro-pickle:<base64 of the pickled exception>", which a Python host strips and unpickles
+# (so its args and attributes survive). Workers serving a Lua or R host never add it.
+_HOST_IS_PYTHON = os.environ.get("SUIRO_HOST_LANG", "python") == "python"
+PICKLE_MARK = "suiro-pickle:"
+
+
+def _pickled_exception(exc):
+    import base64
+
+    try:
+        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > 1 << 20:
+            return ""
+        pickle.loads(data)  # only what can be read back
+    except Exception:
+        return ""
+    return PICKLE_MARK + base64.b64encode(data).decode("ascii")
