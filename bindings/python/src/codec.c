@@ -200,6 +200,24 @@ static int enc_fail(enc *e, PyObject *exc, const char *fmt, ...) {
 
 static const char *type_name(PyObject *o) { return Py_TYPE(o)->tp_name; }
 
+/* A conversion failed: "X cannot be sent: <why>", keeping TypeError/ValueError. */
+static int enc_fail_why(enc *e, PyObject *o) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (!t || !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_Exception)) {
+    PyErr_Restore(t, v, tb);
+    return -1;
+  }
+  PyObject *why = v ? PyObject_Str(v) : NULL;
+  PyObject *exc = PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_ValueError) ? PyExc_ValueError : PyExc_TypeError;
+  PyErr_Restore(t, v, tb);
+  int rc = why ? enc_fail(e, exc, "%s cannot be sent: %U", Py_TYPE(o)->tp_name, why)
+               : enc_fail(e, exc, "%s cannot be sent", Py_TYPE(o)->tp_name);
+  Py_XDECREF(why);
+  return rc;
+}
+
 /* Registers a list/dict about to be written; 1 when it was seen already (a BACKREF was written). */
 static int enc_shared(enc *e, PyObject *o) {
   for (int i = 0; i < e->nseen; i++)
@@ -442,7 +460,7 @@ static int enc_ndarray(enc *e, PyObject *o) {
   }
   /* strided, other types: to_wire converts (contiguous copy, widened type, strings, dates) */
   PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
-  if (!rep) return enc_fail(e, PyExc_TypeError, "a numpy array of this kind cannot be sent");
+  if (!rep) return enc_fail_why(e, o);
   int rc = enc_replacement(e, o, rep);
   Py_DECREF(rep);
   return rc;
@@ -651,6 +669,44 @@ out:
   Py_XDECREF(names);
   Py_XDECREF(cols);
   Py_XDECREF(nrow);
+  return rc;
+}
+
+/* A frame from the zero-copy floor up goes to Python receivers as one region (a WIRE reference:
+ * the receiver decodes it in place, its large columns become views of the region); smaller
+ * ones, and frames for foreign receivers, inline. */
+static int enc_frame_value(enc *e, PyObject *o) {
+  if (!e->o->zero_copy || e->o->foreign || e->in_frame || !suiro_zc_active()) return enc_frame(e, o);
+  wire_writer tw, *main = e->w;
+  wire_writer_init(&tw, NULL, 0);
+  e->w = &tw;
+  int rc = enc_frame(e, o);
+  e->w = main;
+  const void *buf;
+  size_t len;
+  if (rc == 0 && wire_writer_finish(&tw, &buf, &len) != WIRE_OK) rc = enc_fail(e, PyExc_ValueError, "%s", wire_writer_error(&tw));
+  if (rc == 0) {
+    suiro_buf *b = len >= suiro_zc_floor ? suiro_buf_alloc(len) : NULL;
+    if (b) {
+      memcpy(suiro_buf_data(b), buf, len);
+      if (suiro_zc_put(main, b, suiro_buf_data(b), len, WIRE_REF_WIRE, 0, 0, NULL) == WIRE_OK) {
+        if (grants_add(e->o->grants, b, 1) < 0) {
+          suiro_buf_unsend(b);
+          suiro_buf_unref(b);
+          rc = (PyErr_NoMemory(), -1);
+        }
+      } else {
+        suiro_buf_unref(b);
+        b = NULL;
+      }
+    }
+    if (!b && rc == 0) {
+      wire_reader r;
+      if (wire_reader_init(&r, buf, len) != WIRE_OK || wire_copy(main, &r) != WIRE_OK)
+        rc = enc_fail(e, PyExc_ValueError, "internal: frame copy: %s", wire_reader_error(&r));
+    }
+  }
+  wire_writer_free(&tw);
   return rc;
 }
 
@@ -882,7 +938,7 @@ static int enc_value(enc *e, PyObject *o) {
     return enc_pickle(e, o, "the range leaves the 64-bit integers");
   }
   if (is_type(o, SP.Strings)) return enc_strings(e, o);
-  if (is_type(o, SP.Frame)) return enc_frame(e, o);
+  if (is_type(o, SP.Frame)) return enc_frame_value(e, o);
   if (is_type(o, SP.Dates)) return enc_dates(e, o, 0);
   if (is_type(o, SP.Timestamps)) return enc_dates(e, o, 1);
   if (is_type(o, SP.Call)) return enc_call(e, o);
@@ -934,7 +990,7 @@ static int enc_value(enc *e, PyObject *o) {
   }
   /* the rest: pandas objects, masked arrays, other numpy arrays, ... */
   PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
-  if (!rep) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
+  if (!rep) return enc_fail_why(e, o);
   if (rep == Py_None) {
     Py_DECREF(rep);
     return enc_pickle(e, o, NULL);
