@@ -101,6 +101,10 @@ def draws_int(i):
     return suiro.random(1, 6)
 
 
+def rand_upto(i):
+    return suiro.random(i)
+
+
 def env(name):
     return os.environ.get(name)
 

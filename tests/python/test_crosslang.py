@@ -49,8 +49,20 @@ def test_python_values_refused_by_lua_workers(luapool):
         luapool.submit(len, "abc")
     with pytest.raises(TypeError, match=r"dict key of type int cannot be sent to lua workers"):
         luapool.submit(suiro.call(source="return 1", t={1: 2}))
-    with pytest.raises(NotImplementedError, match="maps run on python workers only"):
-        luapool.map("math.sqrt", [1.0])
+    with pytest.raises(TypeError, match="a Python function cannot run on lua workers|cannot run on lua workers"):
+        luapool.map(abs, [1.0])
+
+
+def test_python_host_maps_on_lua_workers(luapool):
+    got = luapool.map("math.sqrt", np.array([1.0, 4.0, 9.0]), template="f64").collect(timeout=10)
+    assert got.tolist() == [1.0, 2.0, 3.0]
+    assert luapool.map("string.upper", ["a", "b"]).collect(timeout=10) == ["A", "B"]
+    # seeded: Lua's suiro.random draws the same streams as Python's
+    lua = luapool.map("suiro.random", range(1, 101), template="i64", seed=11)  # random(i): 1..i
+    with suiro.pool(workers=1) as p:
+        import pyfuncs
+        py = p.map(pyfuncs.rand_upto, range(1, 101), template="i64", seed=11).collect(timeout=10)
+    assert lua.collect(timeout=10).tolist() == py.tolist()
 
 
 def run_lua(script, timeout=60):
@@ -106,6 +118,23 @@ def test_lua_host_python_errors():
     assert out[2] == ("false\ttask result: result: decimal.Decimal cannot be sent to a lua host "
                       "(only Python processes read pickled objects)")
     assert out[3] == "false\tthis is a python worker: it cannot run a lua function"
+
+
+def test_lua_host_maps_on_python_workers():
+    out = run_lua("""
+        local suiro = require "suiro"
+        local py <close> = suiro.pool { workers = 2, launcher = suiro.python {} }
+        local m = py:map("math.sqrt", suiro.f64 { 1, 4, 9, 16 }, { template = "f64" }):collect()
+        print(tostring(m))
+        local r = py:map("pyfuncs.draws", suiro.range(1, 5), { template = "f64", seed = 3 }):collect()
+        local lu <close> = suiro.pool { workers = 1 }
+        local l = lu:map(function() return suiro.random() end, suiro.range(1, 5), { template = "f64", seed = 3 }):collect()
+        local same = true
+        for i = 1, 5 do same = same and r[i] == l[i] end
+        print(same)
+    """)
+    assert out[0] == "suiro.array f64 {1.0, 2.0, 3.0, 4.0}"
+    assert out[1] == "true"
 
 
 def test_lua_doctor_reports_python():

@@ -92,3 +92,13 @@ def test_bad_columns_are_refused(pool):
 def test_map_record_template_gives_a_frame(pool):
     f = pool.map(lambda i: {"i": i, "half": i / 2}, range(4), template="{i: i64, half: f64}").collect(10)
     pdt.assert_frame_equal(f.to_pandas(), pd.DataFrame({"i": np.arange(4), "half": np.arange(4) / 2}))
+
+
+def test_large_frame_columns_by_reference_to_lua(luapool):
+    n = 50000
+    df = pd.DataFrame({"x": np.arange(n, dtype=np.float64), "y": np.ones(n)})
+    got = luapool.submit(suiro.call(source="return f.x:sum() + f.y:sum(), f", f=df)).collect(timeout=30)
+    assert got[0] == df["x"].sum() + n
+    back = got[1]
+    assert isinstance(back, suiro.Frame) and not back["x"].flags.writeable  # views again
+    pdt.assert_frame_equal(back.to_pandas(), df)

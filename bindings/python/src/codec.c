@@ -99,7 +99,7 @@ typedef struct enc {
   uint64_t seen_ord[8];
   PyObject *seen; /* dict: id -> ordinal, beyond the inline entries */
   PyObject *keep; /* temporaries */
-  int in_frame;   /* frame columns cannot be references: the whole frame goes as one region */
+  int in_frame;   /* inside a frame: only 1-d columns may be references */
 } enc;
 
 static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
@@ -410,7 +410,8 @@ static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int 
   uint64_t dims[WIRE_MAX_NDIM];
   if (ndim > WIRE_MAX_NDIM) return enc_fail(e, PyExc_ValueError, "an array of %d dimensions cannot be sent (at most %d)", ndim, WIRE_MAX_NDIM);
   for (int d = 0; d < ndim; d++) dims[d] = (uint64_t)v->shape[d];
-  if (e->o->zero_copy && !e->in_frame && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
+  /* frame columns may be references too (typed 1-d refs, wire format section 4) */
+  if (e->o->zero_copy && (!e->in_frame || ndim == 1) && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
     int nd = ndim == 1 ? 0 : ndim;
     suiro_buf *b = owner && ((uintptr_t)v->buf & 7) == 0 ? sp_view_region_of(owner) : NULL;
     if (b && suiro_zc_put(e->w, b, v->buf, bytes, type, order, nd, dims) == WIRE_OK) {
@@ -672,44 +673,6 @@ out:
   return rc;
 }
 
-/* A frame from the zero-copy floor up goes to Python receivers as one region (a WIRE reference:
- * the receiver decodes it in place, its large columns become views of the region); smaller
- * ones, and frames for foreign receivers, inline. */
-static int enc_frame_value(enc *e, PyObject *o) {
-  if (!e->o->zero_copy || e->o->foreign || e->in_frame || !suiro_zc_active()) return enc_frame(e, o);
-  wire_writer tw, *main = e->w;
-  wire_writer_init(&tw, NULL, 0);
-  e->w = &tw;
-  int rc = enc_frame(e, o);
-  e->w = main;
-  const void *buf;
-  size_t len;
-  if (rc == 0 && wire_writer_finish(&tw, &buf, &len) != WIRE_OK) rc = enc_fail(e, PyExc_ValueError, "%s", wire_writer_error(&tw));
-  if (rc == 0) {
-    suiro_buf *b = len >= suiro_zc_floor ? suiro_buf_alloc(len) : NULL;
-    if (b) {
-      memcpy(suiro_buf_data(b), buf, len);
-      if (suiro_zc_put(main, b, suiro_buf_data(b), len, WIRE_REF_WIRE, 0, 0, NULL) == WIRE_OK) {
-        if (grants_add(e->o->grants, b, 1) < 0) {
-          suiro_buf_unsend(b);
-          suiro_buf_unref(b);
-          rc = (PyErr_NoMemory(), -1);
-        }
-      } else {
-        suiro_buf_unref(b);
-        b = NULL;
-      }
-    }
-    if (!b && rc == 0) {
-      wire_reader r;
-      if (wire_reader_init(&r, buf, len) != WIRE_OK || wire_copy(main, &r) != WIRE_OK)
-        rc = enc_fail(e, PyExc_ValueError, "internal: frame copy: %s", wire_reader_error(&r));
-    }
-  }
-  wire_writer_free(&tw);
-  return rc;
-}
-
 static int enc_call(enc *e, PyObject *o) {
   PyObject *target = getattr_s(o, SP.s_target), *source = target ? getattr_s(o, SP.s_source) : NULL;
   PyObject *args = source ? getattr_s(o, SP.s_args) : NULL, *kwargs = args ? getattr_s(o, SP.s_kwargs) : NULL;
@@ -938,7 +901,7 @@ static int enc_value(enc *e, PyObject *o) {
     return enc_pickle(e, o, "the range leaves the 64-bit integers");
   }
   if (is_type(o, SP.Strings)) return enc_strings(e, o);
-  if (is_type(o, SP.Frame)) return enc_frame_value(e, o);
+  if (is_type(o, SP.Frame)) return enc_frame(e, o);
   if (is_type(o, SP.Dates)) return enc_dates(e, o, 0);
   if (is_type(o, SP.Timestamps)) return enc_dates(e, o, 1);
   if (is_type(o, SP.Call)) return enc_call(e, o);

@@ -95,11 +95,6 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   int stream = 0, prepare = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOpp:map", kwl, &fn, &xs, &tspec, &seed, &stream, &prepare)) return NULL;
   if (sp_pool_check(po, "map") < 0) return NULL;
-  if (po->lang != WIRE_LANG_PYTHON)
-    return PyErr_Format(PyExc_NotImplementedError,
-                        "map: maps run on python workers only for now (the %s face reads its own map layout); submit "
-                        "tasks or call specs to %s workers",
-                        sp_lang_name(po->lang), sp_lang_name(po->lang));
   suiro_plan_spec s;
   suiro_plan_spec_init(&s);
   suiro_template tpl;
@@ -132,7 +127,9 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   wire_writer_init(&fw, fstack, sizeof fstack);
   sp_grants g;
   sp_grants_init(&g);
-  sp_enc_opts o = { "map", 0, "python", "python workers", 1, po, &g };
+  sp_enc_opts o = { "map", po->lang != WIRE_LANG_PYTHON, sp_lang_name(po->lang),
+                    po->lang == WIRE_LANG_LUA ? "lua workers" : po->lang == WIRE_LANG_R ? "r workers" : "python workers",
+                    1, po, &g };
   const void *fbuf;
   size_t flen;
   if (sp_encode_fn_list(&o, fn, &fw) < 0 || wire_writer_finish(&fw, &fbuf, &flen) != WIRE_OK) {
@@ -191,7 +188,10 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         goto out;
       }
-      sp_enc_opts eo = { "map: argument 2", 0, "python", "python workers", 0, po, NULL };
+      sp_enc_opts eo = o;
+      eo.verb = "map: argument 2";
+      eo.zero_copy = 0;
+      eo.grants = NULL;
       for (Py_ssize_t i = 0; i < n; i++) {
         _Alignas(8) unsigned char st[256];
         wire_writer w;
@@ -294,6 +294,17 @@ static PyObject *map_wait(MapObject *mo, PyObject *args) {
   }
   if (st == SUIRO_TIMEOUT) Py_RETURN_FALSE;
   return PyErr_Format(PyExc_RuntimeError, "map: %s", suiro_last_error());
+}
+
+static PyObject *map_kill(MapObject *mo, PyObject *unused) {
+  if (!mo->m || !mo->running) Py_RETURN_NONE;
+  if (mo->pool->worker) return PyErr_Format(PyExc_RuntimeError, "kill: only the host can kill a map's workers");
+  if (sp_pool_lock(mo->pool) < 0) return NULL;
+  suiro_status st = mo->pool->p ? suiro_map_kill(mo->m) : SUIRO_CLOSED;
+  sp_pool_unlock(mo->pool);
+  mo->cancelled = 1;
+  if (st != SUIRO_OK && st != SUIRO_CLOSED) return PyErr_Format(PyExc_RuntimeError, "kill: %s", suiro_last_error());
+  Py_RETURN_NONE;
 }
 
 static PyObject *map_done(MapObject *mo, PyObject *unused) {
@@ -556,6 +567,7 @@ static PyMethodDef map_methods[] = {
   { "_start", (PyCFunction)map_start, METH_VARARGS, NULL },
   { "_free", (PyCFunction)map_free, METH_NOARGS, NULL },
   { "cancel", (PyCFunction)map_cancel, METH_NOARGS, "Stop the run (elements in flight finish)." },
+  { "kill", (PyCFunction)map_kill, METH_NOARGS, "Kill the workers running the map (they are replaced)." },
   { NULL, NULL, 0, NULL },
 };
 

@@ -55,6 +55,12 @@ PyObject *sp_raise_failure(PoolObject *po, int kind, const void *data, size_t le
                                         (Py_ssize_t)e.message.len, e.traceback.ptr, (Py_ssize_t)e.traceback.len,
                                         (long long)e.index, e.slot, e.pid, po ? po->lang == WIRE_LANG_PYTHON : 1);
   if (!exc) return NULL;
+  if (e.has_value && ((uintptr_t)data & 7) == 0) { /* LIST [ERROR, raised]: the raised value too */
+    PyObject *l = sp_decode(data, len, 0, NULL);
+    if (l && PyList_Check(l) && PyList_GET_SIZE(l) == 2) PyObject_SetAttrString(exc, "value", PyList_GET_ITEM(l, 1));
+    Py_XDECREF(l);
+    PyErr_Clear();
+  }
   PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
   Py_DECREF(exc);
   return NULL;
@@ -676,6 +682,17 @@ static PyObject *task_cancel(TaskObject *k, PyObject *unused) {
   return PyBool_FromLong(r);
 }
 
+static PyObject *task_kill(TaskObject *k, PyObject *unused) {
+  if (k->state != 0) Py_RETURN_FALSE;
+  PoolObject *po = k->pool;
+  if (po->worker) return PyErr_Format(PyExc_RuntimeError, "kill: only the host can kill a worker");
+  if (sp_pool_check(po, "kill") < 0 || sp_pool_lock(po) < 0) return NULL;
+  suiro_status st = po->p ? suiro_task_kill(po->p, k->t) : SUIRO_CLOSED;
+  sp_pool_unlock(po);
+  if (st != SUIRO_OK) return raise_status(st, "kill", NULL);
+  Py_RETURN_TRUE;
+}
+
 static void task_release_handle(TaskObject *k) {
   PoolObject *po = k->pool;
   if (k->state != 0 || !po || !po->p) return;
@@ -1121,6 +1138,8 @@ static PyMethodDef task_methods[] = {
   { "done", (PyCFunction)task_done, METH_NOARGS, "True when the result is there." },
   { "cancel", (PyCFunction)task_cancel, METH_NOARGS, "Advisory: True when it will not start." },
   { "release", (PyCFunction)task_release, METH_NOARGS, "Give up the result." },
+  { "kill", (PyCFunction)task_kill, METH_NOARGS,
+    "Stop it for good: a running task's worker is killed and replaced; collect() then raises CancelledError." },
   { NULL, NULL, 0, NULL },
 };
 
