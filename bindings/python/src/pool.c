@@ -139,11 +139,16 @@ int sp_pool_check(PoolObject *po, const char *verb) {
   return -1;
 }
 
+/* The first 50 us are waited for with the GIL held: a quick result (the common case) then costs
+ * no GIL hand-over, and no other thread waits longer than a GIL switch interval would make it. */
+#define SP_GIL_SPIN 50e-6
+
 int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
-  suiro_status st = step(ctx, 0);
-  if (st != SUIRO_TIMEOUT || timeout == 0) return st;
+  if (timeout == 0) return step(ctx, 0);
   if (po->worker) return step(ctx, timeout); /* helps: runs other tasks meanwhile */
-  double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
+  double t0 = suiro_now(), deadline = timeout < 0 ? INFINITY : t0 + timeout;
+  suiro_status st = step(ctx, timeout < 0 || timeout > SP_GIL_SPIN ? SP_GIL_SPIN : timeout);
+  if (st != SUIRO_TIMEOUT) return st;
   double first = 0.002, left = deadline - suiro_now();
   if (left < first) first = left > 0 ? left : 0;
   Py_BEGIN_ALLOW_THREADS
@@ -653,10 +658,20 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   return raise_status(st, verb, NULL), res;
 }
 
-static PyObject *task_collect(TaskObject *k, PyObject *args, PyObject *kw) {
-  static char *kwl[] = { "timeout", NULL };
+static PyObject *task_collect(TaskObject *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   PyObject *to = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:collect", kwl, &to)) return NULL;
+  if (nargs > 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 1))
+    return PyErr_Format(PyExc_TypeError, "collect() takes at most 1 argument (timeout)");
+  if (nargs == 1) {
+    to = args[0];
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) return PyErr_Format(PyExc_TypeError, "collect(): timeout given twice");
+  } else if (kwnames && PyTuple_GET_SIZE(kwnames) == 1) {
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "timeout") != 0)
+      return PyErr_Format(PyExc_TypeError, "collect() got an unexpected keyword argument %R", PyTuple_GET_ITEM(kwnames, 0));
+    to = args[0];
+  }
+  if (k->state == 1) return task_outcome(k); /* collected already: no wait */
   double timeout = sp_timeout_arg(to, -1, "collect");
   if (timeout == -2) return NULL;
   return task_collect_impl(k, timeout, "collect");
@@ -1132,9 +1147,9 @@ PyTypeObject SpPool_Type = {
 };
 
 static PyMethodDef task_methods[] = {
-  { "collect", (PyCFunction)(void (*)(void))task_collect, METH_VARARGS | METH_KEYWORDS,
+  { "collect", (PyCFunction)(void (*)(void))task_collect, METH_FASTCALL | METH_KEYWORDS,
     "collect(timeout=None): the value, or raises the task's error (TimeoutError when not done)." },
-  { "result", (PyCFunction)(void (*)(void))task_collect, METH_VARARGS | METH_KEYWORDS, "Alias of collect." },
+  { "result", (PyCFunction)(void (*)(void))task_collect, METH_FASTCALL | METH_KEYWORDS, "Alias of collect." },
   { "done", (PyCFunction)task_done, METH_NOARGS, "True when the result is there." },
   { "cancel", (PyCFunction)task_cancel, METH_NOARGS, "Advisory: True when it will not start." },
   { "release", (PyCFunction)task_release, METH_NOARGS, "Give up the result." },
