@@ -163,7 +163,7 @@ def data_resend(pool, view, reps=20):
 
 
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     spin_us = __import__("bench_tasks").calibrate_spin()
     figs = {k: [] for k in ("floor_rt_ns", "py_rt_ns", "ppe_rt_ns", "tpe_rt_ns", "py_pipelined_tasks_per_s",
                             "ppe_pipelined_tasks_per_s", "tpe_pipelined_tasks_per_s", "py_map_ns_per_elt",
@@ -178,10 +178,18 @@ def main():
     ppe2 = cf.ProcessPoolExecutor(2)
     tpe1 = cf.ThreadPoolExecutor(1)
     tpe2 = cf.ThreadPoolExecutor(2)
-    for ex in (ppe1, ppe2):
-        list(ex.map(abs, range(100)))  # workers up
-    suiro_rt(p1, 2000)
+    # warm every path once (imports in the workers, the spin budgets, warm regions)
+    for ex in (ppe1, ppe2, tpe1, tpe2):
+        list(ex.map(spin5, range(100)))
+    suiro_rt(p1, 20000)
+    suiro_pipelined(p1, 20000)
+    for _ in range(2):
+        spin_map_suiro(p2)
+        suiro_map(p2, 10**5)
     n80 = 10 * 1000 * 1000
+    _, v = data_fresh(p1, n80)
+    data_resend(p1, v, 3)
+    del v
     for r in range(rounds):
         gc.collect()
         figs["floor_rt_ns"].append(floor_ns())
