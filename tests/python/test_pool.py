@@ -244,3 +244,61 @@ def test_nothing_left_in_dev_shm():
     assert out.returncode == 0, out.stderr
     prefix = "suiro_%s_" % out.stdout.strip()
     assert [n for n in os.listdir("/dev/shm") if n.startswith(prefix)] == []
+
+
+def test_ctrl_c_interrupts_collect():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = %r\n"
+            "import os, signal, threading, time, suiro\n"
+            "p = suiro.pool(workers=1)\n"
+            "t = p.submit(time.sleep, 30)\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "t0 = time.monotonic()\n"
+            "try:\n"
+            "    t.collect()\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
+            "p.stop(timeout=1)\n" % (sys.path[:3],))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    word, took = out.stdout.split()
+    assert word == "interrupted" and 0.25 < float(took) < 3.0
+
+
+def test_explicit_python_launcher():
+    with suiro.pool(workers=1, launcher=suiro.python(python="/usr/bin/python3")) as p:
+        assert p.lang == "python"
+        assert p.submit(pyfuncs.identity, "x").collect(timeout=10) == "x"
+    with pytest.raises(ValueError, match="launcher"):
+        suiro.pool(workers=1, launcher="fortran")
+
+
+def test_task_kill():
+    with suiro.pool(workers=1) as p:
+        t = p.submit(pyfuncs.sleep_then, 30, 1)
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 5)
+        assert t.kill() is True
+        with pytest.raises(suiro.CancelledError):
+            t.collect(timeout=10)
+        assert p.submit(pow, 2, 3).collect(timeout=10) == 8
+
+
+def test_threads_share_a_pool(pool):
+    import threading
+
+    results, errors = [], []
+
+    def work(k):
+        try:
+            results.append(sum(pool.submit(pyfuncs.add, i, k).collect(timeout=10) for i in range(200)))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ths = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(30)
+    assert not errors and sorted(results) == sorted(sum(range(200)) + 200 * k for k in range(4))
