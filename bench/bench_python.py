@@ -162,6 +162,35 @@ def data_resend(pool, view, reps=20):
     return statistics.median(ts)
 
 
+def plot(med, path):
+    """Round trip, throughput and map figures against the stdlib executors (log scale)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    panels = [
+        ("trivial task round trip (us, lower is better)", ["suiro", "ThreadPool", "ProcessPool"],
+         [med["py_rt_ns"] / 1e3, med["tpe_rt_ns"] / 1e3, med["ppe_rt_ns"] / 1e3]),
+        ("pipelined tasks/s, 1 worker (higher is better)", ["suiro", "ThreadPool", "ProcessPool"],
+         [med["py_pipelined_tasks_per_s"], med["tpe_pipelined_tasks_per_s"], med["ppe_pipelined_tasks_per_s"]]),
+        ("map of 2000 x 5 us on 2 workers (ms, lower is better)", ["suiro", "serial", "ThreadPool", "ProcessPool"],
+         [med["py_map_2000x5us_ms"], med["serial_2000x5us_ms"], med["tpe_map_2000x5us_ms"],
+          med["ppe_map_2000x5us_ms"]]),
+    ]
+    for ax, (title, names, vals) in zip(axes, panels):
+        ax.bar(names, vals, color=["#1f77b4"] + ["#999999"] * (len(vals) - 1))
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=9)
+        for i, v in enumerate(vals):
+            ax.text(i, v, "%.3g" % v, ha="center", va="bottom", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     spin_us = __import__("bench_tasks").calibrate_spin()
@@ -274,6 +303,7 @@ def main():
         ok_all = ok_all and ok
         print("%-34s %10.2f  target %s %g  %s" % (name, v, op, target, "ok" if ok else "MISSED"))
     med["acceptance_met"] = ok_all
+    plot(med, os.path.join(HERE, "figures", "python.png"))
     print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in med.items()}))
 
 
