@@ -302,3 +302,13 @@ def test_threads_share_a_pool(pool):
     for th in ths:
         th.join(30)
     assert not errors and sorted(results) == sorted(sum(range(200)) + 200 * k for k in range(4))
+
+
+def test_large_values_spill_and_come_back(pool):
+    big = list(range(200000))  # megabytes of wire: beyond ring slots and result slots
+    s = "x" * 3000000
+    assert pool.submit(pyfuncs.identity, big).collect(timeout=20) == big
+    assert pool.submit(pyfuncs.identity, s).collect(timeout=20) == s
+    assert pool.collect_all(pool.submit_batch(pyfuncs.identity, [(big,)] * 3), timeout=20) == [big] * 3
+    got = pool.map(pyfuncs.identity, [big, s, b"y" * 100000]).collect(timeout=20)
+    assert got[0] == big and got[1] == s and got[2] == b"y" * 100000
