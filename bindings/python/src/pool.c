@@ -646,7 +646,6 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   }
   one_ctx c = { po, k->t, { 0 } };
   int st = sp_wait(po, timeout, step_one, &c);
-  PyObject *res = NULL;
   if (st == SUIRO_OK) {
     task_settle(k, sp_result(po, &c.r, -1), &c.r);
     sp_pool_unlock(po);
@@ -655,7 +654,7 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   sp_pool_unlock(po);
   if (st < 0) return NULL;
   if (st == SUIRO_TIMEOUT) return timeout_error(verb, timeout);
-  return raise_status(st, verb, NULL), res;
+  return raise_status(st, verb, NULL);
 }
 
 static PyObject *task_collect(TaskObject *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
