@@ -66,6 +66,20 @@ typedef struct enc {
 static void push_path(lua_State *L, enc *e) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
+  if (e->c->list > 0 && e->c->element) { /* an element of pool:map's input: the path is its own */
+    lua_pushfstring(L, "argument 2[%I]", e->c->list);
+    luaL_addvalue(&b);
+    for (int k = 1; k < e->nseg; k++) { /* skip the "result 1" of the one-value list */
+      const seg *s = &e->path[k];
+      if (s->kind == SEG_INDEX) lua_pushfstring(L, "[%I]", s->i);
+      else if (s->kind == SEG_KEY) lua_pushfstring(L, ".%s", s->s);
+      else if (s->kind == SEG_UPVAL) lua_pushfstring(L, " upvalue '%s'", s->s);
+      else lua_pushfstring(L, ".%s", s->s ? s->s : "?");
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    return;
+  }
   if (e->c->list > 0) {
     lua_pushfstring(L, "lists[%I] ", e->c->list);
     luaL_addvalue(&b);

@@ -75,6 +75,7 @@ int luaopen_suiro_core(lua_State *L);
 double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);
 lpool *lsuiro_checkpool(lua_State *L, int idx);
 void lsuiro_push_current_pool(lua_State *L);
+void lsuiro_forget_current_pool(lua_State *L);
 
 /* lcodec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
  * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
@@ -84,7 +85,9 @@ typedef struct lcodec_ctx {
   const char *verb;     /* for messages: "submit", "send", ... */
   const void *fn_ptr;   /* the last function looked up (a batch sends one function many times) */
   uint64_t fn_key;
-  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none) */
+  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none);
+                           with element set, pool:map's input element */
+  int element;
   int returning;        /* a worker's results: functions cannot go back (the host runs none) */
 } lcodec_ctx;
 

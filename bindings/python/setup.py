@@ -23,6 +23,11 @@ def vendor(paths, sub):
     copies' relative paths. Copies only what changed, so rebuilds stay incremental."""
     dst = os.path.join(HERE, "build", "vendor", sub)
     os.makedirs(dst, exist_ok=True)
+    ext = {os.path.splitext(p)[1] for p in paths}
+    keep = {os.path.basename(p) for p in paths}
+    for old in os.listdir(dst):  # a source renamed or removed upstream must not linger here
+        if os.path.splitext(old)[1] in ext and old not in keep:
+            os.unlink(os.path.join(dst, old))
     out = []
     for p in paths:
         q = os.path.join(dst, os.path.basename(p))
