@@ -122,6 +122,15 @@ def test_cancel_before_start(pool1):
     assert busy.cancel() is False  # finished already
 
 
+def test_held_tasks_fill_the_result_slots():
+    with suiro.pool(workers=1, result_slots=2) as p:
+        held = [p.submit(pyfuncs.sleep_then, 0.2, i) for i in range(2)]
+        with pytest.raises(suiro.PoolFull, match=r"^submit: all 2 result slots hold uncollected tasks"):
+            p.submit(pyfuncs.identity, 1)
+        assert p.collect_all(held, timeout=10) == [0, 1]
+        assert p.submit(pyfuncs.identity, 1).collect(timeout=10) == 1
+
+
 def test_dropped_tasks_release_their_slots():
     with suiro.pool(workers=1, result_slots=64) as p:
         for _ in range(300):  # more than the slots: dropped tasks give theirs back
@@ -312,3 +321,24 @@ def test_large_values_spill_and_come_back(pool):
     assert pool.collect_all(pool.submit_batch(pyfuncs.identity, [(big,)] * 3), timeout=20) == [big] * 3
     got = pool.map(pyfuncs.identity, [big, s, b"y" * 100000]).collect(timeout=20)
     assert got[0] == big and got[1] == s and got[2] == b"y" * 100000
+
+
+def test_ctrl_c_interrupts_a_submit_waiting_for_queue_room():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = %r\n"
+            "import os, signal, threading, time, suiro\n"
+            "p = suiro.pool(workers=1, ring_cap=2)\n"
+            "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "t0 = time.monotonic()\n"
+            "try:\n"
+            "    p.submit(abs, 1)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
+            "p.stop(timeout=1)\n" % (sys.path[:3],))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    word, took = out.stdout.split()
+    assert word == "interrupted" and 0.25 < float(took) < 3.0

@@ -37,7 +37,10 @@ static PyObject *raise_status(suiro_status st, const char *verb, const char *wha
   default: cls = Py_NewRef(PyExc_RuntimeError);
   }
   if (!cls) return NULL;
-  PyErr_Format(cls, "%s: %s", verb, suiro_last_error());
+  const char *msg = suiro_last_error();
+  size_t vl = strlen(verb);
+  if (strncmp(msg, verb, vl) == 0 && msg[vl] == ':') PyErr_SetString(cls, msg); /* it names the verb already */
+  else PyErr_Format(cls, "%s: %s", verb, msg);
   Py_DECREF(cls);
   return NULL;
 }
@@ -148,12 +151,14 @@ int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
   if (po->worker) return step(ctx, timeout); /* helps: runs other tasks meanwhile */
   double t0 = suiro_now(), deadline = timeout < 0 ? INFINITY : t0 + timeout;
   suiro_status st = step(ctx, timeout < 0 || timeout > SP_GIL_SPIN ? SP_GIL_SPIN : timeout);
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
   if (st != SUIRO_TIMEOUT) return st;
   double first = 0.002, left = deadline - suiro_now();
   if (left < first) first = left > 0 ? left : 0;
   Py_BEGIN_ALLOW_THREADS
   st = step(ctx, first);
   Py_END_ALLOW_THREADS
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1; /* a signal handler raised (interrupt check) */
   while (st == SUIRO_TIMEOUT) {
     if (PyErr_CheckSignals() < 0) return -1;
     double now = suiro_now();
@@ -174,6 +179,7 @@ int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
     suiro_pool_event_ack(po->p);
     st = step(ctx, 0);
   }
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
   return st;
 }
 
