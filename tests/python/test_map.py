@@ -3,7 +3,6 @@
 
 import math
 import os
-import struct
 import subprocess
 import textwrap
 

@@ -1,7 +1,6 @@
 """Pools and tasks from a Python host with Python workers: submit, collect, batches, timeouts,
 cancellation, status, nesting, worker deaths."""
 
-import math
 import os
 import signal
 import socket

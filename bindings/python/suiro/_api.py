@@ -4,7 +4,6 @@ import os
 import sys
 
 from . import _core, _values
-from ._errors import PoolClosed
 
 __all__ = ["Pool", "Map", "PreparedMap", "Launcher", "pool", "python", "lua", "r", "open", "current_pool",
            "Pools"]

@@ -21,7 +21,6 @@ ProcessPoolExecutor code.
 import logging
 import os
 import select
-import sys
 import threading
 import uuid
 import weakref
