@@ -124,12 +124,31 @@ function M.python(opts) return checked(function() return config().launcher("pyth
 --- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
 function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
+-- Python workers (bindings/python): python3 -I <checkout>/bindings/python/suiro/_worker.py. They
+-- run call specs ("numpy.mean") and know their host is Lua, so results carry no pickles.
+local function python_worker(l, env)
+  local script = os.getenv("SUIRO_PY_WORKER")
+  if not script then
+    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+    script = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/bindings/python/suiro/_worker.py"
+  end
+  local f = io.open(script, "r")
+  if not f then
+    error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0)
+  end
+  f:close()
+  local py = l.exe or l.python or "/usr/bin/python3"
+  env.SUIRO_HOST_LANG = "lua"
+  env.SUIRO_PYTHONPATH = env.SUIRO_PYTHONPATH or os.getenv("PYTHONPATH")
+  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
+  return py, l.argv or { py, "-I", script }
+end
+
 -- Starts a pool from normalised options (suiro.config.pool_options).
 local function start_pool(o)
   local l = o.launcher
-  if l.kind ~= "lua" then
-    error("the " .. l.kind .. " launcher needs suiro's " .. (l.kind == "python" and "Python" or "R") ..
-      " binding, which this build does not include yet", 0)
+  if l.kind ~= "lua" and l.kind ~= "python" then
+    error("the " .. l.kind .. " launcher needs suiro's R binding, which this build does not include yet", 0)
   end
   local env = {}
   for k, v in pairs(l.env or {}) do env[k] = v end
@@ -137,6 +156,8 @@ local function start_pool(o)
   -- Workers resolve "module.fn" references and require() with the host's search paths.
   env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
   env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
+  local exe, argv = l.exe, l.argv
+  if l.kind == "python" then exe, argv = python_worker(l, env) end
   return core.pool {
     workers = o.workers,
     max_workers = o.max_workers,
@@ -148,8 +169,8 @@ local function start_pool(o)
     start_timeout = o.start_timeout,
     timeout = o.timeout,
     name = o.name,
-    exe = l.exe or core.worker_exe(),
-    argv = l.argv,
+    exe = exe or core.worker_exe(),
+    argv = argv,
     env = env,
   }
 end
@@ -454,9 +475,13 @@ function M.doctor(out)
     f:close()
     return s ~= "" and s or nil
   end
-  local py = probe("/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])'")
-  line(false, "python", py and ("python " .. py:gsub("%s+$", "") .. " found; the suiro Python binding is not built yet")
-    or "no /usr/bin/python3")
+  local t1 = core.now()
+  local okp, perr = pcall(function()
+    local p <close> = M.pool { workers = 1, launcher = M.python {} }
+    assert(p:submit(M.call { "operator.add", 1, 2 }):collect(10) == 3, "a call spec gave a wrong result")
+  end)
+  line(okp, "python", okp and ("workers start and run call specs (%.1f ms)"):format((core.now() - t1) * 1e3)
+    or tostring(perr))
   local r = probe("Rscript -e 'cat(R.version.string)'")
   line(false, "r", r and (r .. " found; the suiro R binding is not built yet") or "no Rscript on PATH")
   return ok_all
