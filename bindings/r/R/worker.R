@@ -1,7 +1,8 @@
 # The R worker: `Rscript --vanilla --default-packages=NULL -e 'suiro:::worker_main()'
 # --suiro-worker TOKEN` (the engine appends the last two). It attaches the packages named in
-# SUIRO_R_ATTACH (default stats, utils, datasets) and suiro, records errors that reach the top
-# with a global calling handler (for the traceback), then runs tasks until the pool stops.
+# SUIRO_R_ATTACH (default stats, utils, datasets) and suiro, gives C the calling handler that
+# records errors reaching the top of a task (condition and call stack, for the traceback), then
+# runs tasks until the pool stops.
 
 worker_main <- function() {
   args <- commandArgs(trailingOnly = TRUE)
@@ -11,7 +12,7 @@ worker_main <- function() {
   attach <- strsplit(Sys.getenv("SUIRO_R_ATTACH", "stats,utils,datasets"), ",", fixed = TRUE)[[1]]
   for (p in attach[nzchar(attach)]) suppressPackageStartupMessages(library(p, character.only = TRUE))
   suppressPackageStartupMessages(library("suiro", character.only = TRUE))
-  globalCallingHandlers(error = function(e) .Call(C_worker_note_error, e, sys.calls()))
+  .Call(C_worker_set_handler, function(e) .Call(C_worker_note_error, e, sys.calls()))
   rc <- .Call(C_worker_run, args[[i + 1L]])
   quit(save = "no", status = rc, runLast = FALSE)
 }

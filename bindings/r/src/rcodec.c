@@ -707,12 +707,20 @@ static void enc_structure(rs_encoder *e, SEXP x) {
 }
 
 static void enc_serialized(rs_encoder *e, SEXP x) {
+  if (TYPEOF(x) == CLOSXP && CLOENV(x) != R_GlobalEnv) {
+    /* a function inside a value keeps only the captured variables it uses */
+    SEXP f = PROTECT(rs_call_fn("suiro", "strip_closure"));
+    SEXP call = PROTECT(Rf_lang2(f, x));
+    x = Rf_eval(call, R_BaseEnv);
+    UNPROTECT(2);
+  }
+  PROTECT(x);
   SEXP raw = PROTECT(rs_serialize(x));
   wire_put_func(&e->w, WIRE_LANG_R, 0, 2);
   e->ncont++;
   put_cstr(e, "base::unserialize");
   wire_put_bytes(&e->w, RAW_RO(raw), (size_t)XLENGTH(raw));
-  UNPROTECT(1);
+  UNPROTECT(2);
   wcheck(e);
 }
 
@@ -1010,6 +1018,9 @@ static void enc(rs_encoder *e, SEXP x) {
     else enc_list(e, x);
     break;
   default:
+    if (TYPEOF(x) == EXTPTRSXP || TYPEOF(x) == WEAKREFSXP)
+      efail(e, "%s cannot be sent (it points into this process)%s", what_is(x),
+            Rf_inherits(x, "suiro_pool") ? "; inside a worker use suiro_current_pool()" : "");
     if (e->o.rich) enc_serialized(e, x);
     else if (TYPEOF(x) == CLOSXP || TYPEOF(x) == BUILTINSXP || TYPEOF(x) == SPECIALSXP)
       efail(e, "a function cannot be sent to %s (R functions run only on R workers; use a call spec)", peer(e));
@@ -1490,11 +1501,11 @@ static SEXP dec_func(rs_decoder *d, wire_item *it) {
     SET_VECTOR_ELT(x, 0, Rf_mkString(lang_name(it->flag)));
     SET_VECTOR_ELT(x, 1, u64_sexp((uint64_t)it->i));
     Rf_setAttrib(x, R_ClassSymbol, cls_wire_func);
-    container_end(d, ord, x);
     SET_VECTOR_ELT(x, 2, rs_dec_next_value(d));
     SEXP cap = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)(it->n - 1)));
     SET_VECTOR_ELT(x, 3, cap);
     for (uint64_t k = 1; k < it->n; k++) SET_VECTOR_ELT(cap, (R_xlen_t)k - 1, rs_dec_next_value(d));
+    container_end(d, ord, x); /* a function that captures itself is a cycle: refused above */
     UNPROTECT(2);
     return x;
   }

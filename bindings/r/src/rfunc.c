@@ -62,8 +62,9 @@ static SEXP strip_source(SEXP f) {
   return f;
 }
 
-/* The code bytes and key of a closure (formals, body), a primitive or an expression. */
-static uint64_t code_key(SEXP fn, SEXP *code_out) {
+/* The code bytes and key of a closure (formals, body), a primitive or an expression, and the
+ * names the code uses but does not bind (codetools::findGlobals; NULL: unknown, take all). */
+static uint64_t code_key(SEXP fn, SEXP *code_out, SEXP *free_out) {
   SEXP a, b;
   if (TYPEOF(fn) == CLOSXP) {
     a = FORMALS(fn);
@@ -75,6 +76,7 @@ static uint64_t code_key(SEXP fn, SEXP *code_out) {
   memo_ent *m = &memo[memo_slot(a, b)];
   if (m->hold && m->a == a && m->b == b) {
     *code_out = VECTOR_ELT(m->hold, 2);
+    *free_out = VECTOR_ELT(m->hold, 3);
     return m->key;
   }
   SEXP bare;
@@ -88,10 +90,16 @@ static uint64_t code_key(SEXP fn, SEXP *code_out) {
   PROTECT(bare);
   SEXP code = PROTECT(rs_serialize(bare));
   uint64_t key = suiro_fn_key(RAW(code), (size_t)XLENGTH(code));
-  SEXP hold = PROTECT(Rf_allocVector(VECSXP, 3));
+  SEXP hold = PROTECT(Rf_allocVector(VECSXP, 4));
   SET_VECTOR_ELT(hold, 0, a);
   SET_VECTOR_ELT(hold, 1, b);
   SET_VECTOR_ELT(hold, 2, code);
+  if (TYPEOF(fn) == CLOSXP) {
+    SEXP fv = PROTECT(rs_call_fn("suiro", "free_variables"));
+    SEXP call = PROTECT(Rf_lang2(fv, fn));
+    SET_VECTOR_ELT(hold, 3, Rf_eval(call, R_BaseEnv));
+    UNPROTECT(2);
+  }
   if (m->hold) R_ReleaseObject(m->hold);
   R_PreserveObject(hold);
   m->hold = hold;
@@ -100,6 +108,7 @@ static uint64_t code_key(SEXP fn, SEXP *code_out) {
   m->key = key;
   UNPROTECT(3);
   *code_out = code;
+  *free_out = VECTOR_ELT(hold, 3);
   return key;
 }
 
@@ -125,8 +134,16 @@ static int env_is_terminal(SEXP env) {
   return env == R_GlobalEnv || env == R_EmptyEnv || ns_name(env) != NULL;
 }
 
-/* Writes the environment child of a FUNC(R) item. */
-static void write_env(rs_encoder *e, SEXP env) {
+static int wanted(SEXP nm, SEXP free) {
+  if (free == R_NilValue) return 1;
+  for (R_xlen_t i = 0; i < XLENGTH(free); i++)
+    if (STRING_ELT(free, i) == nm || !strcmp(CHAR(STRING_ELT(free, i)), CHAR(nm))) return 1;
+  return 0;
+}
+
+/* Writes the environment child of a FUNC(R) item: the variables of the local environments the
+ * code uses (free: names it does not bind itself; R_NilValue: all). */
+static void write_env(rs_encoder *e, SEXP env, SEXP free) {
   wire_writer *w = &e->w;
   if (env == R_GlobalEnv || env == R_EmptyEnv) {
     wire_put_nil(w);
@@ -157,6 +174,7 @@ static void write_env(rs_encoder *e, SEXP env) {
     R_xlen_t c = count;
     for (R_xlen_t i = 0; i < k; i++) {
       SEXP nm = STRING_ELT(ls, i);
+      if (!wanted(nm, free)) continue;
       int seen = 0;
       for (R_xlen_t q = 0; q < count && !seen; q++) seen = STRING_ELT(names, q) == nm;
       if (seen) continue;
@@ -247,11 +265,12 @@ void rs_write_fn_item(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *
   }
   uint64_t key;
   SEXP env = t == CLOSXP ? CLOENV(fn) : R_GlobalEnv;
+  SEXP free = R_NilValue;
   if (rp && fn == rp->fn_last && (env == R_GlobalEnv || ns_name(env))) {
     key = rp->fn_last_key; /* the submit loop's case: sent just before, already published */
   } else {
     SEXP code;
-    key = code_key(fn, &code);
+    key = code_key(fn, &code, &free);
     PROTECT(code);
     if (rp && suiro_fn_publish(rp->p, key, RAW(code), (size_t)XLENGTH(code)) != SUIRO_OK)
       Rf_error("%s: cannot publish the function: %s", verb, suiro_last_error());
@@ -268,7 +287,9 @@ void rs_write_fn_item(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *
   wire_put_nil(w);
   size_t at = e->plen;
   rs_enc_path_push(e, "%s: argument 2", verb);
-  write_env(e, env);
+  PROTECT(free);
+  write_env(e, env, free);
+  UNPROTECT(1);
   rs_enc_path_pop(e, at);
   write_argnames(e, args);
 }

@@ -772,8 +772,11 @@ static int store(runner *r, uint64_t i, SEXP v) {
   return 0;
 }
 
+void rs_worker_handle_errors(void);
+
 static void run_claims(void *p) {
   runner *r = p;
+  rs_worker_handle_errors();
   uint64_t b, e;
   while (suiro_map_claim(r->m, &b, &e)) {
     for (uint64_t i = b; i < e; i++) {
@@ -803,6 +806,7 @@ SEXP rs_runner_function(rs_decoder *d, wire_item *f, SEXP *names, int *rich); /*
 
 static void setup(void *p) {
   runner *r = ((setup_job *)p)->r;
+  rs_worker_handle_errors();
   const void *fb;
   size_t fl;
   suiro_plan_fn(r->pl, &fb, &fl);

@@ -27,11 +27,31 @@
 
 int rs_in_worker;
 static int host_is_r;
-static SEXP noted_cond, noted_calls; /* from the global error handler (preserved) */
+static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
+static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
 static SEXP sym_quote, sym_brace, sym_dots;
 
 SEXP rs_resolve_fn(const char *name, size_t len);
 SEXP rs_mkclosure(SEXP formals, SEXP body, SEXP env);
+
+/* The calling handler for errors, established at the start of each task and map runner: R_ToplevelExec
+ * starts with an empty handler stack (so a global handler would not be seen), and evaluating
+ * .addCondHands directly (what withCallingHandlers does inside) costs a fraction of calling
+ * withCallingHandlers itself. The entry lives until the top-level context ends. */
+SEXP C_worker_set_handler(SEXP h) {
+  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
+  SET_VECTOR_ELT(hl, 0, h);
+  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("error"), hl, R_GlobalEnv, R_NilValue,
+                                Rf_ScalarLogical(1)));
+  add_handler = Rf_lang2(Rf_install(".Internal"), inner);
+  R_PreserveObject(add_handler);
+  UNPROTECT(2);
+  return R_NilValue;
+}
+
+void rs_worker_handle_errors(void) {
+  if (add_handler) Rf_eval(add_handler, R_GlobalEnv);
+}
 
 SEXP C_worker_note_error(SEXP cond, SEXP calls) {
   if (noted_cond) R_ReleaseObject(noted_cond);
@@ -270,6 +290,7 @@ typedef struct task_job {
 
 static void run_task(void *p) {
   task_job *j = p;
+  rs_worker_handle_errors();
   rs_dec_opts o = { 0, NULL, "task", suiro_current_pool() };
   rs_decoder *d = rs_decoder_new(j->arg, j->len, &o);
   wire_item it;
