@@ -32,22 +32,24 @@ resolve_function <- function(name) {
   f
 }
 
-# class, message and traceback of a condition that reached the top of a task
+# class, message and traceback of a condition that reached the top of a task: the calls from the
+# task's function to where the error was signalled, most recent first (as traceback() shows them)
 error_parts <- function(cond, calls) {
-  cls <- class(cond)[1]
-  msg <- conditionMessage(cond)
-  lines <- vapply(calls, function(cl) paste(deparse(cl, nlines = 1L, width.cutoff = 80L)[1], collapse = ""), "")
-  # drop the worker's own frames (worker_main) and the handler's (the last ones)
-  keep <- !grepl("^(worker_main|suiro:::worker_main|\\.handleSimpleError|h\\(simpleError|stop\\(|\\(function\\(e\\) \\.Call)", lines)
-  keep[1] <- FALSE
-  n <- length(lines)
-  while (n > 0 && grepl("^(\\.handleSimpleError|h\\(|\\(function\\(e\\))", lines[n])) {
-    keep[n] <- FALSE
-    n <- n - 1L
+  show <- function(cl) {
+    if (is.call(cl) && !is.symbol(cl[[1]]) && !is.call(cl[[1]])) cl[[1]] <- as.name("<task function>")
+    sub("^`<task function>`", "<task function>", paste(deparse(cl, nlines = 1L, width.cutoff = 80L)[1], collapse = ""))
   }
-  tb <- lines[keep]
+  lines <- vapply(calls, show, "")
+  # the worker's own frames come first (worker_main), the handler's last
+  n <- length(lines)
+  while (n > 0 && grepl("^(\\.handleSimpleError|h\\(|\\(function\\(e\\)|<task function>\\(e\\)|stop\\()", lines[n]) &&
+         !grepl("^stop\\(", lines[n])) n <- n - 1L
+  first <- 1L
+  while (first <= n && grepl("^(worker_main|suiro:::worker_main)\\(", lines[first])) first <- first + 1L
+  tb <- if (first <= n) lines[first:n] else character(0)
+  tb <- tb[!grepl("^\\.handleSimpleError\\(", tb)]
   tb <- if (length(tb)) paste(sprintf("%d: %s", rev(seq_along(tb)), rev(tb)), collapse = "\n") else ""
-  c(cls, msg, tb)
+  c(class(cond)[1], conditionMessage(cond), tb)
 }
 
 suiro_current_pool <- function() .Call(C_current_pool)
