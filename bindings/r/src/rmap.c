@@ -642,6 +642,18 @@ static SEXP element(runner *r, uint64_t i) {
   }
 }
 
+static const char *r_kind(SEXP v) {
+  switch (TYPEOF(v)) {
+  case REALSXP: return rs_is_integer64(v) ? "an integer64" : "a double";
+  case INTSXP: return "an integer";
+  case LGLSXP: return "a logical";
+  case STRSXP: return "a character";
+  case VECSXP: return "a list";
+  case NILSXP: return "NULL";
+  default: return "a value";
+  }
+}
+
 static int store_scalar(runner *r, void *cell, int type, SEXP v, R_xlen_t k, const char *field) {
   char *err = r->err;
   size_t cap = sizeof r->err;
@@ -729,8 +741,8 @@ static int store(runner *r, uint64_t i, SEXP v) {
   }
   if (t->kind == SUIRO_OUT_SCALAR) {
     if (XLENGTH(v) != 1 || TYPEOF(v) == VECSXP) {
-      snprintf(r->err, sizeof r->err, "the template wants one %s value, got a %s of length %.0f", wire_type_name(t->type),
-               Rf_type2char(TYPEOF(v)), (double)XLENGTH(v));
+      snprintf(r->err, sizeof r->err, "the template wants one %s value, got %s of length %.0f", wire_type_name(t->type),
+               r_kind(v), (double)XLENGTH(v));
       return -1;
     }
     void *cell = suiro_plan_cell(r->pl, r->out, i, 0, &type);
@@ -740,8 +752,8 @@ static int store(runner *r, uint64_t i, SEXP v) {
     uint64_t width = 1;
     for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
     if ((uint64_t)XLENGTH(v) != width || TYPEOF(v) == VECSXP) {
-      snprintf(r->err, sizeof r->err, "the template wants %.0f values, got a %s of length %.0f", (double)width,
-               Rf_type2char(TYPEOF(v)), (double)XLENGTH(v));
+      snprintf(r->err, sizeof r->err, "the template wants %.0f values, got %s of length %.0f", (double)width,
+               r_kind(v), (double)XLENGTH(v));
       return -1;
     }
     char *cell = suiro_plan_cell(r->pl, r->out, i, 0, &type);
