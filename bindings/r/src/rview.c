@@ -8,9 +8,10 @@
  *
  * Views are MARK_NOT_MUTABLE: R copies before changing them. Much of base R asks for a writable
  * pointer even to read (REAL(x)); such a request gets a MAP_PRIVATE mapping of the same pages
- * (copy-on-write at page granularity, so the shared pages never change), and from then on the
- * view reads through it and counts as modified: it is sent on by value, not by reference.
- * Duplicate makes a new view of the same pages (a later write lands in its private mapping).
+ * (copy-on-write at page granularity, so the shared pages never change whatever C code does), and
+ * from then on the view reads through it. Duplicate makes a new, mutable view of the same pages
+ * (x[1] <- 0 then copies one page, not the vector); such a copy, once handed a writable pointer,
+ * is sent by value. Original views are not mutable, so they keep going by reference.
  * Serialized_state returns NULL, so serialize()/saveRDS() write views as plain vectors.
  *
  * Ownership: the record is freed by its finalizer only; everything runs on R's main thread.
@@ -32,6 +33,7 @@ typedef struct view_rec {
   R_xlen_t n;
   size_t bytes;
   int type;            /* WIRE_T_* */
+  int is_copy;         /* made by Duplicate: R may write into it (through the private mapping) */
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
@@ -104,7 +106,10 @@ int rs_view_info(SEXP x, suiro_buf **b, const void **data, size_t *bytes) {
         R_altrep_inherits(x, cls_raw)))
     return 0;
   view_rec *v = R_ExternalPtrAddr(R_altrep_data1(x));
-  if (!v || v->priv) return 0; /* released, or possibly written through a private mapping */
+  /* A view R made by duplicating may have been written (through its private mapping): it goes by
+   * value. An original view is marked not mutable, so R never writes into it even when it asked
+   * for a writable pointer: it still goes by reference. */
+  if (!v || (v->priv && v->is_copy)) return 0;
   *b = v->buf;
   *data = v->data;
   *bytes = v->bytes;
@@ -166,7 +171,7 @@ static SEXP view_duplicate(SEXP x, Rboolean deep) {
   view_rec *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   suiro_buf_hold(v->buf);
-  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type };
+  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1 };
   live_views++;
   live_bytes += c->bytes;
   return make_view(c, v->type); /* R copies the attributes (altrep_DuplicateEX_default) */
