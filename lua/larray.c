@@ -87,7 +87,7 @@ static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
   if (n < 0) luaL_error(L, "suiro.array: length must be >= 0");
   size_t es = wire_type_size(type);
   if (!es) luaL_error(L, "suiro.array: bad element type %d", type);
-  if ((uint64_t)n > (SIZE_MAX / 2) / es) luaL_error(L, "suiro.array: %lld elements is too many", (long long)n);
+  if ((uint64_t)n > (SIZE_MAX / 2) / es) luaL_error(L, "suiro.array: %I elements of %d bytes are too many", (lua_Integer)n, (int)es);
   size_t bytes = (size_t)n * es;
   gc_pressure(L, bytes);
   larray *a = push_raw(L, type, n);
@@ -99,7 +99,7 @@ static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
     }
   }
   a->data = zero ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
-  if (!a->data) luaL_error(L, "suiro.array: out of memory for %zu bytes", bytes);
+  if (!a->data) luaL_error(L, "suiro.array: out of memory for %I bytes", (lua_Integer)bytes);
   a->owns = 1;
   return a;
 }
@@ -135,7 +135,7 @@ static void unshare(lua_State *L, larray *a) {
   int owns = 0;
   if (!d) {
     d = malloc(bytes ? bytes : 1);
-    if (!d) luaL_error(L, "suiro.array: out of memory for %zu bytes", bytes);
+    if (!d) luaL_error(L, "suiro.array: out of memory for %I bytes", (lua_Integer)bytes);
     owns = 1;
   }
   memcpy(d, a->data, bytes);

@@ -66,6 +66,10 @@ typedef struct enc {
 static void push_path(lua_State *L, enc *e) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
+  if (e->c->list > 0) {
+    lua_pushfstring(L, "lists[%I] ", e->c->list);
+    luaL_addvalue(&b);
+  }
   for (int k = 0; k < e->nseg; k++) {
     const seg *s = &e->path[k];
     switch (s->kind) {
@@ -83,6 +87,8 @@ static void push_path(lua_State *L, enc *e) {
 }
 
 static int enc_fail(lua_State *L, enc *e, const char *what) {
+  /* the message is abandoned: give back the references granted to REFs written so far */
+  if (e->w->status == WIRE_OK && e->w->len >= 8) suiro_zc_revoke(e->w->buf, e->w->len);
   wire_writer_free(e->w);
   push_path(L, e);
   return luaL_error(L, "%s: %s: %s", e->c->verb, lua_tostring(L, -1), what);
@@ -272,12 +278,30 @@ static void enc_table(enc *e, int idx) {
     }
   }
   lua_Integer list_n = -1;
-  if (nkeys_str == 0) list_n = count == n ? n : -1;
-  else if (nkeys_str == 1 && has_n) {
+  if (nkeys_str == 0) {
+    list_n = count == n ? n : -1;
+    if (list_n < 0) { /* integer keys with holes: name the first missing one */
+      lua_Integer miss = 1;
+      while (miss < max_int && lua_rawgeti(L, idx, miss) != LUA_TNIL) {
+        lua_pop(L, 1);
+        miss++;
+      }
+      if (miss < max_int) lua_pop(L, 1);
+      enc_fail(L, e, lua_pushfstring(L, "list with holes (key %I but no key %I): give it a field n "
+                                        "(table.pack) to send nils, or use string keys", max_int, miss));
+    }
+  } else if (nkeys_str == 1 && has_n) {
     lua_getfield(L, idx, "n");
     lua_Integer nn = lua_tointeger(L, -1);
     lua_pop(L, 1);
-    if (nn >= max_int && nn >= 0) list_n = nn; /* table.pack style: a list with holes */
+    if (nn >= max_int && nn >= 0) { /* table.pack style: a list with holes */
+      /* every hole is a nil item on the wire: a huge n on a few items would write gigabytes */
+      lua_Integer items = count - 1;
+      if (nn - items > ((lua_Integer)1 << 20) && nn - items > items)
+        enc_fail(L, e, lua_pushfstring(L, "field n = %I claims %I nil items beside %I values: too many "
+                                          "holes to send", nn, nn - items, items));
+      list_n = nn;
+    }
   }
   /* {} and { n = 3 } are records when they came as one (or suiro.dict made them) */
   if (list_n >= 0 && (count == 0 || (count == 1 && has_n)) && has_keyorder(L, idx)) list_n = -1;
@@ -452,6 +476,7 @@ static void enc_strings(enc *e, int idx) {
 }
 
 /* FRAME: every column a 1-d suiro.array or a string vector of nrow elements. */
+static void enc_refdesc(enc *e, int idx);
 static void enc_frame(enc *e, int idx, lframe *f) {
   lua_State *L = e->c->L;
   luaL_checkstack(L, 8, "nested too deeply");
@@ -468,6 +493,12 @@ static void enc_frame(enc *e, int idx, lframe *f) {
     with_seg(e, SEG_KEY, 0, name);
     larray *a = larray_test(L, c);
     int64_t n = -1;
+    if (!a && lsuiro_is(L, c, &lsuiro_key_refdesc)) { /* suiro.wire.decode(s, { describe = true }) */
+      enc_refdesc(e, c);
+      e->nseg--;
+      lua_pop(L, 2);
+      continue;
+    }
     if (a) {
       if (!a->data && a->n) enc_fail(L, e, "a released suiro.array cannot be sent");
       if (larray_is_nd(a)) enc_fail(L, e, "a frame column must be 1-d, this is an n-d array");
@@ -696,9 +727,20 @@ static const char *module_name(lua_State *L, int idx) {
   return NULL;
 }
 
+/* lua_dump's writer. The buffer starts at the first write, above the function being dumped (as
+ * string.dump does): a luaL_Buffer's box must stay on top of the stack while it grows. */
+typedef struct dump_state {
+  int init;
+  luaL_Buffer b;
+} dump_state;
+
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
-  (void)L;
-  luaL_addlstring((luaL_Buffer *)ud, p, sz);
+  dump_state *s = ud;
+  if (!s->init) {
+    s->init = 1;
+    luaL_buffinit(L, &s->b);
+  }
+  luaL_addlstring(&s->b, p, sz);
   return 0;
 }
 
@@ -712,9 +754,17 @@ static void function_info(lua_State *L, int idx) {
     return;
   }
   lua_pop(L, 1);
+  /* the bytecode first, on its own */
+  lua_pushvalue(L, idx);
+  dump_state ds;
+  ds.init = 0;
+  lua_dump(L, dump_writer, &ds, 0);
+  if (ds.init) luaL_pushresult(&ds.b);
+  else lua_pushliteral(L, "");
+  lua_remove(L, -2); /* the function copy */
+  int code = lua_gettop(L);
   /* blob: u32 nups, then per upvalue u16 name length + name, then the bytecode */
   luaL_Buffer b;
-  lua_pushvalue(L, idx);
   luaL_buffinit(L, &b);
   int nups = 0;
   while (lua_getupvalue(L, idx, nups + 1) != NULL) { lua_pop(L, 1); nups++; }
@@ -722,16 +772,17 @@ static void function_info(lua_State *L, int idx) {
   luaL_addlstring(&b, (const char *)&n32, 4);
   for (int i = 1; i <= nups; i++) {
     const char *name = lua_getupvalue(L, idx, i);
+    size_t l = strlen(name);
     lua_pop(L, 1);
-    uint16_t l = (uint16_t)strlen(name);
-    luaL_addlstring(&b, (const char *)&l, 2);
+    if (l > 65535) l = 65535;
+    uint16_t l16 = (uint16_t)l;
+    luaL_addlstring(&b, (const char *)&l16, 2);
     luaL_addlstring(&b, name, l);
   }
-  lua_pushvalue(L, idx);
-  lua_dump(L, dump_writer, &b, 0);
-  lua_pop(L, 1);
+  lua_pushvalue(L, code);
+  luaL_addvalue(&b);
   luaL_pushresult(&b);
-  lua_remove(L, -2); /* the function copy under the buffer */
+  lua_remove(L, code);
   size_t blen;
   const char *blob = lua_tolstring(L, -1, &blen);
   uint64_t key = suiro_fn_key(blob, blen);
@@ -818,6 +869,9 @@ static uint64_t function_key(enc *e, int idx) {
 
 static void enc_function(enc *e, int idx) {
   lua_State *L = e->c->L;
+  if (e->c->returning)
+    enc_fail(L, e, "a function cannot be returned from a task (hosts run no functions: return its result, "
+                   "or send functions as arguments)");
   if (lua_iscfunction(L, idx)) {
     const char *name = cfunction_name(L, idx);
     if (!name) enc_fail(L, e, "a C function that is not part of a loaded module cannot be sent");
@@ -971,6 +1025,7 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
   e.ncontainers = 1;
   with_seg(&e, SEG_ARG, 1, NULL);
   if (t == LUA_TSTRING) {
+    lcodec_check_fnref(L, fidx, c->verb);
     size_t len;
     const char *s = lua_tolstring(L, fidx, &len);
     wire_put_str(w, s, len);
@@ -1477,31 +1532,63 @@ void lcodec_dec_value(lcodec_dec *d, wire_item *it) { dec_value(d, it); }
 
 /* ---- error objects --------------------------------------------------------------------------- */
 
-void lcodec_push_error(lua_State *L, const suiro_result *r, int index) {
-  if (r->kind == SUIRO_RESULT_ERROR) {
-    /* an ERROR value encoded by the worker's binding; anything else is taken as a message */
-    wire_reader rd;
-    wire_item it;
-    if (r->len >= 8 && ((uintptr_t)r->data & 7) == 0 && wire_reader_init(&rd, r->data, r->len) == WIRE_OK &&
-        wire_next(&rd, &it) == WIRE_OK && it.tag == WIRE_ERROR) {
-      push_error_obj(L, it.text[0].ptr, it.text[0].len, it.text[1].ptr, it.text[1].len, it.text[2].ptr, it.text[2].len,
-                     index > 0 ? index - 1 : it.i);
-    } else {
-      push_error_obj(L, "remote", 6, r->data, r->len, "", 0, index > 0 ? index - 1 : -1);
-    }
-  } else if (r->kind == SUIRO_RESULT_DIED) {
-    push_error_obj(L, "worker_died", 11, r->data, r->len, "", 0, index > 0 ? index - 1 : -1);
-  } else {
-    push_error_obj(L, "cancelled", 9, "the task was cancelled before it started", 40, "", 0, index > 0 ? index - 1 : -1);
-  }
-  if (r->worker_slot >= 0) {
-    lua_pushinteger(L, r->worker_slot);
+/* Pushes the error object for a failure read with the seam's protocol (suiro_bind.h, section 2). */
+void lcodec_push_error_info(lua_State *L, const suiro_error_info *e) {
+  push_error_obj(L, e->cls.ptr, e->cls.len, e->message.ptr, e->message.len, e->traceback.ptr, e->traceback.len,
+                 e->index);
+  if (e->slot >= 0) {
+    lua_pushinteger(L, e->slot);
     lua_setfield(L, -2, "slot");
   }
-  if (r->worker_pid > 0) {
-    lua_pushinteger(L, r->worker_pid);
+  if (e->pid > 0) {
+    lua_pushinteger(L, e->pid);
     lua_setfield(L, -2, "pid");
   }
+}
+
+void lcodec_push_error(lua_State *L, const suiro_result *r, int index) {
+  suiro_error_info e;
+  if (suiro_result_error(r, &e) != 0) luaL_error(L, "internal error: a successful result read as a failure");
+  if (index > 0) e.index = index - 1;
+  lcodec_push_error_info(L, &e);
+  if (e.has_value && ((uintptr_t)r->data & 7) == 0) { /* the raised object: err.value */
+    lcodec_decode_value(L, r->data, r->len, 0);
+    lua_rawgeti(L, -1, 2);
+    lua_setfield(L, -3, "value");
+    lua_pop(L, 1);
+  }
+}
+
+/* A function reference given as a string ("mymod.fn", "pkg::fn"): refused at once when it cannot
+ * name anything (the LPeg grammar of suiro.parse reads it; names already seen are remembered). */
+void lcodec_check_fnref(lua_State *L, int idx, const char *verb) {
+  idx = lua_absindex(L, idx);
+  push_weak_table(L, "suiro.fnrefs_ok");
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) != LUA_TNIL) {
+    lua_pop(L, 2);
+    return;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref") != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "suiro.parse");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "try_fnref");
+    lua_remove(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref");
+  }
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 2);
+  if (lua_isnil(L, -2))
+    luaL_error(L, "%s%s: argument 1: %s", strncmp(verb, "pool:", 5) ? "pool:" : "", verb, lua_tostring(L, -1));
+  lua_pop(L, 2);
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
 }
 
 int lsuiro_raise(lua_State *L) { return lua_error(L); }

@@ -167,6 +167,27 @@ static int64_t check_column(lua_State *L, int idx, const char *name) {
     column_from_table(L, idx, name);
     return check_column(L, idx, name);
   }
+  if (lsuiro_is(L, idx, &lsuiro_key_refdesc)) { /* a described column in shared memory */
+    lua_getfield(L, idx, "type");
+    const char *t = lua_tostring(L, -1);
+    int type = 0;
+    for (int k = WIRE_T_F64; k <= WIRE_T_MAX && t; k++)
+      if (!strcmp(t, wire_type_name(k))) type = k;
+    lua_getfield(L, idx, "shape");
+    lua_getfield(L, idx, "length");
+    lua_Integer nd = lua_istable(L, -2) ? (lua_Integer)lua_rawlen(L, -2) : 0;
+    if (!type || nd > 1)
+      luaL_error(L, "suiro.frame: column \"%s\" is a reference that is not a typed 1-d array", name);
+    lua_Integer rows = (lua_Integer)((uint64_t)lua_tointeger(L, -1) / wire_type_size(type));
+    if (nd == 1) {
+      lua_rawgeti(L, -2, 1);
+      rows = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 3);
+    if (lua_type(L, idx) == LUA_TTABLE) lua_pop(L, 1); /* its metatable, from lua_getmetatable above */
+    return rows;
+  }
   if (lua_type(L, idx) == LUA_TTABLE) lua_pop(L, 1); /* its metatable */
   const char *tn = luaL_getmetafield(L, idx, "__name") == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
   return luaL_error(L, "suiro.frame: column \"%s\" must be a suiro.array, suiro.strings or a table of values, got %s",

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "larray.h"
-#include "lmap.h"
 #include "lsuiro.h"
 #include "lvalues.h"
 
@@ -31,13 +30,16 @@ typedef struct lmap {
   int started;      /* a run is in flight */
   int finished;     /* the last run ended (its results are there to collect) */
   int collected;    /* its results were handed out (a plain map runs once) */
+  int closed;       /* its pool was stopped */
   int prepared;
   int stream;
+  int has_tpl;
+  int in_kind, in_type;
   uint64_t next_i;  /* results(): next index of a non-streamed map */
   uint64_t range_b, range_e; /* results(): the range being handed out */
   double t0;
   double last_draw;
-  lmap_desc d;      /* a copy of the description's fixed part */
+  suiro_template tpl;
 } lmap;
 
 /* ---- suiro.range ------------------------------------------------------------------------------ */
@@ -47,11 +49,20 @@ typedef struct lrange { int64_t start, step; uint64_t n; } lrange;
 static int l_range(lua_State *L) {
   lua_Integer a = luaL_checkinteger(L, 1), b = luaL_checkinteger(L, 2), step = luaL_optinteger(L, 3, 1);
   if (step == 0) return luaL_error(L, "suiro.range: step must not be 0");
+  uint64_t n = 0;
+  if (!((step > 0 && b < a) || (step < 0 && b > a))) {
+    /* |b - a| / |step| + 1 in unsigned arithmetic: no signed overflow, whatever the ends */
+    uint64_t span = step > 0 ? (uint64_t)b - (uint64_t)a : (uint64_t)a - (uint64_t)b;
+    uint64_t st = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    uint64_t q = span / st;
+    if (q >= WIRE_MAX_COUNT)
+      return luaL_error(L, "suiro.range: %I to %I by %I has more than 2^48 - 1 elements", a, b, step);
+    n = q + 1;
+  }
   lrange *r = lua_newuserdatauv(L, sizeof *r, 0);
   r->start = a;
   r->step = step;
-  if ((step > 0 && b < a) || (step < 0 && b > a)) r->n = 0;
-  else r->n = (uint64_t)((step > 0 ? b - a : a - b) / (step > 0 ? step : -step)) + 1;
+  r->n = n;
   lsuiro_setmt(L, &lsuiro_key_range);
   return 1;
 }
@@ -85,13 +96,14 @@ static int l_range_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER) {
     lua_Integer i = lua_tointeger(L, 2);
     if (i < 1 || (uint64_t)i > r->n) return 0;
-    lua_pushinteger(L, r->start + (i - 1) * r->step);
+    lua_pushinteger(L, (lua_Integer)((uint64_t)r->start + (uint64_t)(i - 1) * (uint64_t)r->step));
     return 1;
   }
   const char *k = luaL_checkstring(L, 2);
   if (!strcmp(k, "start")) lua_pushinteger(L, r->start);
   else if (!strcmp(k, "step")) lua_pushinteger(L, r->step);
-  else if (!strcmp(k, "stop")) lua_pushinteger(L, r->start + ((lua_Integer)r->n - 1) * r->step);
+  else if (!strcmp(k, "stop"))
+    lua_pushinteger(L, r->n ? (lua_Integer)((uint64_t)r->start + (r->n - 1) * (uint64_t)r->step) : r->start - r->step);
   else lua_pushnil(L);
   return 1;
 }
@@ -104,8 +116,8 @@ static int l_range_eq(lua_State *L) {
 
 static int l_range_tostring(lua_State *L) {
   lrange *r = checkrange(L, 1);
-  lua_pushfstring(L, "suiro.range(%I, %I, %I)", (lua_Integer)r->start,
-                  (lua_Integer)(r->start + ((lua_Integer)r->n - 1) * r->step), (lua_Integer)r->step);
+  lua_Integer stop = r->n ? (lua_Integer)((uint64_t)r->start + (r->n - 1) * (uint64_t)r->step) : r->start - r->step;
+  lua_pushfstring(L, "suiro.range(%I, %I, %I)", (lua_Integer)r->start, stop, (lua_Integer)r->step);
   return 1;
 }
 
@@ -161,78 +173,15 @@ static void encode_one(lcodec_ctx *c, int idx, growbuf *g) {
   wire_writer_free(&w);
 }
 
-static int type_of_name(lua_State *L, const char *t) {
-  for (int k = 1; k <= WIRE_T_MAX; k++)
-    if (!strcmp(t, wire_type_name(k))) return k;
-  return luaL_error(L, "pool:map: template type \"%s\" is not a numeric or bool type (f64, f32, i64, i32, u8, bool)", t);
-}
-
-/* Reads the parsed template (suiro.parse.template's table) at idx into d. */
-static void read_template(lua_State *L, int idx, lmap_desc *d, growbuf *names) {
-  if (lua_isnoneornil(L, idx)) {
-    d->out_kind = LMAP_OUT_VALUES;
-    return;
-  }
-  lua_getfield(L, idx, "kind");
-  const char *kind = luaL_checkstring(L, -1);
-  if (!strcmp(kind, "scalar")) {
-    lua_getfield(L, idx, "type");
-    d->out_kind = LMAP_OUT_SCALAR;
-    d->out_type = (uint32_t)type_of_name(L, luaL_checkstring(L, -1));
-    d->width = 1;
-    lua_pop(L, 1);
-  } else if (!strcmp(kind, "array")) {
-    lua_getfield(L, idx, "type");
-    d->out_kind = LMAP_OUT_ARRAY;
-    d->out_type = (uint32_t)type_of_name(L, luaL_checkstring(L, -1));
-    lua_getfield(L, idx, "shape");
-    uint64_t w = 1;
-    lua_Integer nd = luaL_len(L, -1);
-    for (lua_Integer k = 1; k <= nd; k++) {
-      lua_geti(L, -1, k);
-      w *= (uint64_t)lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-    d->width = (uint32_t)w;
-    lua_pop(L, 2);
-  } else if (!strcmp(kind, "record")) {
-    d->out_kind = LMAP_OUT_RECORD;
-    lua_getfield(L, idx, "fields");
-    lua_Integer nf = luaL_len(L, -1);
-    if (nf > LMAP_MAX_FIELDS) luaL_error(L, "pool:map: a record template has at most %d fields", LMAP_MAX_FIELDS);
-    d->nfields = (uint32_t)nf;
-    for (lua_Integer k = 1; k <= nf; k++) {
-      lua_geti(L, -1, k);
-      lua_getfield(L, -1, "name");
-      size_t nl;
-      const char *nm = luaL_checklstring(L, -1, &nl);
-      gb_put(L, names, nm, nl + 1);
-      lua_getfield(L, -2, "type");
-      lua_getfield(L, -1, "kind");
-      if (strcmp(luaL_checkstring(L, -1), "scalar") != 0)
-        luaL_error(L, "pool:map: record field \"%s\" must have a scalar type", nm);
-      lua_getfield(L, -2, "type");
-      d->field_type[k - 1] = (uint32_t)type_of_name(L, luaL_checkstring(L, -1));
-      lua_pop(L, 5);
-    }
-    lua_pop(L, 1);
-  } else {
-    luaL_error(L, "pool:map: template kind \"%s\" cannot be a map result (use a scalar, an array or a record)", kind);
-  }
-  lua_pop(L, 1);
-}
-
-static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
 
 /* A table of only integers (or only floats) is staged as an i64 (f64) array: no per-element
  * encoding on the host, no decoding in the runners, and each element keeps its Lua subtype. */
-static int stage_numbers(lua_State *L, int t, lua_Integer n, lmap_desc *d, growbuf *data) {
+static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf *data) {
   if (n < 1) return 0;
   lua_rawgeti(L, t, 1);
   int isint = lua_isinteger(L, -1), isnum = lua_type(L, -1) == LUA_TNUMBER;
   lua_pop(L, 1);
   if (!isnum) return 0;
-  size_t at = data->len;
   for (lua_Integer i = 1; i <= n; i++) {
     int tt = lua_rawgeti(L, t, i);
     int ok = tt == LUA_TNUMBER && lua_isinteger(L, -1) == isint;
@@ -249,126 +198,135 @@ static int stage_numbers(lua_State *L, int t, lua_Integer n, lmap_desc *d, growb
     }
     lua_pop(L, 1);
     if (!ok) {
-      data->len = at;
+      data->len = 0;
       return 0;
     }
   }
-  d->in_kind = LMAP_IN_ARRAY;
-  d->in_type = isint ? WIRE_T_I64 : WIRE_T_F64;
+  *type = isint ? WIRE_T_I64 : WIRE_T_F64;
   return 1;
+}
+
+/* The element count of a table input: its n field (a table.pack table) or its length, checked. */
+static uint64_t table_count(lua_State *L, int t) {
+  lua_getfield(L, t, "n");
+  lua_Integer n;
+  if (lua_isnil(L, -1)) {
+    n = (lua_Integer)lua_rawlen(L, t);
+  } else {
+    if (!lua_isinteger(L, -1))
+      luaL_error(L, "pool:map: the input's n field must be an integer, got %s", luaL_typename(L, -1));
+    n = lua_tointeger(L, -1);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, t);
+    if (n < 0 || n < len || n - len > ((lua_Integer)1 << 24))
+      luaL_error(L, "pool:map: the input's n field (%I) does not describe a table of %I elements", n, len);
+  }
+  lua_pop(L, 1);
+  return (uint64_t)n;
 }
 
 /* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
 static int l_map_new(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   int ft = lua_type(L, 2);
-  if (ft != LUA_TFUNCTION && ft != LUA_TSTRING)
-    return luaL_error(L, "pool:map: argument 1 must be a function or \"module.fn\", got %s", luaL_typename(L, 2));
+  int is_call = ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call);
+  if (ft != LUA_TFUNCTION && ft != LUA_TSTRING && !is_call)
+    return luaL_error(L, "pool:map: argument 1 must be a function, a \"module.fn\" reference or a call spec, got %s",
+                      luaL_typename(L, 2));
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
-  lmap_desc d;
-  memset(&d, 0, sizeof d);
   larray *a = larray_test(L, 3);
   lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
-  lcodec_ctx c = { L, lp, "pool:map", NULL, 0 };
+  lcodec_ctx c = { L, lp, "pool:map", NULL, 0, 0, 0 };
   growbuf *fn = push_growbuf(L);      /* 5 */
   growbuf *data = push_growbuf(L);    /* 6 */
-  growbuf *names = push_growbuf(L);   /* 7 */
+  growbuf *offs = push_growbuf(L);    /* 7 */
+  if (ft == LUA_TSTRING) lcodec_check_fnref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
+  suiro_plan_spec s;
+  suiro_plan_spec_init(&s);
+  s.fn = fn->p;
+  s.fn_len = fn->len;
   if (a) {
     if (a->type == WIRE_T_C128) return luaL_error(L, "pool:map: c128 arrays cannot be mapped over");
-    if (a->ndim > 1) return luaL_error(L, "pool:map: map over a 1-d array (this one has %d dimensions)", a->ndim);
-    d.in_kind = LMAP_IN_ARRAY;
-    d.in_type = (uint32_t)a->type;
-    d.n = (uint64_t)a->n;
+    if (larray_is_nd(a) && a->ndim != 1)
+      return luaL_error(L, "pool:map: map over a 1-d array (this one has %d dimensions)", a->ndim);
+    if (!a->data && a->n) return luaL_error(L, "pool:map: this array was released");
+    s.in_kind = SUIRO_IN_ARRAY;
+    s.in_type = a->type;
+    s.n = (uint64_t)a->n;
+    s.in_data = a->data;
   } else if (rg) {
-    d.in_kind = LMAP_IN_RANGE;
-    d.start = rg->start;
-    d.step = rg->step;
-    d.n = rg->n;
+    s.in_kind = SUIRO_IN_RANGE;
+    s.start = rg->start;
+    s.step = rg->step;
+    s.n = rg->n;
   } else if (lua_type(L, 3) == LUA_TTABLE) {
-    d.in_kind = LMAP_IN_VALUES;
-    lua_getfield(L, 3, "n");
-    lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, 3);
-    lua_pop(L, 1);
-    d.n = (uint64_t)n;
-    if (stage_numbers(L, 3, n, &d, data)) goto staged;
-    uint64_t zero = 0;
-    for (uint64_t i = 0; i <= d.n; i++) gb_put(L, data, &zero, 8); /* offsets, filled below */
-    for (lua_Integer i = 1; i <= n; i++) {
-      ((uint64_t *)data->p)[i - 1] = data->len;
-      lua_rawgeti(L, 3, i);
-      c.verb = "pool:map: element";
-      encode_one(&c, lua_gettop(L), data);
-      lua_pop(L, 1);
+    uint64_t n = table_count(L, 3);
+    s.n = n;
+    int type;
+    if (stage_numbers(L, 3, (lua_Integer)n, &type, data)) {
+      s.in_kind = SUIRO_IN_ARRAY;
+      s.in_type = type;
+      s.in_data = data->p;
+    } else {
+      s.in_kind = SUIRO_IN_VALUES;
+      uint64_t zero = 0;
+      gb_put(L, offs, &zero, 8);
+      for (uint64_t i = 1; i <= n; i++) {
+        lua_rawgeti(L, 3, (lua_Integer)i);
+        c.verb = "pool:map: element";
+        encode_one(&c, lua_gettop(L), data);
+        lua_pop(L, 1);
+        uint64_t end = data->len;
+        gb_put(L, offs, &end, 8);
+      }
+      s.in_data = data->p;
+      s.in_len = data->len;
+      s.in_offsets = (const uint64_t *)(void *)offs->p;
     }
-    ((uint64_t *)data->p)[d.n] = data->len;
-  staged:;
   } else {
     return luaL_error(L, "pool:map: argument 2 must be a table, a suiro.array or a suiro.range, got %s",
                       luaL_typename(L, 3));
   }
-  lua_getfield(L, 4, "template");
-  read_template(L, lua_gettop(L), &d, names);
-  lua_pop(L, 1);
-  lua_getfield(L, 4, "seed");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isinteger(L, -1)) return luaL_error(L, "pool:map: seed must be an integer, got %s", luaL_typename(L, -1));
-    d.seeded = 1;
-    d.seed = (uint64_t)lua_tointeger(L, -1);
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, 4, "stream");
-  int stream = lua_toboolean(L, -1);
-  lua_getfield(L, 4, "prepare");
-  int prepare = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-
-  /* layout of the description: lmap_desc | function | input data | field names */
-  size_t in_bytes = a ? larray_bytes(a) : data->len;
-  d.fn_off = align8(sizeof d);
-  d.fn_len = fn->len;
-  d.data_off = align8(d.fn_off + fn->len);
-  d.data_len = in_bytes;
-  d.names_off = align8(d.data_off + in_bytes);
-  size_t desc_bytes = d.names_off + names->len + 8;
-  size_t esize = d.out_type ? wire_type_size((int)d.out_type) : 0;
-  size_t out_bytes = 0;
-  if (d.out_kind == LMAP_OUT_SCALAR || d.out_kind == LMAP_OUT_ARRAY) out_bytes = (size_t)d.n * d.width * esize;
-  else if (d.out_kind == LMAP_OUT_RECORD)
-    for (uint32_t k = 0; k < d.nfields; k++) {
-      d.field_off[k] = out_bytes;
-      out_bytes = align8(out_bytes + (size_t)d.n * wire_type_size((int)d.field_type[k]));
-    }
-  suiro_map_opts o;
-  suiro_map_opts_init(&o);
-  o.n = d.n;
-  o.desc_bytes = desc_bytes;
-  o.out_bytes = out_bytes;
-  o.slots = d.out_kind == LMAP_OUT_VALUES;
-  /* the heap holds untyped results and the error message: sparse, so generous is cheap */
-  o.heap_bytes = ((size_t)16 << 20) + (o.slots ? (size_t)d.n * 64 + in_bytes * 2 : 0);
-  o.stream = stream;
   lmap *lm = lua_newuserdatauv(L, sizeof *lm, 2);
   memset(lm, 0, sizeof *lm);
   lsuiro_setmt(L, &lsuiro_key_map);
   int self = lua_gettop(L);
+  lua_getfield(L, 4, "template");
+  if (!lua_isnil(L, -1)) {
+    char err[256];
+    if (lsuiro_template_read(L, -1, &lm->tpl, err, sizeof err) != 0) return luaL_error(L, "pool:map: %s", err);
+    lm->has_tpl = 1;
+    s.tpl = &lm->tpl;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 4, "seed");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isinteger(L, -1)) return luaL_error(L, "pool:map: seed must be an integer, got %s", luaL_typename(L, -1));
+    s.seeded = 1;
+    s.seed = (uint64_t)lua_tointeger(L, -1);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 4, "stream");
+  s.stream = lua_toboolean(L, -1);
+  lua_getfield(L, 4, "prepare");
+  int prepare = lua_toboolean(L, -1);
+  lua_pop(L, 2);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, self, 1); /* the pool, kept alive by its map */
   lua_pushvalue(L, 4);
-  lua_setiuservalue(L, self, 2); /* the options (progress, template for names) */
-  suiro_status st = suiro_map_create(lp->p, &o, &lm->m);
-  if (st != SUIRO_OK) return luaL_error(L, "pool:map: %s", suiro_last_error());
-  char *base = suiro_map_desc(lm->m);
-  memcpy(base, &d, sizeof d);
-  memcpy(base + d.fn_off, fn->p, fn->len);
-  if (a && in_bytes) memcpy(base + d.data_off, a->data, in_bytes);
-  else if (in_bytes) memcpy(base + d.data_off, data->p, in_bytes);
-  if (names->len) memcpy(base + d.names_off, names->p, names->len);
-  lm->d = d;
-  lm->n = d.n;
-  lm->stream = stream;
+  lua_setiuservalue(L, self, 2); /* the options (progress, timeout) */
+  suiro_status st = suiro_plan_create(lp->p, &s, &lm->m);
+  if (st != SUIRO_OK) {
+    const char *msg = suiro_last_error();
+    if (!strncmp(msg, "map: ", 5)) msg += 5;
+    return luaL_error(L, "pool:map: %s", msg);
+  }
+  lm->n = s.n;
+  lm->stream = s.stream;
   lm->prepared = prepare;
+  lm->in_kind = s.in_kind;
+  lm->in_type = s.in_type;
   if (!prepare) {
     st = suiro_map_start(lm->m, lp->default_timeout);
     if (st != SUIRO_OK) return luaL_error(L, "pool:map: %s", suiro_last_error());
@@ -379,6 +337,9 @@ static int l_map_new(lua_State *L) {
 }
 
 /* ---- waiting and results ------------------------------------------------------------------------ */
+
+static void push_element(lua_State *L, lmap *lm, uint64_t i);
+
 
 static void draw_progress(lua_State *L, lmap *lm, int self, int final) {
   lua_getiuservalue(L, self, 2);
@@ -412,8 +373,10 @@ static void draw_progress(lua_State *L, lmap *lm, int self, int final) {
   fflush(stderr);
 }
 
-/* Waits for the run to end: 1 when done, 0 on timeout (the map is then cancelled). */
+/* Waits for the run to end: 1 when done, 0 on timeout (the map keeps running: collect again
+ * later), -1 when its pool was stopped under it. */
 static int wait_run(lua_State *L, lmap *lm, int self, double timeout) {
+  if (lm->closed) return -1;
   double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
   lua_getiuservalue(L, self, 2);
   lua_getfield(L, -1, "progress");
@@ -426,14 +389,15 @@ static int wait_run(lua_State *L, lmap *lm, int self, double timeout) {
     if (slice < 0) slice = 0;
     suiro_status st = suiro_map_wait(lm->m, isinf(slice) ? -1 : slice);
     if (st == SUIRO_OK) break;
-    if (st != SUIRO_TIMEOUT) luaL_error(L, "map: %s", suiro_last_error());
-    if (progress) draw_progress(L, lm, self, 0);
-    if (suiro_now() >= deadline) {
-      suiro_map_cancel(lm->m);
-      suiro_map_wait(lm->m, -1);
+    if (st == SUIRO_CLOSED) {
+      lm->closed = 1;
       lm->started = 0;
-      return 0;
+      return -1;
     }
+    if (st != SUIRO_TIMEOUT) luaL_error(L, "map: %s", suiro_last_error());
+    if (progress) draw_progress(L, lm, self, 0); /* may stop the pool: the next wait says so */
+    if (lm->closed || !lm->m) return -1;
+    if (suiro_now() >= deadline) return 0;
   }
   lm->started = 0;
   lm->finished = 1;
@@ -441,157 +405,149 @@ static int wait_run(lua_State *L, lmap *lm, int self, double timeout) {
   return 1;
 }
 
-/* Raises the map's failure, if any. */
+/* Raises the map's failure, if any: an element that raised (with its index), a worker that died
+ * (the element it ran, its slot and pid), a cancelled or killed map (class "cancelled"). */
 static void raise_failure(lua_State *L, lmap *lm) {
-  uint64_t idx;
-  const void *data;
-  size_t len;
-  int kind;
-  if (!suiro_map_error(lm->m, &idx, &data, &len, &kind)) return;
-  suiro_result r = { kind, data, len, -1, 0 };
-  /* the payload is the runner's encoded ERROR; it may sit unaligned in the heap: copy it */
-  void *copy = malloc(len + 8);
-  if (copy) {
-    memcpy(copy, data, len);
-    r.data = copy;
-  }
-  lcodec_push_error(L, &r, idx == UINT64_MAX ? 0 : (int)(idx + 1));
-  free(copy);
-  if (idx != UINT64_MAX) {
-    lua_pushinteger(L, (lua_Integer)idx + 1);
-    lua_setfield(L, -2, "index");
-  }
+  suiro_error_info e;
+  if (!suiro_map_failure(lm->m, &e)) return;
+  lcodec_push_error_info(L, &e);
   lua_error(L);
 }
 
-static void push_element(lua_State *L, lmap *lm, uint64_t i);
+static void push_cell(lua_State *L, int type, const char *p) {
+  switch (type) {
+  case WIRE_T_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); return; }
+  case WIRE_T_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); return; }
+  case WIRE_T_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); return; }
+  case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); return; }
+  case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); return;
+  case WIRE_T_BOOL:
+    if (*(const uint8_t *)p == WIRE_NA_BOOL) lsuiro_push_na(L);
+    else lua_pushboolean(L, *(const uint8_t *)p == 1);
+    return;
+  }
+  lua_pushnil(L);
+}
+
+/* Cells per element of an ARRAY template. */
+static uint64_t tpl_width(const suiro_template *t) {
+  uint64_t w = 1;
+  for (int k = 0; k < t->ndim; k++) w *= t->shape[k];
+  return w;
+}
 
 /* Pushes the results of a finished map in the shape its template asks for. */
-static void push_results(lua_State *L, lmap *lm, int self) {
-  const lmap_desc *d = &lm->d;
-  char *out = suiro_map_output(lm->m);
-  switch (d->out_kind) {
-  case LMAP_OUT_SCALAR: {
-    larray *a = larray_new(L, (int)d->out_type, (int64_t)lm->n);
-    if (lm->n) memcpy(a->data, out, larray_bytes(a));
+static void push_results(lua_State *L, lmap *lm) {
+  const suiro_plan *pl = suiro_plan_of(lm->m);
+  if (!pl) luaL_error(L, "map: %s", suiro_last_error());
+  const void *out = suiro_map_output(lm->m);
+  const suiro_template *t = lm->has_tpl ? &lm->tpl : NULL;
+  if (t && (t->kind == SUIRO_OUT_SCALAR || t->kind == SUIRO_OUT_ARRAY)) {
+    uint64_t count;
+    const void *col = suiro_plan_column(pl, out, 0, &count);
+    larray *a = larray_new_raw(L, t->type, (int64_t)count);
+    if (count) memcpy(a->data, col, larray_bytes(a));
+    if (t->kind == SUIRO_OUT_ARRAY) { /* n x cell shape */
+      a->nd = 1;
+      a->ndim = 1 + t->ndim;
+      a->shape[0] = (int64_t)lm->n;
+      for (int k = 0; k < t->ndim; k++) a->shape[k + 1] = (int64_t)t->shape[k];
+      if (t->ndim == 1) a->nd = 0;
+    }
     return;
   }
-  case LMAP_OUT_ARRAY: {
-    larray *a = larray_new(L, (int)d->out_type, (int64_t)(lm->n * d->width));
-    if (lm->n) memcpy(a->data, out, larray_bytes(a));
-    a->ndim = 2;
-    a->shape[0] = (int64_t)lm->n;
-    a->shape[1] = d->width;
-    return;
-  }
-  case LMAP_OUT_RECORD: {
-    /* a suiro.frame: one column per field, in the template's order */
+  if (t) { /* RECORD: a suiro.frame, one column per field in the template's order */
     lframe_push(L, (int64_t)lm->n);
     int f = lua_gettop(L);
-    const char *nm = (const char *)suiro_map_desc(lm->m) + d->names_off;
-    for (uint32_t k = 0; k < d->nfields; k++) {
-      lua_pushstring(L, nm);
-      larray *a = larray_new_raw(L, (int)d->field_type[k], (int64_t)lm->n);
-      if (lm->n) memcpy(a->data, out + d->field_off[k], larray_bytes(a));
+    for (int k = 0; k < t->nfields; k++) {
+      lua_pushstring(L, t->fields[k].name);
+      uint64_t count;
+      const void *col = suiro_plan_column(pl, out, k, &count);
+      larray *a = larray_new_raw(L, t->fields[k].type, (int64_t)count);
+      if (count) memcpy(a->data, col, larray_bytes(a));
       lframe_append(L, f);
-      nm += strlen(nm) + 1;
     }
     return;
   }
-  default: {
-    lua_createtable(L, lm->n < (1u << 26) ? (int)lm->n : 0, 0);
-    int t = lua_gettop(L);
-    int holes = 0;
-    for (uint64_t i = 0; i < lm->n; i++) {
-      push_element(L, lm, i);
-      if (lua_isnil(L, -1)) holes = 1;
-      lua_rawseti(L, t, (lua_Integer)i + 1);
-    }
-    if (holes) {
-      lua_pushinteger(L, (lua_Integer)lm->n);
-      lua_setfield(L, t, "n");
-    }
-    (void)self;
-    return;
+  lua_createtable(L, lm->n < (1u << 26) ? (int)lm->n : 0, 0);
+  int tt = lua_gettop(L);
+  int holes = 0;
+  for (uint64_t i = 0; i < lm->n; i++) {
+    push_element(L, lm, i);
+    if (lua_isnil(L, -1)) holes = 1;
+    lua_rawseti(L, tt, (lua_Integer)i + 1);
   }
+  if (holes) {
+    lua_pushinteger(L, (lua_Integer)lm->n);
+    lua_setfield(L, tt, "n");
   }
 }
 
 /* Pushes element i's result (any template). */
 static void push_element(lua_State *L, lmap *lm, uint64_t i) {
-  const lmap_desc *d = &lm->d;
-  const char *out = suiro_map_output(lm->m);
-  switch (d->out_kind) {
-  case LMAP_OUT_SCALAR:
-  case LMAP_OUT_ARRAY: {
-    size_t es = wire_type_size((int)d->out_type);
-    if (d->out_kind == LMAP_OUT_ARRAY) {
-      larray *a = larray_new(L, (int)d->out_type, d->width);
-      memcpy(a->data, out + i * d->width * es, d->width * es);
-      return;
-    }
-    const char *p = out + i * es;
-    switch (d->out_type) {
-    case WIRE_T_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
-    case WIRE_T_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
-    case WIRE_T_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); break; }
-    case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-    case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); break;
-    case WIRE_T_BOOL:
-      if (*(const uint8_t *)p == WIRE_NA_BOOL) lsuiro_push_na(L);
-      else lua_pushboolean(L, *(const uint8_t *)p);
-      break;
-    default: lua_pushnil(L);
-    }
-    return;
-  }
-  case LMAP_OUT_RECORD: {
-    lua_createtable(L, 0, (int)d->nfields);
-    const char *nm = (const char *)suiro_map_desc(lm->m) + d->names_off;
-    for (uint32_t k = 0; k < d->nfields; k++) {
-      size_t es = wire_type_size((int)d->field_type[k]);
-      const char *p = out + d->field_off[k] + i * es;
-      switch (d->field_type[k]) {
-      case WIRE_T_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
-      case WIRE_T_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
-      case WIRE_T_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); break; }
-      case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-      case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); break;
-      case WIRE_T_BOOL: lua_pushboolean(L, *(const uint8_t *)p == 1); break;
-      default: lua_pushnil(L);
+  const suiro_template *t = lm->has_tpl ? &lm->tpl : NULL;
+  if (t) {
+    const suiro_plan *pl = suiro_plan_of(lm->m);
+    if (!pl) luaL_error(L, "map: %s", suiro_last_error());
+    void *out = suiro_map_output(lm->m);
+    int type;
+    if (t->kind == SUIRO_OUT_RECORD) {
+      lua_createtable(L, 0, t->nfields);
+      for (int k = 0; k < t->nfields; k++) {
+        push_cell(L, t->fields[k].type, suiro_plan_cell(pl, out, i, k, &type));
+        lua_setfield(L, -2, t->fields[k].name);
       }
-      lua_setfield(L, -2, nm);
-      nm += strlen(nm) + 1;
-    }
-    return;
-  }
-  default: {
-    const void *data;
-    size_t len;
-    if (!suiro_map_result(lm->m, i, &data, &len)) {
-      lua_pushnil(L);
       return;
     }
-    /* heap results are 8-aligned (map.c allocates in 8-byte units) */
-    int top = lua_gettop(L);
-    int n = lcodec_decode_values(L, data, len);
-    if (n == 0) lua_pushnil(L);
-    lua_settop(L, top + 1);
+    const char *cell = suiro_plan_cell(pl, out, i, 0, &type);
+    if (t->kind == SUIRO_OUT_ARRAY) {
+      uint64_t w = tpl_width(t);
+      larray *a = larray_new_raw(L, type, (int64_t)w);
+      memcpy(a->data, cell, larray_bytes(a));
+      if (t->ndim > 1) {
+        a->nd = 1;
+        a->ndim = t->ndim;
+        for (int k = 0; k < t->ndim; k++) a->shape[k] = (int64_t)t->shape[k];
+      }
+      return;
+    }
+    push_cell(L, type, cell);
     return;
   }
+  const void *data;
+  size_t len;
+  if (!suiro_map_result(lm->m, i, &data, &len)) {
+    lua_pushnil(L);
+    return;
   }
+  /* heap results are 8-aligned (map.c allocates in 8-byte units) */
+  int top = lua_gettop(L);
+  int n = lcodec_decode_values(L, data, len);
+  if (n == 0) lua_pushnil(L);
+  lua_settop(L, top + 1);
+}
+
+static int push_closed(lua_State *L) {
+  lua_pushnil(L);
+  lua_pushliteral(L, "closed");
+  return 2;
 }
 
 /* Waits for the run in flight (if any) and hands out its results: the tail of collect and run. */
 static int finish_run(lua_State *L, lmap *lm, double timeout) {
-  if (lm->started && !wait_run(L, lm, 1, timeout)) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    return 2;
+  if (lm->started) {
+    int w = wait_run(L, lm, 1, timeout);
+    if (w < 0) return push_closed(L);
+    if (w == 0) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "timeout");
+      return 2;
+    }
   }
+  if (lm->closed) return push_closed(L);
   lm->collected = 1;
   raise_failure(L, lm);
-  push_results(L, lm, 1);
+  push_results(L, lm);
   if (!lm->prepared) { /* results are copies: give the region back now, warm for the next map */
     suiro_map_free(lm->m);
     lm->m = NULL;
@@ -599,37 +555,69 @@ static int finish_run(lua_State *L, lmap *lm, double timeout) {
   return 1;
 }
 
-/* m:collect([timeout]) -> results | nil, "timeout" */
+/* The timeout of a collect: the argument, else the map's timeout option, else the pool's. */
+static double map_timeout(lua_State *L, int arg) {
+  if (!lua_isnoneornil(L, arg)) return lsuiro_seconds(L, arg, "map:collect", "timeout");
+  lua_getiuservalue(L, 1, 2);
+  lua_getfield(L, -1, "timeout_s");
+  double t = -1;
+  if (!lua_isnil(L, -1)) t = lua_tonumber(L, -1) >= 1e12 ? -1 : lua_tonumber(L, -1);
+  lua_pop(L, 2);
+  if (t < 0) {
+    lua_getiuservalue(L, 1, 1);
+    lpool *lp = lua_touserdata(L, -1);
+    if (lp) t = lp->default_timeout;
+    lua_pop(L, 1);
+  }
+  return t;
+}
+
+/* m:collect([timeout]) -> results | nil, "timeout" | nil, "closed" */
 static int l_map_collect(lua_State *L) {
   lmap *lm = checkmap(L, 1);
   if (lm->collected && !lm->prepared) return luaL_error(L, "map:collect: the results were collected already");
+  if (lm->closed) return push_closed(L);
   if (!lm->m) return luaL_error(L, "map:collect: this map was freed");
-  if (!lm->started && !lm->finished) return luaL_error(L, "map:collect: this map is not running (prepared maps: pm:run())");
-  double timeout = -1;
-  if (lua_isnoneornil(L, 2)) { /* the map's own timeout, if it was given one */
-    lua_getiuservalue(L, 1, 2);
-    lua_getfield(L, -1, "timeout_s");
-    timeout = luaL_optnumber(L, -1, -1);
-    lua_pop(L, 2);
-  } else {
-    timeout = luaL_checknumber(L, 2);
-  }
-  if (timeout >= 1e12) timeout = -1;
-  return finish_run(L, lm, timeout);
+  if (!lm->started && !lm->finished) return luaL_error(L, "map:collect: this prepared map is not running (pm:run())");
+  return finish_run(L, lm, map_timeout(L, 2));
 }
 
 static int l_map_cancel(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->m && lm->started) suiro_map_cancel(lm->m);
-  return 0;
+  int running = lm->m && lm->started && !lm->closed;
+  if (running) suiro_map_cancel(lm->m);
+  lua_pushboolean(L, running);
+  return 1;
+}
+
+/* m:kill(): the workers running the map are killed and replaced; collect raises class "cancelled". */
+static int l_map_kill(lua_State *L) {
+  lmap *lm = checkmap(L, 1);
+  if (lm->closed) return push_closed(L);
+  int running = lm->m && lm->started;
+  if (running && suiro_map_kill(lm->m) != SUIRO_OK) return luaL_error(L, "map:kill: %s", suiro_last_error());
+  lua_pushboolean(L, running);
+  return 1;
 }
 
 static int l_map_ready(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  int ready = !lm->started || (lm->m && suiro_map_wait(lm->m, 0) == SUIRO_OK);
-  if (ready && lm->started) {
-    lm->started = 0;
-    lm->finished = 1;
+  if (lm->closed) {
+    lua_pushboolean(L, 1); /* collect answers at once: nil, "closed" */
+    return 1;
+  }
+  int ready = !lm->started;
+  if (!ready && lm->m) {
+    suiro_status st = suiro_map_wait(lm->m, 0);
+    if (st == SUIRO_OK) {
+      lm->started = 0;
+      lm->finished = 1;
+      ready = 1;
+    } else if (st == SUIRO_CLOSED) {
+      lm->closed = 1;
+      lm->started = 0;
+      ready = 1;
+    }
   }
   lua_pushboolean(L, ready);
   return 1;
@@ -652,8 +640,12 @@ static int l_map_next(lua_State *L) {
       push_element(L, lm, i);
       return 2;
     }
+    if (lm->closed || !lm->m) return luaL_error(L, "map:results: the map's pool was stopped");
     if (!lm->stream) { /* hand out everything, in index order, once the run is over */
-      if (lm->started && !wait_run(L, lm, lua_upvalueindex(1), -1)) return 0;
+      if (lm->started) {
+        int w = wait_run(L, lm, lua_upvalueindex(1), -1);
+        if (w < 0) return luaL_error(L, "map:results: the map's pool was stopped");
+      }
       raise_failure(L, lm);
       if (lm->next_i >= lm->n) return 0;
       lm->range_b = lm->next_i;
@@ -676,15 +668,20 @@ static int l_map_next(lua_State *L) {
       raise_failure(L, lm);
       return 0;
     }
-    if (suiro_map_wait(lm->m, 0.001) == SUIRO_OK) {
+    suiro_status st = suiro_map_wait(lm->m, 0.001);
+    if (st == SUIRO_OK) {
       lm->started = 0;
       lm->finished = 1;
+    } else if (st == SUIRO_CLOSED) {
+      lm->closed = 1;
+      lm->started = 0;
     }
   }
 }
 
 static int l_map_results(lua_State *L) {
   lmap *lm = checkmap(L, 1);
+  if (lm->closed) return luaL_error(L, "map:results: the map's pool was stopped");
   if (!lm->m)
     return luaL_error(L, lm->collected ? "map:results: the results were collected already" : "map:results: this map was freed");
   lm->collected = 1;
@@ -696,31 +693,40 @@ static int l_map_results(lua_State *L) {
 /* pm:run([xs], [timeout]) -> results: runs a prepared map, swapping its input when given. */
 static int l_map_run(lua_State *L) {
   lmap *lm = checkmap(L, 1);
+  if (lm->closed) return push_closed(L);
   if (!lm->m) return luaL_error(L, "map:run: this map was freed");
   if (lm->started) return luaL_error(L, "map:run: the previous run is still going");
+  lua_getiuservalue(L, 1, 1);
+  lpool *lp = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!lp || lp->closed || !lp->p) {
+    lm->closed = 1;
+    return push_closed(L);
+  }
   if (!lua_isnoneornil(L, 2)) {
     larray *a = larray_test(L, 2);
-    if (lm->d.in_kind != LMAP_IN_ARRAY || !a || a->type != (int)lm->d.in_type || (uint64_t)a->n != lm->n)
+    if (lm->in_kind != SUIRO_IN_ARRAY || !a || a->type != lm->in_type || (uint64_t)a->n != lm->n || !a->data)
       return luaL_error(L, "map:run: a new input must be a suiro.array of the same type and length as the "
-                           "prepared one (%d %s elements); prepare another map for other inputs",
-                        (int)lm->n, lm->d.in_kind == LMAP_IN_ARRAY ? wire_type_name((int)lm->d.in_type) : "table");
-    memcpy((char *)suiro_map_desc(lm->m) + lm->d.data_off, a->data, larray_bytes(a));
+                           "prepared one (%I %s elements); prepare another map for other inputs",
+                        (lua_Integer)lm->n, lm->in_kind == SUIRO_IN_ARRAY ? wire_type_name(lm->in_type) : "table");
+    const suiro_plan *pl = suiro_plan_of(lm->m);
+    if (!pl) return luaL_error(L, "map:run: %s", suiro_last_error());
+    memcpy(suiro_plan_in_data(pl), a->data, larray_bytes(a));
   }
-  lua_getiuservalue(L, 1, 1);
-  lpool *lp = lsuiro_checkpool(L, -1);
-  lua_pop(L, 1);
-  if (suiro_map_start(lm->m, lp->default_timeout) != SUIRO_OK) return luaL_error(L, "map:run: %s", suiro_last_error());
+  double timeout = lua_isnoneornil(L, 3) ? -1 : lsuiro_seconds(L, 3, "map:run", "timeout");
+  suiro_status st = suiro_map_start(lm->m, lp->default_timeout);
+  if (st == SUIRO_CLOSED) return push_closed(L);
+  if (st != SUIRO_OK) return luaL_error(L, "map:run: %s", suiro_last_error());
   lm->started = 1;
   lm->finished = 0;
   lm->collected = 0;
   lm->t0 = suiro_now();
-  double timeout = luaL_optnumber(L, 3, -1);
-  return finish_run(L, lm, timeout >= 1e12 ? -1 : timeout);
+  return finish_run(L, lm, timeout);
 }
 
 static int l_map_gc(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->m) suiro_map_free(lm->m); /* cancels and waits for a run still going */
+  if (lm->m) suiro_map_free(lm->m); /* cancels and waits for a run still going (none after a stop) */
   lm->m = NULL;
   return 0;
 }
@@ -728,13 +734,14 @@ static int l_map_gc(lua_State *L) {
 static int l_map_tostring(lua_State *L) {
   lmap *lm = checkmap(L, 1);
   lua_pushfstring(L, "suiro.map(%I elements, %s)", (lua_Integer)lm->n,
-                  lm->started ? "running" : lm->collected ? "collected" : "ready");
+                  lm->closed ? "closed" : lm->started ? "running" : lm->collected ? "collected" : "ready");
   return 1;
 }
 
 static const luaL_Reg map_methods[] = {
   { "collect", l_map_collect }, { "cancel", l_map_cancel },   { "ready", l_map_ready },
   { "progress", l_map_progress }, { "results", l_map_results }, { "run", l_map_run },
+  { "kill", l_map_kill },
   { "free", l_map_gc },          { NULL, NULL },
 };
 

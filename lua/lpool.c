@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,15 +56,61 @@ static ltask *checktask(lua_State *L, int idx) {
   return k;
 }
 
-/* Timeout argument: nil -> the pool's default, number of seconds, or math.huge / negative for
- * forever. Strings ("250ms") are converted by the Lua layer before they reach here. */
+/* Seconds from a duration at idx: a number of seconds or a duration string ("250ms", "inf"), read
+ * by suiro.parse; NaN and negative numbers are refused. math.huge (or "inf") means no limit: -1. */
+double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what) {
+  double t;
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    idx = lua_absindex(L, idx);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_duration") != LUA_TFUNCTION) {
+      lua_pop(L, 1);
+      lua_getglobal(L, "require");
+      lua_pushliteral(L, "suiro.parse");
+      lua_call(L, 1, 1);
+      lua_getfield(L, -1, "try_duration");
+      lua_remove(L, -2);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_duration");
+    }
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 2);
+    if (lua_isnil(L, -2)) luaL_error(L, "%s: %s: %s", verb, what, lua_tostring(L, -1));
+    t = lua_tonumber(L, -2);
+    lua_pop(L, 2);
+  } else if (lua_type(L, idx) == LUA_TNUMBER) {
+    t = lua_tonumber(L, idx);
+    if (t != t || t < 0)
+      luaL_error(L, "%s: %s must be zero or more seconds (math.huge or \"inf\" for no limit), got %s", verb, what,
+                 lua_tostring(L, idx));
+  } else {
+    luaL_error(L, "%s: %s must be a number of seconds or a duration string (\"250ms\"), got %s", verb, what,
+               luaL_typename(L, idx));
+    return 0;
+  }
+  return t >= 1e12 ? -1 : t;
+}
+
+/* An integer argument in lo..hi (floats with an integral value count), or raises naming verb and
+ * what. */
+static lua_Integer int_arg(lua_State *L, int idx, const char *verb, const char *what, lua_Integer lo, lua_Integer hi) {
+  int ok;
+  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "%s: %s must be an integer in %I..%I, got %s", verb, what, lo, hi,
+               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+  if (v < lo || v > hi) luaL_error(L, "%s: %s must be in %I..%I, got %I", verb, what, lo, hi, v);
+  return v;
+}
+
+/* A table argument, or raises naming verb and what. */
+static void table_arg(lua_State *L, int idx, const char *verb, const char *what) {
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: %s must be a table, got %s", verb, what, luaL_typename(L, idx));
+}
+
+/* Timeout argument: nil -> the pool's default, else a duration (lsuiro_seconds). */
 static double opt_timeout(lua_State *L, int idx, const lpool *lp, const char *verb) {
   if (lua_isnoneornil(L, idx)) return lp->default_timeout;
-  if (!lua_isnumber(L, idx))
-    luaL_error(L, "%s: timeout must be a number of seconds, got %s", verb, luaL_typename(L, idx));
-  double t = lua_tonumber(L, idx);
-  if (t != t) luaL_error(L, "%s: timeout is NaN", verb);
-  return t >= 1e12 ? -1 : t;
+  return lsuiro_seconds(L, idx, verb, "timeout");
 }
 
 /* Pushes `nil, why` for an outcome; raises for SUIRO_ERR. Returns the number of results. */
@@ -73,7 +120,10 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
   case SUIRO_CLOSED: lua_pushnil(L); lua_pushliteral(L, "closed"); return 2;
   case SUIRO_PEER_GONE: lua_pushnil(L); lua_pushliteral(L, "peer_gone"); return 2;
   case SUIRO_FULL: lua_pushnil(L); lua_pushliteral(L, "full"); return 2;
-  default: return luaL_error(L, "%s: %s", verb, suiro_last_error());
+  default:
+    if (!strcmp(suiro_last_error(), "interrupted"))
+      return luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+    return luaL_error(L, "%s: %s", verb, suiro_last_error());
   }
 }
 
@@ -173,6 +223,9 @@ static int l_pool_new(lua_State *L) {
   if (st != SUIRO_OK) return luaL_error(L, "pool: %s", suiro_last_error());
   lp->owner = 1;
   lp->default_timeout = timeout >= 1e12 ? -1 : timeout;
+  lua_getfield(L, 1, "name");
+  if (lua_type(L, -1) == LUA_TSTRING) snprintf(lp->name, sizeof lp->name, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
   lua_replace(L, top); /* keep the pool; drop the temporaries above it */
   lua_settop(L, top);
   return 1;
@@ -188,24 +241,27 @@ static void forget_published(lua_State *L, lpool *lp) {
   lp->fn_ptr = NULL;
 }
 
-static int l_pool_stop(lua_State *L) {
-  lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
+/* Stops an owned pool once (stop, <close> and __gc all come here); a worker's own pool is not
+ * ours to stop. */
+static void stop_pool(lua_State *L, lpool *lp, double timeout) {
   forget_published(L, lp);
-  if (lp->owner && lp->p && !lp->closed) {
-    double timeout = luaL_optnumber(L, 2, 5.0);
-    suiro_pool_stop(lp->p, timeout);
-  }
+  if (lp->owner && lp->p && !lp->closed) suiro_pool_stop(lp->p, timeout);
   lp->closed = 1;
   lp->p = NULL;
+}
+
+static int l_pool_stop(lua_State *L) {
+  lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
+  if (!lp->owner)
+    return luaL_error(L, "pool:stop: a worker cannot stop its own pool (suiro.current_pool() stays usable)");
+  double timeout = lua_isnoneornil(L, 2) ? 5.0 : lsuiro_seconds(L, 2, "pool:stop", "timeout");
+  stop_pool(L, lp, timeout);
   return 0;
 }
 
 static int l_pool_gc(lua_State *L) {
   lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
-  forget_published(L, lp);
-  if (lp->owner && lp->p && !lp->closed) suiro_pool_stop(lp->p, 5.0);
-  lp->closed = 1;
-  lp->p = NULL;
+  if (lp->owner) stop_pool(L, lp, 5.0);
   return 0;
 }
 
@@ -225,6 +281,16 @@ typedef struct batch_guard {
 static int slab_pressure(lpool *lp) {
   uint32_t total, free = suiro_free_slots(lp->p, &total);
   return free < total / 2;
+}
+
+/* The pool lets go of its current slab: its tasks that are garbage can then be finalized (the
+ * pool's reference kept a half-dropped slab, and every slot in it, alive). */
+static void drop_slab(lua_State *L, int pool_idx) {
+  lpool *lp = lua_touserdata(L, pool_idx);
+  if (!lp->slab) return;
+  lp->slab = NULL;
+  lua_pushnil(L);
+  lua_setiuservalue(L, pool_idx, 2);
 }
 
 static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
@@ -277,7 +343,7 @@ static int l_submit(lua_State *L) {
   unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  lcodec_ctx c = { L, lp, "submit", NULL, 0 };
+  lcodec_ctx c = { L, lp, "submit", NULL, 0, 0, 0 };
   lcodec_encode_task(&c, 2, 3, n, &w);
   const void *buf;
   size_t len;
@@ -290,6 +356,7 @@ static int l_submit(lua_State *L) {
   if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) {
     /* Every result slot is held: tasks dropped uncollected hold theirs until their finalizers
      * run. Run them now, then try again (the engine waits for released tasks to finish). */
+    drop_slab(L, 1);
     lua_gc(L, LUA_GCCOLLECT);
     st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
   }
@@ -324,7 +391,7 @@ static int batch_gc(lua_State *L) {
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   luaL_checkany(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
+  table_arg(L, 3, "pool:submit_batch", "argument 2 (a list of argument lists)");
   lua_Integer n = luaL_len(L, 3);
   lua_settop(L, 3);
   /* scratch that is freed even when encoding raises: a userdata with __gc */
@@ -339,7 +406,7 @@ static int l_submit_batch(lua_State *L) {
   b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
   b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
   if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
-  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0 };
+  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0, 0, 0 };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
   suiro_status st = SUIRO_OK;
@@ -348,8 +415,25 @@ static int l_submit_batch(lua_State *L) {
       return luaL_error(L, "pool:submit_batch: argument lists[%d] must be a table, got %s", (int)i,
                         luaL_typename(L, -1));
     int args = lua_gettop(L);
-    lua_Integer na = luaL_len(L, args);
+    lua_Integer na = (lua_Integer)lua_rawlen(L, args);
+    /* an argument list is a sequence (or a table.pack table): a record here is a mistake */
+    lua_pushnil(L);
+    while (lua_next(L, args)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "n")) {
+        lua_getfield(L, args, "n");
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < na || lua_tointeger(L, -1) > na + 250)
+          return luaL_error(L, "pool:submit_batch: lists[%I].n must count its arguments", i);
+        na = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+      } else if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > na) {
+        return luaL_error(L, "pool:submit_batch: lists[%I] must be a list of arguments, has key %s", i,
+                          luaL_tolstring(L, -1, NULL));
+      }
+    }
+    if (na > 250) return luaL_error(L, "pool:submit_batch: lists[%I] has %I arguments (at most 250)", i, na);
     luaL_checkstack(L, (int)na + 4, "too many arguments");
+    c.list = i;
     lua_pushvalue(L, 2);
     int fidx = lua_gettop(L);
     for (lua_Integer k = 1; k <= na; k++) lua_geti(L, args, k);
@@ -390,6 +474,7 @@ static int l_submit_batch(lua_State *L) {
       st = suiro_submit_batch(lp->p, b->specs + from, upto - from, b->tasks + from, &got, lp->default_timeout);
       accepted += got;
       if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) { /* as in submit */
+        drop_slab(L, 1);
         lua_gc(L, LUA_GCCOLLECT);
         size_t more = 0, at = from + got;
         st = suiro_submit_batch(lp->p, b->specs + at, upto - at, b->tasks + at, &more, lp->default_timeout);
@@ -454,7 +539,8 @@ static int l_task_collect(lua_State *L) {
 static int l_task_ready(lua_State *L) {
   ltask *k = checktask(L, 1);
   lpool *lp = k->lp;
-  lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_task_ready(lp->p, k->t));
+  /* a task of a stopped pool is ready: collect answers at once (nil, "closed") */
+  lua_pushboolean(L, *k->state == 0 && (!lp->p || lp->closed || suiro_task_ready(lp->p, k->t)));
   return 1;
 }
 
@@ -462,6 +548,22 @@ static int l_task_cancel(lua_State *L) {
   ltask *k = checktask(L, 1);
   lpool *lp = k->lp;
   lua_pushboolean(L, *k->state == 0 && lp->p && !lp->closed && suiro_cancel(lp->p, k->t));
+  return 1;
+}
+
+/* task:kill(): a task that has not started is cancelled; a running one's worker is killed and
+ * replaced; either way it completes as an error of class "cancelled". */
+static int l_task_kill(lua_State *L) {
+  ltask *k = checktask(L, 1);
+  lpool *lp = k->lp;
+  if (*k->state != 0) return luaL_error(L, "task:kill: this task was %s already", *k->state == 1 ? "collected" : "released");
+  if (lp->closed || !lp->p) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "closed");
+    return 2;
+  }
+  if (suiro_task_kill(lp->p, k->t) != SUIRO_OK) return luaL_error(L, "task:kill: %s", suiro_last_error());
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -497,7 +599,7 @@ static int l_task_tostring(lua_State *L) {
 /* Collects the tasks in the table at idx: the shared part of collect_all and collect_any. Pushes
  * a scratch userdata holding the handles, then the ltask pointers. */
 static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, const char *verb, ltask ***ks) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  table_arg(L, idx, verb, "argument 1 (a list of tasks)");
   *n = luaL_len(L, idx);
   size_t m = (size_t)(*n ? *n : 1);
   suiro_task *ts = lua_newuserdatauv(L, (sizeof *ts + sizeof(ltask *)) * m, 0);
@@ -506,8 +608,11 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
     lua_geti(L, idx, i);
     ltask *k = testtask(L, -1);
     if (!k) luaL_error(L, "%s: tasks[%d] is not a task (got %s)", verb, (int)i, luaL_typename(L, -1));
-    if (*k->state != 0) luaL_error(L, "%s: tasks[%d] was collected already", verb, (int)i);
-    if (k->lp != lp) luaL_error(L, "%s: tasks[%d] belongs to another pool", verb, (int)i);
+    if (*k->state != 0)
+      luaL_error(L, "%s: tasks[%d] was %s already", verb, (int)i, *k->state == 1 ? "collected" : "released");
+    if (k->lp != lp)
+      luaL_error(L, "%s: tasks[%d] belongs to %s", verb, (int)i,
+                 k->lp->closed ? "a pool that was stopped" : "another pool");
     lua_pop(L, 1);
     ts[i - 1] = k->t;
     (*ks)[i - 1] = k;
@@ -515,43 +620,64 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
   return ts;
 }
 
-struct sink_ctx { lua_State *L; ltask **ks; int out; int failed; };
-
-static int sink_into_table(void *ctx, size_t i, const suiro_result *r) {
-  struct sink_ctx *s = ctx;
-  lua_State *L = s->L;
-  *s->ks[i]->state = 1;
-  if (r->kind != SUIRO_RESULT_VALUE) {
-    if (!s->failed) { /* keep the first failure; the rest are consumed */
-      lcodec_push_error(L, r, (int)i + 1);
-      lua_setfield(L, s->out, "__first_error");
-      s->failed = 1;
-    }
-    return 0;
-  }
-  int top = lua_gettop(L);
-  int nv = lcodec_decode_values(L, r->data, r->len);
-  if (nv == 0) lua_pushnil(L);
-  lua_settop(L, top + 1); /* first value of each task */
-  lua_rawseti(L, s->out, (lua_Integer)i + 1);
-  return 0;
-}
-
-/* pool:collect_all(tasks, [timeout]) -> { first value of each task, in input order } */
+/* pool:collect_all(tasks, [timeout], [{ errors = "raise" | "return" }]) -> { first value of each
+ * task, in input order }. Nothing is consumed unless everything is handed out: a timeout leaves
+ * every task collectable; under errors = "raise" (the default) a failure raises the first failed
+ * task's error and only that task is consumed; with errors = "return" the error objects take the
+ * place of the failed values. */
 static int l_collect_all(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
+  int return_errors = 0;
+  if (!lua_isnoneornil(L, 4)) {
+    table_arg(L, 4, "pool:collect_all", "argument 3 (options)");
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "errors") != 0)
+        return luaL_error(L, "pool:collect_all: unknown option %s (valid: errors)", luaL_tolstring(L, -2, NULL));
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, 4, "errors");
+    const char *e = lua_tostring(L, -1);
+    if (!lua_isnil(L, -1) && (!e || (strcmp(e, "raise") && strcmp(e, "return"))))
+      return luaL_error(L, "pool:collect_all: errors must be \"raise\" or \"return\", got %s", luaL_tolstring(L, -1, NULL));
+    return_errors = e && !strcmp(e, "return");
+  }
   lua_settop(L, 2);
   lua_Integer n;
   ltask **ks;
   suiro_task *ts = gather(L, 2, &n, lp, "pool:collect_all", &ks);
-  lua_createtable(L, (int)n, 0);
-  struct sink_ctx s = { L, ks, lua_gettop(L), 0 };
-  suiro_status st = suiro_collect_all(lp->p, ts, (size_t)n, sink_into_table, &s, timeout);
+  suiro_status st = suiro_wait_all(lp->p, ts, (size_t)n, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
-  if (s.failed) {
-    lua_getfield(L, s.out, "__first_error");
-    return lsuiro_raise(L);
+  if (!return_errors)
+    for (lua_Integer i = 0; i < n; i++) {
+      int kind = suiro_task_kind(lp->p, ts[i]);
+      if (kind == SUIRO_RESULT_VALUE) continue;
+      /* the first failure is delivered (that task is collected: its error is its result); every
+       * other task stays collectable */
+      suiro_result r;
+      st = suiro_collect(lp->p, ts[i], &r, 0);
+      if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
+      *ks[i]->state = 1;
+      lcodec_push_error(L, &r, (int)i + 1);
+      return lsuiro_raise(L);
+    }
+  lua_createtable(L, (int)n, 0);
+  int out = lua_gettop(L);
+  for (lua_Integer i = 0; i < n; i++) {
+    suiro_result r;
+    st = suiro_collect(lp->p, ts[i], &r, 0);
+    if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
+    *ks[i]->state = 1;
+    if (r.kind != SUIRO_RESULT_VALUE) {
+      lcodec_push_error(L, &r, (int)i + 1);
+    } else {
+      int top = lua_gettop(L);
+      int nv = lcodec_decode_values(L, r.data, r.len);
+      if (nv == 0) lua_pushnil(L);
+      lua_settop(L, top + 1); /* first value of each task */
+    }
+    lua_rawseti(L, out, i + 1);
   }
   return 1;
 }
@@ -596,6 +722,7 @@ static int l_status(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)w[i].steals); lua_setfield(L, -2, "steals");
     lua_pushinteger(L, (lua_Integer)w[i].parks); lua_setfield(L, -2, "parks");
     lua_pushinteger(L, (lua_Integer)w[i].moves); lua_setfield(L, -2, "moves");
+    lua_pushboolean(L, w[i].parked); lua_setfield(L, -2, "parked");
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "workers");
@@ -605,22 +732,26 @@ static int l_status(lua_State *L) {
 #undef F
   lua_pushinteger(L, s.workers);
   lua_setfield(L, -2, "live");
-  lua_pushstring(L, suiro_pool_name(lp->p));
+  lua_pushstring(L, lp->name[0] ? lp->name : suiro_pool_name(lp->p));
   lua_setfield(L, -2, "name");
+  lua_pushstring(L, suiro_pool_name(lp->p));
+  lua_setfield(L, -2, "region");
   return 1;
 }
 
 static int l_spawn(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
-  int n = (int)luaL_optinteger(L, 2, 1);
+  lua_Integer ln = lua_isnoneornil(L, 2) ? 1 : int_arg(L, 2, "pool:spawn", "n", 1, 64);
+  int n = (int)ln;
   if (suiro_pool_spawn_workers(lp->p, n) != SUIRO_OK) return luaL_error(L, "pool:spawn: %s", suiro_last_error());
   return 0;
 }
 
 static int l_retire(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
-  int slot = (int)luaL_checkinteger(L, 2);
-  double timeout = luaL_optnumber(L, 3, 10);
+  lua_Integer ls = int_arg(L, 2, "pool:retire", "slot", 0, 63);
+  int slot = (int)ls;
+  double timeout = lua_isnoneornil(L, 3) ? 10 : lsuiro_seconds(L, 3, "pool:retire", "timeout");
   suiro_status st = suiro_pool_retire(lp->p, slot, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:retire");
   lua_pushboolean(L, 1);
@@ -641,8 +772,8 @@ static int l_event_ack(lua_State *L) {
 
 static int l_pool_tostring(lua_State *L) {
   lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
-  if (!lp->p || lp->closed) lua_pushliteral(L, "suiro.pool(stopped)");
-  else lua_pushfstring(L, "suiro.pool(%s)", suiro_pool_name(lp->p));
+  if (!lp->p || lp->closed) lua_pushfstring(L, "suiro.pool(%s%sstopped)", lp->name, lp->name[0] ? ", " : "");
+  else lua_pushfstring(L, "suiro.pool(%s)", lp->name[0] ? lp->name : suiro_pool_name(lp->p));
   return 1;
 }
 
@@ -882,6 +1013,7 @@ static const luaL_Reg task_methods[] = {
   { "collect", l_task_collect },
   { "ready", l_task_ready },
   { "cancel", l_task_cancel },
+  { "kill", l_task_kill },
   { "release", l_task_gc },
   { NULL, NULL },
 };
@@ -902,7 +1034,24 @@ static const luaL_Reg core_funcs[] = {
   { NULL, NULL },
 };
 
+/* ---- interrupts ------------------------------------------------------------------------------
+ * The engine asks after each sleep of a wait whether to give up (suiro_set_interrupt_check). In
+ * the suiro command a SIGINT or SIGTERM handler sets lsuiro_signal; in stock lua5.4 its SIGINT
+ * handler sets a count hook of 1 on the main thread (lua.c's laction), which we recognise. Either
+ * way the wait ends with "interrupted" and the error unwinds the script, closing its pools. */
+volatile sig_atomic_t lsuiro_signal;
+
+static int interrupt_check(void *ud) {
+  if (lsuiro_signal) return 1;
+  lua_State *main = ud;
+  int all = LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT;
+  return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;
+}
+
 int luaopen_suiro_core(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  suiro_set_interrupt_check(interrupt_check, lua_tothread(L, -1));
+  lua_pop(L, 1);
   lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
   luaL_newlib(L, pool_methods);
   lua_pushvalue(L, -1);

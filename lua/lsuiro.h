@@ -4,6 +4,7 @@
 
 #include <lauxlib.h>
 #include <lua.h>
+#include <signal.h>
 
 #include "suiro.h"
 #include "suiro_bind.h"
@@ -57,6 +58,7 @@ typedef struct lpool {
   struct batch_guard *slab; /* where single tasks keep their state (lpool.c); user value 2 */
   const void *fn_ptr;       /* the last function sent (lcodec.c), pinned in the registry */
   uint64_t fn_key;
+  char name[64];            /* the name option ("" when none): status().name, tostring */
 } lpool;
 
 typedef struct ltask {
@@ -68,6 +70,9 @@ typedef struct ltask {
 
 /* lpool.c */
 int luaopen_suiro_core(lua_State *L);
+/* Seconds from the duration at idx (a number or a string such as "250ms"); raises naming verb and
+ * what for NaN, negative numbers and malformed strings; no limit (math.huge, "inf") is -1. */
+double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);
 lpool *lsuiro_checkpool(lua_State *L, int idx);
 void lsuiro_push_current_pool(lua_State *L);
 
@@ -79,6 +84,8 @@ typedef struct lcodec_ctx {
   const char *verb;     /* for messages: "submit", "send", ... */
   const void *fn_ptr;   /* the last function looked up (a batch sends one function many times) */
   uint64_t fn_key;
+  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none) */
+  int returning;        /* a worker's results: functions cannot go back (the host runs none) */
 } lcodec_ctx;
 
 /* Encodes the task payload: the function (or call spec / reference) at fidx and n arguments
@@ -110,13 +117,21 @@ int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when
 void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
 void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */
 void lcodec_dec_remember(lcodec_dec *d);               /* top of stack: next shareable container */
-/* Pushes the error object for a failed task (kind: SUIRO_RESULT_*). */
+/* Pushes the error object for a failed task (kind: SUIRO_RESULT_*); index > 0 overrides its
+ * element index (1-based). */
 void lcodec_push_error(lua_State *L, const suiro_result *r, int index);
+void lcodec_push_error_info(lua_State *L, const suiro_error_info *e);
+/* Raises "verb: argument 1: bad function reference ..." unless the string at idx can name a
+ * function ("mymod.fn", "pkg::fn"). */
+void lcodec_check_fnref(lua_State *L, int idx, const char *verb);
 /* Raises the value at the top of the stack (an error object). */
 int lsuiro_raise(lua_State *L);
 /* Creates the error metatable (and the codec's registry entries); pushes the metatable. */
 void lcodec_open(lua_State *L);
 extern int lsuiro_is_cli;
+/* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
+ * "interrupted!" / "terminated" error (lpool.c). */
+extern volatile sig_atomic_t lsuiro_signal;
 
 /* lworker.c — the Lua worker */
 int lsuiro_worker_run(lua_State *L, const char *token);

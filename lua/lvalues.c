@@ -307,7 +307,7 @@ static int wire_encode(lua_State *L) {
   lua_pushcfunction(L, writer_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  lcodec_ctx c = { L, NULL, "wire.encode", NULL, 0 };
+  lcodec_ctx c = { L, NULL, "wire.encode", NULL, 0, 0, 0 };
   lcodec_encode_value(&c, 1, w);
   const void *p;
   size_t len;

@@ -23,8 +23,8 @@
 #include <lualib.h>
 
 #include "larray.h"
-#include "lmap.h"
 #include "lsuiro.h"
+#include "lvalues.h"
 
 #define REFS "suiro.refs"      /* "mod.fn" -> function */
 #define SOURCES "suiro.sources" /* source text -> compiled chunk */
@@ -215,20 +215,28 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
 }
 
 static int msgh(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
+  size_t ml = 0;
+  const char *msg = lua_tolstring(L, 1, &ml);
   if (!msg) {
     if (luaL_getmetafield(L, 1, "__tostring") != LUA_TNIL) {
       lua_pushvalue(L, 1);
       lua_call(L, 1, 1);
-      msg = lua_tostring(L, -1);
+      msg = lua_tolstring(L, -1, &ml);
     } else {
       msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+      ml = strlen(msg);
     }
+    if (!msg) msg = "(error object's __tostring returned no string)", ml = strlen(msg);
   }
-  /* {message, traceback}: the traceback stops where the worker's own machinery begins */
-  lua_createtable(L, 2, 0);
-  lua_pushstring(L, msg);
+  /* {message, traceback, raised}: the traceback stops where the worker's own machinery begins;
+   * an error value that is not a string goes back too (LIST [ERROR, raised], suiro_bind.h) */
+  lua_createtable(L, 3, 0);
+  lua_pushlstring(L, msg, ml);
   lua_rawseti(L, -2, 1);
+  if (!lua_isstring(L, 1) && !lua_isnil(L, 1)) {
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 3);
+  }
   luaL_traceback(L, L, NULL, 1);
   const char *tb = lua_tostring(L, -1);
   const char *cut = strstr(tb, "\n\t[C]: in ?");
@@ -346,7 +354,7 @@ static int run_task(lua_State *L) {
     int spec = lua_gettop(L);
     call_spec(L, spec);
     int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
-    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
+    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
     lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
     return 0;
   } else {
@@ -362,14 +370,28 @@ static int run_task(lua_State *L) {
       lua_pushvalue(L, fn + i);
       lua_setupvalue(L, fn, i);
     }
-  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0 };
+  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
   lcodec_encode_values(&cx, fn_at, nr, ra->w);
+  return 0;
+}
+
+/* Encodes LIST [ERROR, raised] into the writer at index 1 (protected: the raised value may not
+ * cross, and then the plain ERROR goes instead). */
+static int encode_raised(lua_State *L) {
+  wire_writer *w = lua_touserdata(L, 1);
+  size_t ml, tl;
+  const char *msg = lua_tolstring(L, 2, &ml), *tb = lua_tolstring(L, 3, &tl);
+  wire_put_list(w, 2);
+  wire_put_error(w, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
+  lcodec_ctx cx = { L, self_pool, "error value", NULL, 0, 0, 1 };
+  lcodec_encode_value(&cx, 4, w);
   return 0;
 }
 
 static int encode_error(lua_State *L, suiro_out *out, int errobj) {
   const char *msg = "", *tb = "";
   size_t ml = 0, tl = 0;
+  int raised = 0;
   if (lua_istable(L, errobj)) {
     lua_rawgeti(L, errobj, 1);
     lua_rawgeti(L, errobj, 2);
@@ -377,59 +399,41 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
     tb = lua_tolstring(L, -1, &tl);
     if (!msg) { msg = ""; ml = 0; }
     if (!tb) { tb = ""; tl = 0; }
+    raised = lua_rawgeti(L, errobj, 3) != LUA_TNIL;
+    lua_pop(L, 1);
   } else if (lua_isstring(L, errobj)) {
     msg = lua_tolstring(L, errobj, &ml); /* an error outside the handler (e.g. memory) */
   }
-  unsigned char stack[1024];
-  wire_writer w;
-  wire_writer_init(&w, stack, sizeof stack);
-  wire_put_error(&w, WIRE_CSTR("remote"), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
-  const void *buf;
-  size_t len;
-  int rc;
-  if (wire_writer_finish(&w, &buf, &len) == WIRE_OK) rc = suiro_out_error_bytes(out, buf, len);
-  else rc = suiro_out_error(out, "%.*s", (int)ml, msg);
-  wire_writer_free(&w);
-  return rc;
+  if (raised) {
+    _Alignas(8) unsigned char stack[1024];
+    wire_writer w;
+    wire_writer_init(&w, stack, sizeof stack);
+    lua_pushcfunction(L, encode_raised);
+    lua_pushlightuserdata(L, &w);
+    lua_pushlstring(L, msg, ml);
+    lua_pushlstring(L, tb, tl);
+    lua_rawgeti(L, errobj, 3);
+    const void *buf;
+    size_t len;
+    int rc = -2;
+    if (lua_pcall(L, 4, 0, 0) == LUA_OK && wire_writer_finish(&w, &buf, &len) == WIRE_OK)
+      rc = suiro_out_error_bytes(out, buf, len);
+    else if (!lua_isnil(L, -1))
+      lua_pop(L, 1);
+    wire_writer_free(&w);
+    if (rc != -2) return rc;
+  }
+  return suiro_out_fail(out, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
 }
 
 
 /* ---- per-element random streams ------------------------------------------------------------- */
 
-/* xoshiro256** seeded from (seed, element index) through splitmix64: a map's draws depend on
- * nothing but the seed and the index, whatever the worker count, batch sizes or steal order. */
-static uint64_t rng[4];
-static int rng_seeded; /* the current element has a stream (inside a seeded map) */
-
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static void rng_start(uint64_t seed, uint64_t index) {
-  uint64_t x = seed ^ (index * 0xd1342543de82ef95ull + 0x632be59bd9b4e019ull);
-  for (int i = 0; i < 4; i++) rng[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(void) {
-  uint64_t r = rotl(rng[1] * 5, 7) * 9, t = rng[1] << 17;
-  rng[2] ^= rng[0];
-  rng[3] ^= rng[1];
-  rng[1] ^= rng[2];
-  rng[0] ^= rng[3];
-  rng[2] ^= t;
-  rng[3] = rotl(rng[3], 45);
-  return r;
-}
-
-/* suiro.random([m [, n]]): math.random's contract, drawing from the element's own stream inside
- * a seeded map (and from math.random elsewhere). */
+/* suiro.random([m [, n]]): math.random's contract, drawing from the element's own stream inside a
+ * seeded map (suiro_rng_current: the same streams in every language), from math.random elsewhere. */
 static int l_random(lua_State *L) {
-  if (!rng_seeded) {
+  suiro_rng *rng = suiro_rng_current();
+  if (!rng) {
     lua_getglobal(L, "math");
     lua_getfield(L, -1, "random");
     lua_insert(L, 1);
@@ -437,25 +441,14 @@ static int l_random(lua_State *L) {
     lua_call(L, lua_gettop(L) - 1, 1);
     return 1;
   }
-  uint64_t r = rng_next();
   lua_Integer lo, hi;
   switch (lua_gettop(L)) {
-  case 0: lua_pushnumber(L, (double)(r >> 11) * 0x1.0p-53); return 1;
+  case 0: lua_pushnumber(L, suiro_rng_unit(rng)); return 1;
   case 1: lo = 1; hi = luaL_checkinteger(L, 1); break;
   default: lo = luaL_checkinteger(L, 1); hi = luaL_checkinteger(L, 2); break;
   }
   luaL_argcheck(L, lo <= hi, lua_gettop(L) == 1 ? 1 : 2, "interval is empty");
-  uint64_t span = (uint64_t)hi - (uint64_t)lo;
-  if (span == UINT64_MAX) {
-    lua_pushinteger(L, (lua_Integer)r);
-    return 1;
-  }
-  uint64_t lim = span + 1, v;
-  /* rejection sampling: unbiased and independent of the platform */
-  uint64_t cut = UINT64_MAX - UINT64_MAX % lim;
-  while (r >= cut) r = rng_next();
-  v = r % lim;
-  lua_pushinteger(L, (lua_Integer)((uint64_t)lo + v));
+  lua_pushinteger(L, (lua_Integer)suiro_rng_range(rng, (int64_t)lo, (int64_t)hi));
   return 1;
 }
 
@@ -487,39 +480,83 @@ static void decode_one(lua_State *L, const void *buf, size_t len, int env_idx) {
   lua_settop(L, base);
 }
 
-static const char *const out_names[] = { "", "f64", "f32", "i64", "i32", "u8", "bool", "c128" };
+/* Stores the value at idx into a typed cell with the seam's range rules; raises naming the
+ * element (and the field of a record) on a mismatch. */
+static void store_cell(lua_State *L, int idx, void *cell, int type, uint64_t i, const char *field) {
+  char err[160];
+  int rc;
+  switch (lua_type(L, idx)) {
+  case LUA_TNUMBER:
+    rc = lua_isinteger(L, idx) ? suiro_cell_put_int(cell, type, (int64_t)lua_tointeger(L, idx), err, sizeof err)
+                               : suiro_cell_put_real(cell, type, (double)lua_tonumber(L, idx), err, sizeof err);
+    break;
+  case LUA_TBOOLEAN: rc = suiro_cell_put_bool(cell, type, lua_toboolean(L, idx), err, sizeof err); break;
+  default:
+    if (lsuiro_is_na(L, idx)) {
+      rc = suiro_cell_put_na(cell, type, err, sizeof err);
+    } else {
+      snprintf(err, sizeof err, "template %s cannot hold %s", wire_type_name(type), luaL_typename(L, idx));
+      rc = -1;
+    }
+  }
+  if (rc == 0) return;
+  if (field) luaL_error(L, "element %I: field \"%s\": %s", (lua_Integer)i + 1, field, err);
+  luaL_error(L, "element %I: %s", (lua_Integer)i + 1, err);
+}
 
-/* Stores the value at idx into a typed cell; raises naming the element on a mismatch. */
-static void store_typed(lua_State *L, int idx, int type, char *p, uint64_t i, const char *field) {
-  int ok = 1;
-  switch (type) {
-  case WIRE_T_F64: { double v = lua_tonumberx(L, idx, &ok); if (ok) memcpy(p, &v, 8); break; }
-  case WIRE_T_F32: { float v = (float)lua_tonumberx(L, idx, &ok); if (ok) memcpy(p, &v, 4); break; }
-  case WIRE_T_I64: { int64_t v = (int64_t)lua_tointegerx(L, idx, &ok); if (ok) memcpy(p, &v, 8); break; }
-  case WIRE_T_I32: {
-    lua_Integer v = lua_tointegerx(L, idx, &ok);
-    if (ok && (v < INT32_MIN || v > INT32_MAX)) ok = 0;
-    if (ok) { int32_t x = (int32_t)v; memcpy(p, &x, 4); }
-    break;
+/* Stores element i's result (at the top) into its cells per the template. */
+static void store_result(lua_State *L, const suiro_plan *pl, const suiro_template *t, void *out, uint64_t i,
+                         uint64_t width) {
+  int type;
+  if (t->kind == SUIRO_OUT_SCALAR) {
+    char *cell = suiro_plan_cell(pl, out, i, 0, &type);
+    if (type == WIRE_T_F64 && lua_type(L, -1) == LUA_TNUMBER) { /* the common case */
+      double v = lua_tonumber(L, -1);
+      memcpy(cell, &v, 8);
+    } else {
+      store_cell(L, -1, cell, type, i, NULL);
+    }
+    return;
   }
-  case WIRE_T_U8: {
-    lua_Integer v = lua_tointegerx(L, idx, &ok);
-    if (ok && (v < 0 || v > 255)) ok = 0;
-    if (ok) *(uint8_t *)p = (uint8_t)v;
-    break;
+  if (t->kind == SUIRO_OUT_RECORD) {
+    if (!lua_istable(L, -1))
+      luaL_error(L, "element %I: a record template wants a table, got %s", (lua_Integer)i + 1, luaL_typename(L, -1));
+    for (int k = 0; k < t->nfields; k++) {
+      void *cell = suiro_plan_cell(pl, out, i, k, &type);
+      lua_getfield(L, -1, t->fields[k].name);
+      store_cell(L, -1, cell, type, i, t->fields[k].name);
+      lua_pop(L, 1);
+    }
+    return;
   }
-  case WIRE_T_BOOL:
-    if (lua_isboolean(L, idx)) *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
-    else ok = 0;
-    break;
-  default: ok = 0;
+  char *cell = suiro_plan_cell(pl, out, i, 0, &type); /* ARRAY: width cells in a row */
+  size_t es = wire_type_size(type);
+  larray *a = larray_test(L, -1);
+  if (a) {
+    if ((uint64_t)a->n != width)
+      luaL_error(L, "element %I: the template wants %I values, got an array of %I", (lua_Integer)i + 1,
+                 (lua_Integer)width, (lua_Integer)a->n);
+    if (a->type == type && a->kind == LARRAY_PLAIN) {
+      memcpy(cell, a->data, width * es);
+      return;
+    }
+    for (uint64_t k = 0; k < width; k++) {
+      lua_geti(L, -1, (lua_Integer)k + 1);
+      store_cell(L, -1, cell + k * es, type, i, NULL);
+      lua_pop(L, 1);
+    }
+    return;
   }
-  if (!ok) {
-    if (field)
-      luaL_error(L, "element %I: template field \"%s\" (%s) cannot hold %s %s", (lua_Integer)i + 1, field,
-                 out_names[type], luaL_typename(L, idx), lua_isnumber(L, idx) ? lua_tostring(L, idx) : "");
-    luaL_error(L, "element %I: template %s cannot hold %s %s", (lua_Integer)i + 1, out_names[type],
-               luaL_typename(L, idx), lua_isnumber(L, idx) ? lua_tostring(L, idx) : "");
+  if (!lua_istable(L, -1))
+    luaL_error(L, "element %I: the template wants %I values, got %s", (lua_Integer)i + 1, (lua_Integer)width,
+               luaL_typename(L, -1));
+  if ((uint64_t)lua_rawlen(L, -1) != width)
+    luaL_error(L, "element %I: the template wants %I values, got a table of %I", (lua_Integer)i + 1,
+               (lua_Integer)width, (lua_Integer)lua_rawlen(L, -1));
+  for (uint64_t k = 0; k < width; k++) {
+    lua_rawgeti(L, -1, (lua_Integer)k + 1);
+    store_cell(L, -1, cell + k * es, type, i, NULL);
+    lua_pop(L, 1);
   }
 }
 
@@ -530,9 +567,13 @@ static int run_map_task(lua_State *L) {
   if (suiro_map_attach(mr->arg, mr->len, &mr->m, &runner) != SUIRO_OK)
     return luaL_error(L, "map runner: %s", suiro_last_error());
   suiro_map *m = mr->m;
-  const char *base = suiro_map_runner_desc(m);
-  const lmap_desc *d = (const lmap_desc *)base;
-  char *out = suiro_map_runner_output(m);
+  const suiro_plan *pl = suiro_plan_of(m);
+  if (!pl) return luaL_error(L, "map runner: %s", suiro_last_error());
+  const suiro_template *t = suiro_plan_template(pl);
+  uint64_t width = 1;
+  if (t && t->kind == SUIRO_OUT_ARRAY)
+    for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
+  void *out = suiro_map_runner_output(m);
   /* The runner's globals: a copy of the standard globals, made once per runner. A copy rather
    * than a table that falls back to _G: the map's elements may use globals in tight loops, and
    * every miss through __index costs (a quarter more time on math-heavy elements). */
@@ -546,103 +587,41 @@ static int run_map_task(lua_State *L) {
   }
   lua_pop(L, 1);
   int env = lua_gettop(L); /* 1 */
-  decode_one(L, base + d->fn_off, d->fn_len, env); /* 2: the function (or a "module.fn" name) */
+  const void *fb;
+  size_t fl;
+  suiro_plan_fn(pl, &fb, &fl);
+  decode_one(L, fb, fl, env); /* 2: the function, a "module.fn" name or a call spec */
   if (lua_type(L, 2) == LUA_TSTRING) {
     size_t nl;
     const char *nm = lua_tolstring(L, 2, &nl);
     resolve_ref(L, nm, nl);
     lua_replace(L, 2);
   }
-  const char *data = base + d->data_off;
-  const uint64_t *offs = (const uint64_t *)data;
-  const char *names = base + d->names_off;
-  size_t esize = d->out_type ? wire_type_size((int)d->out_type) : 0;
   uint64_t b, e;
   while (suiro_map_claim(m, &b, &e)) {
     for (uint64_t i = b; i < e; i++) {
       mr->current = i;
-      if (d->seeded) {
-        rng_start(d->seed, i);
-        rng_seeded = 1;
-      }
+      suiro_plan_enter(pl, i);
       lua_pushvalue(L, 2);
-      switch (d->in_kind) {
-      case LMAP_IN_ARRAY:
-        switch (d->in_type) {
-        case WIRE_T_F64: lua_pushnumber(L, ((const double *)data)[i]); break;
-        case WIRE_T_F32: lua_pushnumber(L, ((const float *)data)[i]); break;
-        case WIRE_T_I64: lua_pushinteger(L, ((const int64_t *)data)[i]); break;
-        case WIRE_T_I32: lua_pushinteger(L, ((const int32_t *)data)[i]); break;
-        case WIRE_T_U8: lua_pushinteger(L, ((const uint8_t *)data)[i]); break;
-        case WIRE_T_BOOL: {
-          uint8_t v = ((const uint8_t *)data)[i];
-          if (v == WIRE_NA_BOOL) lua_pushnil(L);
-          else lua_pushboolean(L, v);
-          break;
-        }
-        default: lua_pushnil(L);
-        }
+      suiro_elem el;
+      if (suiro_plan_elem(pl, i, &el) != 0) luaL_error(L, "map: %s", suiro_last_error());
+      switch (el.kind) {
+      case 'f': lua_pushnumber(L, el.f); break;
+      case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
+      case 'b':
+        if (el.i == WIRE_NA_BOOL) lsuiro_push_na(L);
+        else lua_pushboolean(L, (int)el.i);
         break;
-      case LMAP_IN_RANGE: lua_pushinteger(L, (lua_Integer)(d->start + (int64_t)i * d->step)); break;
-      default: decode_one(L, data + offs[i], offs[i + 1] - offs[i], env); break;
+      default: decode_one(L, el.buf, el.len, env); break;
       }
       lua_call(L, 1, 1);
-      switch (d->out_kind) {
-      case LMAP_OUT_SCALAR:
-        if (d->out_type == WIRE_T_F64 && lua_type(L, -1) == LUA_TNUMBER) { /* the common case */
-          double v = lua_tonumber(L, -1);
-          memcpy(out + i * 8, &v, 8);
-        } else {
-          store_typed(L, -1, (int)d->out_type, out + i * esize, i, NULL);
-        }
-        break;
-      case LMAP_OUT_ARRAY: {
-        char *cell = out + i * d->width * esize;
-        larray *a = larray_test(L, -1);
-        if (a) {
-          if ((uint64_t)a->n != d->width)
-            luaL_error(L, "element %I: template wants %d values, got an array of %I", (lua_Integer)i + 1,
-                       (int)d->width, (lua_Integer)a->n);
-          if (a->type == (int)d->out_type) memcpy(cell, a->data, d->width * esize);
-          else
-            for (uint32_t k = 0; k < d->width; k++) {
-              lua_geti(L, -1, k + 1);
-              store_typed(L, -1, (int)d->out_type, cell + k * esize, i, NULL);
-              lua_pop(L, 1);
-            }
-        } else if (lua_istable(L, -1)) {
-          if (lua_rawlen(L, -1) != d->width)
-            luaL_error(L, "element %I: template wants %d values, got a table of %d", (lua_Integer)i + 1,
-                       (int)d->width, (int)lua_rawlen(L, -1));
-          for (uint32_t k = 0; k < d->width; k++) {
-            lua_rawgeti(L, -1, k + 1);
-            store_typed(L, -1, (int)d->out_type, cell + k * esize, i, NULL);
-            lua_pop(L, 1);
-          }
-        } else {
-          luaL_error(L, "element %I: template wants %d values, got %s", (lua_Integer)i + 1, (int)d->width,
-                     luaL_typename(L, -1));
-        }
-        break;
-      }
-      case LMAP_OUT_RECORD: {
-        if (!lua_istable(L, -1))
-          luaL_error(L, "element %I: a record template wants a table, got %s", (lua_Integer)i + 1, luaL_typename(L, -1));
-        const char *nm = names;
-        for (uint32_t k = 0; k < d->nfields; k++) {
-          lua_getfield(L, -1, nm);
-          size_t es = wire_type_size((int)d->field_type[k]);
-          store_typed(L, -1, (int)d->field_type[k], out + d->field_off[k] + i * es, i, nm);
-          lua_pop(L, 1);
-          nm += strlen(nm) + 1;
-        }
-        break;
-      }
-      default: {
+      if (t) {
+        store_result(L, pl, t, out, i, width);
+      } else {
         _Alignas(8) unsigned char stack[256];
         wire_writer w;
         wire_writer_init(&w, stack, sizeof stack);
-        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0 };
+        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0, 0, 1 };
         lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
         const void *buf;
         size_t blen;
@@ -654,14 +633,12 @@ static int run_map_task(lua_State *L) {
         wire_writer_free(&w);
         if (full) luaL_error(L, "element %I: the map's results outgrew its heap; use a template", (lua_Integer)i + 1);
       }
-      }
       lua_settop(L, 2);
+      suiro_plan_leave();
       if (__builtin_expect(suiro_map_cancelled(m), 0)) break;
     }
-    rng_seeded = 0;
     suiro_map_completed(m, b, e);
   }
-  rng_seeded = 0;
   return 0;
 }
 
@@ -674,7 +651,7 @@ static int exec_map(lua_State *L, const void *arg, size_t len, suiro_out *out) {
   lua_pushlightuserdata(L, &mr);
   int rc = 0;
   if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
-    rng_seeded = 0;
+    suiro_plan_leave();
     if (!mr.m) {
       rc = encode_error(L, out, lua_gettop(L));
     } else {
@@ -688,15 +665,10 @@ static int exec_map(lua_State *L, const void *arg, size_t len, suiro_out *out) {
         if (!msg) { msg = ""; ml = 0; }
         if (!tb) { tb = ""; tl = 0; }
       }
-      _Alignas(8) unsigned char stack[1024];
-      wire_writer w;
-      wire_writer_init(&w, stack, sizeof stack);
-      wire_put_error(&w, WIRE_CSTR("remote"), (wire_str){ msg, ml }, (wire_str){ tb, tl }, (int64_t)mr.current);
-      const void *buf;
-      size_t blen;
-      if (wire_writer_finish(&w, &buf, &blen) == WIRE_OK) suiro_map_fail(mr.m, mr.current, buf, blen);
-      else suiro_map_fail(mr.m, mr.current, msg, ml);
-      wire_writer_free(&w);
+      _Alignas(8) unsigned char eb[4096];
+      size_t n = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml },
+                                    (wire_str){ tb, tl }, (int64_t)mr.current);
+      suiro_map_fail(mr.m, mr.current, eb, n);
     }
   }
   if (mr.m) suiro_map_detach(mr.m);

@@ -113,6 +113,23 @@ static int docall(lua_State *L, int nargs) {
   return st;
 }
 
+/* Ctrl-C and SIGTERM become a Lua error, as in lua5.4, so a script's <close> variables and pools
+ * are closed on the way out; a second signal kills at once (its workers clean up after it). */
+static lua_State *signal_L;
+
+static void lstop(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+}
+
+static void on_signal(int sig) {
+  signal(sig, SIG_DFL);
+  lsuiro_signal = sig;
+  /* the waits in C see lsuiro_signal; Lua code sees the hook at its next instruction */
+  if (signal_L) lua_sethook(signal_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
 static int run_file(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "suiro run: missing FILE\n\n%s", usage);
@@ -131,16 +148,19 @@ static int run_file(int argc, char **argv) {
   if (st == LUA_OK) {
     int n = 0;
     for (int i = 3; i < argc; i++, n++) lua_pushstring(L, argv[i]);
+    signal_L = L;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     st = docall(L, n);
   }
   if (st != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     fprintf(stderr, "suiro: %s\n", msg ? msg : "(error object is not a string)");
-    lua_close(L);
-    return 1;
   }
-  lua_close(L);
-  return 0;
+  lua_close(L); /* closes what the script left open: its pools stop */
+  signal_L = NULL;
+  if (lsuiro_signal) return 128 + lsuiro_signal;
+  return st == LUA_OK ? 0 : 1;
 }
 
 static int run_lua_snippet(const char *code) {

@@ -144,15 +144,29 @@ suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
                                suiro_sink_fn sink, void *ctx, double timeout);
 /* Nonzero when the task has a result waiting (does not consume it). */
 int suiro_task_ready(suiro_pool *p, suiro_task t);
+/* Its result's kind (SUIRO_RESULT_*) when finished, 0 when not, -1 for a handle that is not
+ * outstanding; consumes nothing. */
+int suiro_task_kind(suiro_pool *p, suiro_task t);
+/* Waits until all n tasks have finished; consumes nothing (collect them afterwards, timeout 0). */
+suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, double timeout);
 /* Advisory: returns 1 when the task will not start (it completes as CANCELLED), 0 when it has
  * started or finished already. A running task may poll suiro_cancelled(). */
 int suiro_cancel(suiro_pool *p, suiro_task t);
+/* Stops a task for good: not started yet, it is cancelled; running, the worker running it is
+ * killed and replaced (even without respawn) and the task completes as CANCELLED; finished, it
+ * keeps its result. Host only. Other tasks the worker was running (nested helping) fail as DIED. */
+suiro_status suiro_task_kill(suiro_pool *p, suiro_task t);
 /* Gives up a handle that will never be collected (finalizer path): its slot is recycled once the
  * task finishes. */
 void suiro_task_release(suiro_pool *p, suiro_task t);
 /* Result slots this handle can still hand out, and how many it has in all: every submitted task
  * holds one until it is collected or released (a released one once it finishes). */
 uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total);
+
+/* Interrupts: every wait of a host (collect, a full queue, map waits) asks check(ud) after each
+ * sleep (at most 100 ms; a signal cuts it short) and ends with SUIRO_ERR "interrupted" when it
+ * returns nonzero. A face sets it to see Ctrl-C (Lua: a signal flag; R: R_CheckUserInterrupt). */
+void suiro_set_interrupt_check(int (*check)(void *ud), void *ud);
 
 /* Event loop integration: a file descriptor that becomes readable when a result arrives. A burst
  * of completions makes it readable once. After it fires call suiro_pool_event_ack (which drains
@@ -185,6 +199,7 @@ typedef struct suiro_worker_info {
   uint64_t steals;      /* tasks taken from another worker's queue */
   uint64_t parks;       /* times it went to sleep */
   uint64_t moves;       /* times it moved itself off a CPU shared with another worker */
+  int parked;           /* 1 while it sleeps waiting for work */
 } suiro_worker_info;
 
 typedef struct suiro_pool_stats {
@@ -326,6 +341,9 @@ suiro_status suiro_map_start(suiro_map *m, double timeout);
 suiro_status suiro_map_wait(suiro_map *m, double timeout);
 uint64_t suiro_map_done(suiro_map *m); /* elements finished so far */
 void suiro_map_cancel(suiro_map *m);
+/* Kills the workers running the map's runners (they are replaced); the run ends at once and
+ * fails as CANCELLED. */
+suiro_status suiro_map_kill(suiro_map *m);
 /* After wait: 1 and the first failure (element index, the binding's error payload, kind
  * SUIRO_RESULT_ERROR or SUIRO_RESULT_DIED with index UINT64_MAX), or 0. */
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind);

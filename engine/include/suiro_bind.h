@@ -46,7 +46,9 @@ extern "C" {
  * 2. Error payloads
  *
  * A task that fails carries an ERROR value: class, message, traceback (may be empty) and the
- * 0-based element index in a map (-1 otherwise). The engine reports the failures it detects
+ * 0-based element index in a map (-1 otherwise); or LIST [ERROR, raised], whose second item is
+ * the raised object itself, for faces whose errors can be any value (a Lua table): a reader that
+ * wants it decodes the whole payload with its own decoder. The engine reports the failures it detects
  * itself with the classes below; a face may use other classes for its language's exceptions
  * (Python: the exception's qualified name).
  */
@@ -61,6 +63,7 @@ typedef struct suiro_error_info {
   int64_t index;      /* 0-based element index, or -1 */
   int slot;           /* worker slot, -1 when unknown */
   int pid;            /* worker pid, 0 when unknown */
+  int has_value;      /* the payload is LIST [ERROR, raised] */
 } suiro_error_info;
 
 /* Inside a task function: writes an ERROR payload (replacing what was written) and marks the task
@@ -70,8 +73,8 @@ int suiro_out_fail(suiro_out *o, wire_str cls, wire_str msg, wire_str traceback,
  * bytes; long messages are cut to fit). Returns its length. */
 size_t suiro_error_encode(void *buf, size_t cap, wire_str cls, wire_str msg, wire_str traceback, int64_t index);
 /* Reads any failed result (kind ERROR, DIED or CANCELLED; a plain-text payload counts as the
- * message of a "remote" error). The strings point into data or into a buffer of this thread that
- * stays valid until the next call on the thread. Returns 0, or -1 when kind is not a failure. */
+ * message of a "remote" error). The strings point into data (or are static). Returns 0, or -1
+ * when kind is not a failure. */
 int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e);
 /* suiro_error_read on a collected result; fills slot and pid from it. */
 int suiro_result_error(const suiro_result *r, suiro_error_info *e);

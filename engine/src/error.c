@@ -3,8 +3,9 @@
  *
  * A failed task's result is one wire ERROR value (class, message, traceback, element index). The
  * engine itself writes plain-text messages for the failures it detects (a worker that died, a
- * task cancelled before it ran), so the reader accepts both forms. No shared state; the reader's
- * scratch buffer is thread-local.
+ * task cancelled before it ran), so the reader accepts both forms. No shared state. An unaligned
+ * payload is parsed through a thread-local copy, but the strings returned point into the
+ * caller's bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -77,14 +78,23 @@ int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e
     const void *a = len >= 8 && len % 8 == 0 ? aligned(data, len) : NULL;
     wire_reader rd;
     wire_item it;
-    if (a && wire_reader_init(&rd, a, len) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK && it.tag == WIRE_ERROR &&
-        it.text[0].len > 0) {
+    int ok = a && wire_reader_init(&rd, a, len) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK;
+    if (ok && it.tag == WIRE_LIST && it.n == 2) { /* LIST [ERROR, raised] */
+      e->has_value = 1;
+      ok = wire_next(&rd, &it) == WIRE_OK;
+    }
+    if (ok && it.tag == WIRE_ERROR && it.text[0].len > 0) {
+      if (a != data) { /* point into the caller's bytes, not the scratch copy (reused by the next call) */
+        const char *base = data;
+        for (int k = 0; k < 3; k++) it.text[k].ptr = base + (it.text[k].ptr - (const char *)a);
+      }
       e->cls = it.text[0];
       e->message = it.text[1];
       e->traceback = it.text[2];
       e->index = it.i;
       return 0;
     }
+    e->has_value = 0;
     e->cls = WIRE_CSTR(SUIRO_CLASS_REMOTE);
     e->message = (wire_str){ data, len };
     e->traceback = WIRE_CSTR("");

@@ -74,7 +74,9 @@ typedef struct map_layout {
 } map_layout;
 
 struct suiro_map {
-  suiro_pool *pool;      /* creator side */
+  suiro_pool *pool;      /* creator side; NULL once the pool stopped (map_pool_stopped) */
+  suiro_map *prev, *next; /* the creator pool's maps */
+  int orphaned_running;  /* the pool stopped while a run was in flight */
   struct suiro_plan *plan; /* plan.c's validated copy of the plan, made on first use */
   suiro_buf *buf;
   map_hdr *h;
@@ -86,6 +88,7 @@ struct suiro_map {
   int nleft;             /* of those, not collected yet */
   int died;              /* 1 a runner's worker died, 2 a runner failed to start, 3 killed */
   int killed;            /* suiro_map_kill was called for this run */
+  int user_cancel;       /* suiro_map_cancel was called while it ran */
   uint64_t died_index;   /* element the dead runner was on (UINT64_MAX: unknown) */
   int died_slot, died_pid;
   char died_msg[200];
@@ -164,6 +167,9 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
     return SUIRO_ERR;
   }
   m->pool = p;
+  m->next = p->maps;
+  if (p->maps) p->maps->prev = m;
+  p->maps = m;
   m->lay = lay;
   m->base = suiro_buf_data(m->buf);
   m->h = (map_hdr *)m->base;
@@ -206,13 +212,39 @@ size_t suiro_map_desc_bytes(suiro_map *m) { return m->lay.desc_bytes; }
 void *suiro_map_output(suiro_map *m) { return m->base + m->lay.out_off; }
 uint64_t suiro_map_size(suiro_map *m) { return m->lay.n; }
 uint64_t suiro_map_done(suiro_map *m) { return ld_rlx(&m->h->done); }
-void suiro_map_cancel(suiro_map *m) { atomic_store(&m->h->cancel, 1); }
+void suiro_map_cancel(suiro_map *m) {
+  if (m->ntasks) m->user_cancel = 1;
+  atomic_store(&m->h->cancel, 1);
+}
 int suiro_map_cancelled(suiro_map *m) { return ld_rlx(&m->h->cancel) != 0; }
+
+void map_pool_stopped(suiro_pool *p) {
+  for (suiro_map *m = p->maps, *next; m; m = next) {
+    next = m->next;
+    if (m->ntasks) m->orphaned_running = 1;
+    m->ntasks = m->nleft = 0;
+    m->pool = NULL;
+    m->prev = m->next = NULL;
+  }
+  p->maps = NULL;
+}
+
+static void unlink_map(suiro_map *m) {
+  if (!m->pool) return;
+  if (m->prev) m->prev->next = m->next;
+  else m->pool->maps = m->next;
+  if (m->next) m->next->prev = m->prev;
+  m->prev = m->next = NULL;
+}
 
 suiro_status suiro_map_start(suiro_map *m, double timeout) {
   map_hdr *h = m->h;
   const map_layout *l = &m->lay;
+  if (!m->pool) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped");
   if (m->ntasks) return suiro_set_error(SUIRO_ERR, "map: a run is still in progress");
+  m->orphaned_running = 0;
+  m->user_cancel = 0;
+  m->killed = 0;
   h->gen++;
   if (h->gen == 0) h->gen = 1;
   st_rlx(&h->cursor, 0);
@@ -248,7 +280,7 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
     suiro_status st = suiro_submit(m->pool, SUIRO_FN_MAP, &arg, len, &m->tasks[r], timeout);
     if (st != SUIRO_OK) {
       suiro_buf_unsend(m->buf);
-      suiro_map_cancel(m);
+      atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
       m->ntasks = (int)r;
       m->nleft = (int)r;
       char msg[300];
@@ -272,22 +304,23 @@ static void runner_done(suiro_map *m, unsigned r, const suiro_result *res) {
     /* the element the runner was on when its worker died */
     if (r < m->lay.runners) m->died_index = ld_acq(&m->h->runner[r].current);
     if (m->died_index >= m->lay.n) m->died_index = UINT64_MAX;
-    suiro_map_cancel(m);
+    atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
   } else if (res->kind == SUIRO_RESULT_CANCELLED && !m->died && m->killed) {
     m->died = 3;
-    snprintf(m->died_msg, sizeof m->died_msg, "the map was killed");
-    suiro_map_cancel(m);
+    snprintf(m->died_msg, sizeof m->died_msg, "the map was killed (map:kill()); its workers were replaced");
+    atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
   } else if (res->kind == SUIRO_RESULT_ERROR && !m->died && ld_acq(&m->h->err_index) == NO_ERROR) {
     /* a runner that failed outside any element (its binding could not start it) */
     m->died = 2;
     snprintf(m->died_msg, sizeof m->died_msg, "%.*s", (int)res->len, (const char *)res->data);
-    suiro_map_cancel(m);
+    atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
   }
 }
 
 /* Collects runners as they finish, so a death is seen (and the map cancelled) at once rather than
  * after every survivor has run out of work. A timeout consumes nothing more. */
 suiro_status suiro_map_wait(suiro_map *m, double timeout) {
+  if (m->orphaned_running) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped while it ran");
   if (!m->ntasks) return SUIRO_OK;
   uint64_t deadline = timeout < 0 ? UINT64_MAX : suiro_ns() + (timeout > 1e9 ? (uint64_t)1e18 : (uint64_t)(timeout * 1e9));
   while (m->nleft > 0) {
@@ -313,6 +346,19 @@ suiro_status suiro_map_wait(suiro_map *m, double timeout) {
   return SUIRO_OK;
 }
 
+suiro_status suiro_map_kill(suiro_map *m) {
+  if (!m->pool) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped");
+  if (!m->ntasks) return SUIRO_OK;
+  m->killed = 1;
+  atomic_store(&m->h->cancel, 1);
+  for (int r = 0; r < m->ntasks; r++)
+    if (m->tasks[r]) {
+      suiro_status st = suiro_task_kill(m->pool, m->tasks[r]);
+      if (st != SUIRO_OK) return st;
+    }
+  return SUIRO_OK;
+}
+
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind) {
   uint64_t e = ld_acq(&m->h->err_index);
   if (e != NO_ERROR) {
@@ -323,6 +369,15 @@ int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *le
     *data = m->base + m->lay.heap_off + off;
     *len = (size_t)n;
     *kind = SUIRO_RESULT_ERROR;
+    return 1;
+  }
+  if (!m->died && m->user_cancel && ld_acq(&m->h->done) < m->lay.n) {
+    snprintf(m->died_msg, sizeof m->died_msg, "the map was cancelled with %llu of %llu elements done",
+             (unsigned long long)ld_acq(&m->h->done), (unsigned long long)m->lay.n);
+    *index = UINT64_MAX;
+    *data = m->died_msg;
+    *len = strlen(m->died_msg);
+    *kind = SUIRO_RESULT_CANCELLED;
     return 1;
   }
   if (m->died) {
@@ -385,10 +440,11 @@ int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
 
 void suiro_map_free(suiro_map *m) {
   if (!m) return;
-  if (m->ntasks) { /* abandoned mid-run: stop the runners and wait for them */
-    suiro_map_cancel(m);
+  if (m->ntasks && m->pool) { /* abandoned mid-run: stop the runners and wait for them */
+    atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
     suiro_map_wait(m, -1);
   }
+  unlink_map(m);
   if (m->buf) suiro_buf_unref(m->buf);
   plan_free(m->plan);
   free(m->tasks);

@@ -47,7 +47,6 @@ static const char *default_keep[] = {
 
 static int keep_var(const char *entry, const char *const *keep) {
   size_t n = strcspn(entry, "=");
-  if (strncmp(entry, "SUIRO_", 6) == 0 || strncmp(entry, "LC_", 3) == 0) return 1;
   for (const char *const *k = keep; *k; k++)
     if (strlen(*k) == n && strncmp(entry, *k, n) == 0) return 1;
   return 0;
@@ -80,6 +79,7 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   uint32_t inc = ld_rlx(&w->incarnation) + 1;
   st_rlx(&w->incarnation, inc);
   st_rlx(&w->retire, 0);
+  st_rlx(&w->doom, 0);
   st_rlx(&w->depth, 0);
   st_rlx(&w->pid, 0);
   st_rel(&w->state, SUIRO_WORKER_STARTING);
@@ -126,14 +126,18 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   free(env);
   if (rc != 0) {
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
-    return suiro_set_error(SUIRO_ERR, "cannot start worker %d: %s: %s", slot, p->exe, strerror(rc));
+    return suiro_set_error(SUIRO_ERR, "cannot start worker %d: %s: %s%s", slot, p->exe, strerror(rc),
+                           rc == E2BIG ? " (the workers' environment and arguments are too large)" : "");
   }
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
+    int e = errno;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
-    return suiro_set_errno("pidfd_open (Linux >= 5.3 is required)");
+    if (e == ENOSYS) return suiro_set_error(SUIRO_ERR, "cannot watch worker %d: pidfd_open needs Linux 5.3 or later", slot);
+    return suiro_set_error(SUIRO_ERR, "cannot watch worker %d: pidfd_open: %s%s", slot, strerror(e),
+                           e == EMFILE || e == ENFILE ? " (raise the open-file limit, ulimit -n)" : "");
   }
   struct epoll_event ev = { .events = EPOLLIN, .data = { .u32 = (uint32_t)slot } };
   epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -146,6 +150,11 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
 /* ---- failing a dead worker's tasks --------------------------------------------------------- */
 
 static void fail_task(suiro_pool *p, suiro_task t, int slot, int pid, const char *why) {
+  unsigned result = RS_DIED;
+  if (t && p->killing[slot] == t) { /* killed on request: the task is cancelled, not a casualty */
+    result = RS_CANCELLED;
+    why = "the task was killed (task:kill()); its worker was replaced";
+  }
   uint32_t rs = task_rs(t);
   uint32_t total = p->hdr->host_results + p->hdr->worker_results * (uint32_t)p->hdr->max_workers;
   if (rs >= total) return;
@@ -164,7 +173,7 @@ static void fail_task(suiro_pool *p, suiro_task t, int slot, int pid, const char
   r->flags = 0;
   r->pid = pid;
   r->slot = slot;
-  atomic_compare_exchange_strong(&r->state, &s, rs_state(gen, (unsigned)slot, RS_DIED));
+  atomic_compare_exchange_strong(&r->state, &s, rs_state(gen, (unsigned)slot, result));
 }
 
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
@@ -238,7 +247,8 @@ static void wake_everyone(suiro_pool *p) {
 
 static void describe_exit(const siginfo_t *si, char *buf, size_t cap) {
   if (si->si_code == CLD_EXITED) snprintf(buf, cap, "exited with status %d", si->si_status);
-  else snprintf(buf, cap, "killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
+  else if (si->si_status == 0) snprintf(buf, cap, "ended (reaped elsewhere, cause unknown)");
+  else snprintf(buf, cap, "was killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
 }
 
 static void handle_exit(suiro_pool *p, int slot) {
@@ -262,21 +272,26 @@ static void handle_exit(suiro_pool *p, int slot) {
   int clean = state == SUIRO_WORKER_EXITED;
   int attached = state != SUIRO_WORKER_STARTING;
   atomic_fetch_and(&h->active_mask, ~(1ull << slot));
+  atomic_fetch_and(&h->awake_mask, ~(1ull << slot)); /* it may have died awake: see pool_awake */
   atomic_fetch_and(&h->parked_mask, ~(1ull << slot));
   atomic_fetch_and(&h->waking_mask, ~(1ull << slot));
   if (!clean) {
     char how[96], why[200];
     describe_exit(&si, how, sizeof how);
-    snprintf(why, sizeof why, "worker %d (pid %d) died: %s", slot, pid, how);
+    snprintf(why, sizeof why, "worker %d (pid %d) %s", slot, pid, how);
     st_rel(&w->state, SUIRO_WORKER_DEAD);
     peer_fail_worker_tasks(p, slot, pid, why);
     atomic_fetch_add(&h->deaths, 1);
   }
-  atomic_fetch_sub(&h->live, 1);
-  wake_everyone(p);
-  if (!clean && attached && p->opts.respawn && !ld_acq(&h->closing)) {
+  int killed = p->killing[slot] != 0; /* a worker killed on request is always replaced */
+  p->killing[slot] = 0;
+  /* The replacement counts as live before the dead one stops counting, so a collector woken now
+   * never sees an empty pool that is about to be refilled. */
+  if (!clean && attached && (p->opts.respawn || killed) && !ld_acq(&h->closing)) {
     if (peer_spawn(p, slot) == SUIRO_OK) atomic_fetch_add(&h->respawns, 1);
   }
+  atomic_fetch_sub(&h->live, 1);
+  wake_everyone(p);
 }
 
 static void *monitor_main(void *arg) {

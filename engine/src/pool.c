@@ -48,7 +48,37 @@ int pool_live_host_pools(void) { return atomic_load(&live_host_pools); }
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static suiro_pool *hosts[64];
 
+/* At exit (os.exit, exit() from any thread), whatever this process still hosts goes: its workers
+ * are killed and every name it owns is removed. Signals that kill the process skip this; then
+ * its workers remove what it left (worker.c, watch_host). */
+static void pools_at_exit(void) {
+  pthread_mutex_lock(&hosts_lock);
+  int any = 0;
+  for (int i = 0; i < 64; i++) {
+    suiro_pool *p = hosts[i];
+    if (!p || !p->hdr || p->hdr->host_pid != getpid()) continue; /* a forked child hosts nothing */
+    any = 1;
+    atomic_store(&p->hdr->closing, 1);
+    for (int w = 0; w < p->hdr->max_workers; w++) {
+      int pid = ld_rlx(&p->workers[w].pid);
+      if (pid > 0 && p->pidfds[w] >= 0) kill(pid, SIGKILL);
+    }
+  }
+  pthread_mutex_unlock(&hosts_lock);
+  if (!any) return;
+  int pid;
+  uint64_t start;
+  shm_self_identity(&pid, &start);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "suiro_%x_%llx_", (unsigned)pid, (unsigned long long)start);
+  shm_unlink_prefix(prefix);
+}
+
+static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
+static void register_at_exit(void) { atexit(pools_at_exit); }
+
 static void hosts_add(suiro_pool *p) {
+  pthread_once(&at_exit_once, register_at_exit);
   pthread_mutex_lock(&hosts_lock);
   for (int i = 0; i < 64; i++)
     if (!hosts[i]) {
@@ -428,6 +458,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     }
   }
   peer_stop_monitor(p);
+  map_pool_stopped(p);
   hosts_remove(p);
   if (p->region) {
     int last = atomic_fetch_sub(&live_host_pools, 1) == 1;
@@ -509,7 +540,7 @@ void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
   uint64_t parked = ld_rlx(&h->parked_mask);
   if (SUIRO_LIKELY(parked == 0)) return;
   int waking = __builtin_popcountll(ld_rlx(&h->waking_mask));
-  if (ld_rlx(&h->awake) + waking >= h->ncpu) {
+  if (pool_awake(h) + waking >= h->ncpu) {
     if (p->is_host && !ld_rlx(&h->monitor_ticking)) request_monitor(p);
     return;
   }
@@ -555,7 +586,7 @@ int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks) {
       stuck++;
     last_tasks[i] = t;
   }
-  if (ld_rlx(&h->waking_mask) == 0 && ld_rlx(&h->awake) - stuck < h->ncpu) pool_wake_one(p);
+  if (ld_rlx(&h->waking_mask) == 0 && pool_awake(h) - stuck < h->ncpu) pool_wake_one(p);
   return 1;
 }
 
@@ -621,6 +652,21 @@ static inline void free_slot(suiro_pool *p, uint32_t local) {
   p->free_stack[p->nfree++] = local;
 }
 
+/* ---- interrupts: a host's waits end early when its face says so (Ctrl-C, a signal) ------- */
+
+static int (*interrupt_check)(void *ud);
+static void *interrupt_ud;
+
+void suiro_set_interrupt_check(int (*check)(void *ud), void *ud) {
+  interrupt_check = check;
+  interrupt_ud = ud;
+}
+
+/* Asked after every sleep of a host's wait (a slice of at most 100 ms, cut short by signals). */
+static inline int interrupted(const suiro_pool *p) {
+  return p->is_host && interrupt_check && interrupt_check(interrupt_ud);
+}
+
 /* Sleeps until a result for this submitter lands (or the deadline/slice passes). */
 static void park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *), void *ctx) {
   sub_rec *s = &p->subs[p->sub];
@@ -652,6 +698,7 @@ static int wait_released_slot(suiro_pool *p, uint32_t *local, uint64_t deadline)
     if (released_finished(p)) return alloc_slot(p, local);
     if (suiro_ns() >= deadline || ld_acq(&p->hdr->closing)) return -1;
     park_for_results(p, deadline, released_finished, p);
+    if (interrupted(p)) return -1;
   }
   return -1;
 }
@@ -679,6 +726,7 @@ static taskq_entry *reserve_entry(suiro_pool *p, uint64_t deadline) {
     /* Ring full: entries free up as workers claim tasks, and claimed tasks end in results, so
      * sleeping until the next result (bounded) cannot miss progress. */
     park_for_results(p, deadline, queue_slot_free, &c);
+    if (interrupted(p)) return NULL;
   }
 }
 
@@ -716,7 +764,7 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   uint32_t local;
   if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0) &&
       wait_released_slot(p, &local, timeout == 0 ? 0 : deadline_from(timeout)) != 0)
-    return suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
+    return interrupted(p) ? suiro_set_error(SUIRO_ERR, "interrupted") : suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
                            p->subs[p->sub].nresults);
   sub_rec *s = &p->subs[p->sub];
   uint32_t rs = s->result_base + local;
@@ -727,6 +775,7 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   if (SUIRO_UNLIKELY(!e)) {
     p->free_stack[p->nfree++] = local;
     if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "submit: the pool is stopping");
+    if (interrupted(p)) return suiro_set_error(SUIRO_ERR, "interrupted");
     return suiro_set_error(SUIRO_FULL, "submit: the task ring is full (%u tasks waiting)", p->hdr->ring_cap);
   }
   st = fill_entry(p, e, t, fn, arg, len);
@@ -966,7 +1015,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
    * quiet spell (the worker was deep asleep, the task will take a wake-up at least) we park at
    * once. */
   int woke = t0 - p->woke_at < 200000;
-  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && ld_rlx(&h->awake) < h->ncpu &&
+  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && pool_awake(h) < h->ncpu &&
       spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     int yield = woke;
@@ -999,6 +1048,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
     if (gone)
       return suiro_set_error(SUIRO_PEER_GONE, "collect: no live worker is left to run the task");
     park_for_results(p, deadline, any_done, c);
+    if (interrupted(p) && !any_done(c)) return suiro_set_error(SUIRO_ERR, "interrupted");
   }
   spin_observe(&p->collect_spin, suiro_ns() - t0);
   return SUIRO_OK;
@@ -1057,16 +1107,14 @@ out:
   return st;
 }
 
-suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
-                               suiro_sink_fn sink, void *ctx, double timeout) {
+suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, double timeout) {
   uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);
   sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {
     uint32_t local;
-    suiro_status st = check_task(p, tasks[i], &local, "collect_all");
+    suiro_status st = check_task(p, tasks[i], &local, "wait_all");
     if (st != SUIRO_OK) return st;
   }
-  /* First wait for every task (a timeout consumes nothing), then hand them over in order. */
   for (size_t i = 0; i < n; i++) {
     uint32_t local = task_rs(tasks[i]) - s->result_base;
     uint64_t gen = task_gen(tasks[i]);
@@ -1075,13 +1123,42 @@ suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
     suiro_status st = wait_any(p, &c, deadline);
     if (st != SUIRO_OK) {
       if (st == SUIRO_TIMEOUT)
-        suiro_set_error(SUIRO_TIMEOUT, "collect_all: timed out with %zu of %zu tasks done", i, n);
+        suiro_set_error(SUIRO_TIMEOUT, "timed out with %zu of %zu tasks done", i, n);
       return st;
     }
   }
+  return SUIRO_OK;
+}
+
+int suiro_task_kind(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  if (check_task(p, t, &local, "task_kind") != SUIRO_OK) return -1;
+  uint64_t st = ld_acq(&pool_result(p, task_rs(t))->state);
+  if (!is_done(st, task_gen(t))) return 0;
+  switch (rs_kind(st)) {
+  case RS_VALUE: return SUIRO_RESULT_VALUE;
+  case RS_ERROR: return SUIRO_RESULT_ERROR;
+  case RS_DIED: return SUIRO_RESULT_DIED;
+  default: return SUIRO_RESULT_CANCELLED;
+  }
+}
+
+suiro_status suiro_collect_all(suiro_pool *p, const suiro_task *tasks, size_t n,
+                               suiro_sink_fn sink, void *ctx, double timeout) {
+  /* First wait for every task (a timeout consumes nothing), then hand them over in order. */
+  suiro_status st = suiro_wait_all(p, tasks, n, timeout);
+  if (st != SUIRO_OK) {
+    if (st == SUIRO_TIMEOUT) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "collect_all: %s", suiro_last_error());
+      suiro_set_error(SUIRO_TIMEOUT, "%s", msg);
+    }
+    return st;
+  }
+  sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {
     suiro_result res;
-    suiro_status st = take_result(p, task_rs(tasks[i]) - s->result_base, &res);
+    st = take_result(p, task_rs(tasks[i]) - s->result_base, &res);
     if (st != SUIRO_OK) return st;
     if (sink && sink(ctx, i, &res) != 0)
       return suiro_set_error(SUIRO_ERR, "collect_all: the sink stopped at task %zu", i);
@@ -1103,6 +1180,33 @@ int suiro_cancel(suiro_pool *p, suiro_task t) {
   /* Already running: tell the task (suiro_cancelled), which may stop early. */
   if (rs_gen(expect) == gen && rs_kind(expect) == RS_RUNNING) st_rlx(&r->cancel, gen);
   return 0;
+}
+
+suiro_status suiro_task_kill(suiro_pool *p, suiro_task t) {
+  uint32_t local;
+  suiro_status st = check_task(p, t, &local, "kill");
+  if (st != SUIRO_OK) return st;
+  if (!p->is_host) return suiro_set_error(SUIRO_ERR, "kill: only the host can kill its workers");
+  if (suiro_cancel(p, t)) return SUIRO_OK; /* had not started: cancelled */
+  result_slot *r = pool_result(p, task_rs(t));
+  uint64_t gen = task_gen(t);
+  pthread_mutex_lock(&p->lock); /* against the monitor: the worker's pid and slot stay put */
+  uint64_t s = atomic_load(&r->state);
+  if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) < (unsigned)p->hdr->max_workers) {
+    unsigned w = rs_worker(s);
+    worker_rec *wr = &p->workers[w];
+    atomic_store(&wr->doom, t); /* seq_cst, then the re-read below (see worker_claim_and_run) */
+    s = atomic_load(&r->state);
+    int pid = ld_rlx(&wr->pid);
+    if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) == w && p->pidfds[w] >= 0 && pid > 0) {
+      p->killing[w] = t;
+      kill(pid, SIGKILL);
+    } else {
+      atomic_store(&wr->doom, 0); /* it finished meanwhile: nothing to kill */
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return SUIRO_OK;
 }
 
 void suiro_task_release(suiro_pool *p, suiro_task t) {
@@ -1172,6 +1276,7 @@ int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info 
       w[n].steals = steals;
       w[n].parks = parks;
       w[n].moves = moves;
+      w[n].parked = (int)((ld_rlx(&h->parked_mask) >> i) & 1);
       n++;
     }
   }

@@ -90,7 +90,8 @@ typedef struct pool_hdr {
    * so a busy counter does not slow the readers of a quiet one. */
   SUIRO_ALIGNED _Atomic uint64_t parked_mask; /* bit w: worker w parked (or about to), unclaimed */
   _Atomic uint64_t waking_mask;              /* bit w: claimed by a waker, not running yet */
-  SUIRO_ALIGNED _Atomic int32_t awake;       /* attached workers not parked */
+  SUIRO_ALIGNED _Atomic uint64_t awake_mask; /* bit w: worker w attached and not parked; the
+                                               monitor clears a dead worker's bit (pool_awake) */
   _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
   SUIRO_ALIGNED _Atomic int32_t spinners;    /* processes spinning right now */
   SUIRO_ALIGNED _Atomic int32_t idle_spinners; /* idle workers spinning for work */
@@ -108,6 +109,8 @@ typedef struct worker_rec {
   _Atomic int32_t pid;
   _Atomic uint32_t incarnation;          /* bumped at each spawn into this slot */
   _Atomic uint32_t retire;               /* host asks the worker to exit */
+  _Atomic uint64_t doom;                 /* a task the host is killing this worker for: claim
+                                            nothing new (suiro_task_kill) */
   _Atomic uint64_t tasks, steals, parks, moves; /* written by the worker (relaxed) */
   SUIRO_ALIGNED _Atomic uint32_t depth;  /* tasks on the in-flight stack */
   _Atomic int32_t cpu;                   /* where it last ran (-1: parked or unknown), placement */
@@ -146,6 +149,7 @@ struct suiro_pool {
   suiro_buf *held;         /* the region of the last spilled value collected (valid until the next) */
   uint32_t nreleased;
   uint64_t tail;           /* producer position in own queue */
+  struct suiro_map *maps;  /* maps created on this handle and not freed (map.c): a stop orphans them */
   uint64_t *fn_keys;       /* function keys this handle published (func.c): open addressing */
   uint32_t fn_cap, fn_count;
   spin_adapt collect_spin;
@@ -160,6 +164,7 @@ struct suiro_pool {
   int evfd;
   int pidfds[POOL_MAX_WORKERS];
   int exit_reported[POOL_MAX_WORKERS];
+  suiro_task killing[POOL_MAX_WORKERS]; /* the task each worker is being killed for (0: none) */
   pthread_t monitor;
   int monitor_started;
   int monitor_ctl;         /* eventfd to wake the monitor */
@@ -169,6 +174,13 @@ struct suiro_pool {
   uint64_t submitted, collected, host_parks;
   uint64_t woke_at;        /* when this handle last woke a parked worker (suiro_ns) */
 };
+
+/* Workers attached and not parked. A mask, not a counter: a worker that dies awake would leave a
+ * counter one too high forever (and the wake policy would believe the CPUs busy); its bit is
+ * cleared by the monitor like every other trace of it. */
+static inline int pool_awake(pool_hdr *h) {
+  return __builtin_popcountll(atomic_load_explicit(&h->awake_mask, memory_order_relaxed));
+}
 
 static inline result_slot *pool_result(const suiro_pool *p, uint32_t rs) {
   return (result_slot *)(p->results + (size_t)rs * p->result_size);
@@ -227,6 +239,9 @@ struct suiro_plan;
 char *map_region_parts(suiro_map *m, size_t *desc_bytes, size_t *out_bytes, uint64_t *n);
 struct suiro_plan **map_plan_slot(suiro_map *m);
 void map_runner_at(suiro_map *m, uint64_t i); /* runner: the element it is about to run */
+/* The pool is stopping: its maps lose their pool (their calls answer CLOSED from now on) but keep
+ * their regions, so finished results stay readable and freeing them later is safe. */
+void map_pool_stopped(suiro_pool *p);
 void plan_free(struct suiro_plan *pl);
 
 /* rng.c: the stream of the element this thread runs */

@@ -12,6 +12,7 @@ struct suiro_region {
   void *addr;
   size_t size;
   int writable;
+  int anchored;   /* its creation holds this process's anchor (released when it is closed) */
   char name[SUIRO_NAME_MAX];
 };
 
@@ -24,5 +25,12 @@ suiro_status shm_create_owned(size_t size, int owner_pid, uint64_t owner_start, 
 void shm_self_identity(int *pid, uint64_t *start);
 /* Unlinks every region whose name starts with /<prefix> (prefix without the slash). */
 int shm_unlink_prefix(const char *prefix);
+/* Makes sure this process holds its liveness anchor (once per process; see shm.c). */
+suiro_status shm_hold_anchor(void);
+void shm_release_anchor(void); /* one hold less; the anchor goes with the last */
+/* 1 while the owner of names /suiro_<pid>_<start>_* lives (holds its anchor), 0 once it is gone. */
+int shm_owner_alive(unsigned pid, uint64_t start);
+/* Unlinks everything of a dead owner (nothing while it lives); returns how many. */
+int shm_reap_owner(int pid, uint64_t start);
 
 #endif

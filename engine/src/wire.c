@@ -72,7 +72,16 @@ static inline uint64_t pad8(uint64_t n) { return (n + 7) & ~UINT64_C(7); }
 
 static inline int is_column(int tag) {
   return tag == WIRE_ARRAY || tag == WIRE_STRS || tag == WIRE_FACTOR || tag == WIRE_DATE ||
-         tag == WIRE_TIMESTAMP;
+         tag == WIRE_TIMESTAMP || tag == WIRE_REF;
+}
+
+/* The element count of a ref as a frame column: typed and 1-d (a column in shared memory), else
+ * NOT_A_COLUMN. */
+#define NOT_A_COLUMN UINT64_MAX
+static uint64_t ref_rows(const wire_ref *r) {
+  size_t es = wire_type_size(r->type);
+  if (!es || r->type == WIRE_REF_BYTES || r->type == WIRE_REF_WIRE || r->ndim > 1) return NOT_A_COLUMN;
+  return r->ndim == 1 ? r->dims[0] : r->length / es;
 }
 
 /* Product of dims with every factor and the product capped at MAXN (zero extents are skipped
@@ -112,8 +121,11 @@ static int slot_ok(const wire_level *l, int tag, uint64_t count, char *msg, size
         return 0;
       }
     } else if (!is_column(tag)) {
-      snprintf(msg, cap, "frame column is %s (columns are array, strs, factor, date or "
-                         "timestamp)", name);
+      snprintf(msg, cap, "frame column is %s (columns are array, strs, factor, date, timestamp or "
+                         "a typed 1-d ref)", name);
+      return 0;
+    } else if (tag == WIRE_REF && count == NOT_A_COLUMN) {
+      snprintf(msg, cap, "frame column is an untyped or n-d ref (a column ref is typed and 1-d)");
       return 0;
     } else if (count != l->arg) {
       snprintf(msg, cap, "frame column has %llu rows, the frame has %llu",
@@ -684,7 +696,7 @@ int wire_put_ref(wire_writer *w, const wire_ref *ref) {
   const char *bad = ref_problem(ref, why, sizeof why);
   if (bad) return wfail(w, "%s", bad);
   size_t nb = 8 + 32 + 8 * (size_t)ref->ndim + 8 + pad8(ref->name.len);
-  unsigned char *p = begin(w, WIRE_REF, 0, nb);
+  unsigned char *p = begin(w, WIRE_REF, ref_rows(ref), nb);
   if (!p) return WIRE_ERR;
   st64(p, hdr(WIRE_REF, ref->type, (uint64_t)ref->ndim));
   st64(p + 8, ref->flags);
@@ -1092,7 +1104,8 @@ int wire_next(wire_reader *r, wire_item *it) {
 
   if (l->kind > K_LIST) {
     char msg[128];
-    if (!slot_ok(l, it->tag, it->n, msg, sizeof msg)) return rfail(r, pos, "%s", msg);
+    uint64_t count = it->tag == WIRE_REF ? ref_rows(&it->ref) : it->n;
+    if (!slot_ok(l, it->tag, count, msg, sizeof msg)) return rfail(r, pos, "%s", msg);
   }
   l->left--;
   r->pos = p;

@@ -419,6 +419,10 @@ static inline void chain_wake(suiro_pool *p, const taskq_view *q) {
 int worker_claim_and_run(suiro_pool *p, int waiting) {
   worker_rec *me = &p->workers[p->worker_slot];
   if (ld_rlx(&me->depth) >= INFLIGHT_MAX - 1) return 0;
+  /* Being killed for a task (suiro_task_kill): take nothing new. The seq_cst fence after our last
+   * result (pool_notify_result) orders this load after that store, and the killer stores doom
+   * before re-reading the task's state, so either we see doom here or it sees the task done. */
+  if (SUIRO_UNLIKELY(ld_acq(&me->doom) != 0)) return 0;
   unsigned claimer = (unsigned)p->worker_slot + 1;
   uint64_t pos;
   const taskq_view *own = &p->queues[p->sub];
@@ -462,13 +466,21 @@ static int any_work(suiro_pool *p) {
 
 /* ---- the worker's life --------------------------------------------------------------------- */
 
+static int watched_pid;
+static uint64_t watched_start;
+
 static void *watch_host(void *arg) {
   int fd = (int)(intptr_t)arg;
   struct pollfd pfd = { fd, POLLIN, 0 };
   for (;;) {
     int r = poll(&pfd, 1, -1);
-    if (r > 0) _exit(0); /* the host is gone: nobody will collect our results */
-    if (r < 0 && errno != EINTR) _exit(0);
+    if (r > 0 || (r < 0 && errno != EINTR)) {
+      /* The host is gone: nobody will collect our results. A host that was SIGKILLed left its
+       * pools, regions and anchor behind; its workers are the first to know, so they remove it all
+       * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
+      shm_reap_owner(watched_pid, watched_start);
+      _exit(0);
+    }
   }
   return NULL;
 }
@@ -477,6 +489,8 @@ static int start_host_watch(pool_hdr *h) {
   int fd = (int)syscall(SYS_pidfd_open, h->host_pid, 0);
   if (fd < 0) return -1;
   if (suiro_proc_start(h->host_pid) != h->host_start) return -1; /* pid reused: host gone */
+  watched_pid = h->host_pid;
+  watched_start = h->host_start;
   pthread_t th;
   pthread_attr_t a;
   pthread_attr_init(&a);
@@ -501,7 +515,7 @@ int suiro_worker_main(int argc, char **argv) {
 
 static void leave(suiro_pool *p, int state) {
   worker_rec *me = &p->workers[p->worker_slot];
-  atomic_fetch_sub(&p->hdr->awake, 1);
+  atomic_fetch_and(&p->hdr->awake_mask, ~(1ull << p->worker_slot));
   atomic_fetch_and(&p->hdr->active_mask, ~(1ull << p->worker_slot));
   st_rel(&me->state, state);
   atomic_fetch_add(&p->hdr->state_seq, 1);
@@ -549,7 +563,7 @@ int suiro_worker_run(const char *token) {
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
   current = p;
-  atomic_fetch_add(&h->awake, 1);
+  atomic_fetch_or(&h->awake_mask, 1ull << slot);
   atomic_fetch_or(&h->active_mask, 1ull << slot);
   st_rel(&me->state, SUIRO_WORKER_IDLE);
   atomic_fetch_add(&h->state_seq, 1);
@@ -565,8 +579,8 @@ int suiro_worker_run(const char *token) {
        * machine has CPUs): step aside even though work remains, so the ones left run without
        * being time-sliced against each other. They wake us again when they need help (wake
        * policy in pool.c), and the host's monitor does when they block. */
-      if (SUIRO_UNLIKELY(ld_rlx(&h->awake) > h->ncpu)) {
-        if (atomic_fetch_sub(&h->awake, 1) > h->ncpu) {
+      if (SUIRO_UNLIKELY(pool_awake(h) > h->ncpu)) {
+        if (__builtin_popcountll(atomic_fetch_and(&h->awake_mask, ~bit)) > h->ncpu) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
           st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
@@ -577,7 +591,7 @@ int suiro_worker_run(const char *token) {
           just_woke = 1;
           placement_check(p, suiro_ns());
         }
-        atomic_fetch_add(&h->awake, 1);
+        atomic_fetch_or(&h->awake_mask, bit);
       }
       continue;
     }
@@ -608,10 +622,10 @@ int suiro_worker_run(const char *token) {
     atomic_fetch_or(&h->parked_mask, bit); /* seq_cst: the announce */
     if (!any_work(p) && !ld_rlx(&h->closing) && !ld_rlx(&me->retire)) {
       st_rlx(&me->parks, ld_rlx(&me->parks) + 1);
-      atomic_fetch_sub(&h->awake, 1);
+      atomic_fetch_and(&h->awake_mask, ~bit);
       st_rlx(&me->cpu, -1);
       park_wait(&me->park, seq, UINT64_MAX);
-      atomic_fetch_add(&h->awake, 1);
+      atomic_fetch_or(&h->awake_mask, bit);
       just_woke = 1;
       placement_check(p, suiro_ns());
     }

@@ -105,9 +105,14 @@ end
 
 -- Calls f(...) and re-raises its error at the caller of the API function (level 3: the user's
 -- line), so a misuse names the script line, not this file.
+local here = debug.getinfo(1, "S").source:sub(2) -- this file, as positions name it
 local function checked(f, ...)
   local ok, v = pcall(f, ...)
-  if not ok then error(v, 3) end
+  if not ok then
+    -- a message raised by the core on our behalf names this file: the user's line is what counts
+    if type(v) == "string" and v:sub(1, #here) == here then v = v:gsub("^[^\n]-:%d+: ", "", 1) end
+    error(v, 3)
+  end
   return v
 end
 
@@ -188,14 +193,14 @@ end
 --- pool:map(f, xs, { template = "f64", seed = 42, progress = true, timeout = "1m", stream = false })
 --- xs: a table, a suiro.array or a suiro.range. Returns a map: m:collect(), m:results(), m:cancel().
 function pool_methods:map(f, xs, opts)
-  return core.map_new(self, f, xs, map_spec(opts, "pool:map"))
+  return checked(core.map_new, self, f, xs, map_spec(opts, "pool:map"))
 end
 
 --- pool:map_prepare(f, xs, opts): stages f and xs once; pm:run([new_xs]) runs it, as often as wanted.
 function pool_methods:map_prepare(f, xs, opts)
   local spec = map_spec(opts, "pool:map_prepare")
   spec.prepare = true
-  return core.map_new(self, f, xs, spec)
+  return checked(core.map_new, self, f, xs, spec)
 end
 
 --- suiro.range(a, b [, step]): the integers a..b, never materialised (a map input).

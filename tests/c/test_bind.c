@@ -311,6 +311,9 @@ static int plan_runner(uint64_t fn, const void *arg, size_t len, suiro_out *out,
         suiro_plan_leave();
         break;
       }
+      if (!strcmp(op, "spin") && i == 0)
+        for (volatile unsigned long k = 0;; k++) {
+        }
       if (!strcmp(op, "draw")) x = suiro_rng_current() ? suiro_rng_unit(suiro_rng_current()) : -1;
       const suiro_template *t = suiro_plan_template(pl);
       if (t) {
@@ -517,6 +520,77 @@ TEST(plan_sizes_are_checked_before_use) {
   CHECK_EQ(suiro_plan_create(p, &s, &m), SUIRO_ERR);
   CHECK(m == NULL);
   CHECK_OK(suiro_pool_stop(p, 5));
+}
+
+TEST(killed_maps_fail_as_cancelled_and_pools_keep_serving) {
+  suiro_pool *p = test_pool(2);
+  _Alignas(8) unsigned char fb[64];
+  suiro_template t;
+  memset(&t, 0, sizeof t);
+  t.kind = SUIRO_OUT_SCALAR;
+  t.type = WIRE_T_F64;
+  suiro_plan_spec s;
+  suiro_plan_spec_init(&s);
+  s.fn = fb;
+  s.fn_len = fn_buf(fb, "spin");
+  s.in_kind = SUIRO_IN_RANGE;
+  s.n = 100;
+  s.step = 1;
+  s.tpl = &t;
+  suiro_map *m;
+  CHECK_OK(suiro_plan_create(p, &s, &m));
+  CHECK_OK(suiro_map_start(m, 5));
+  CHECK_EQ(suiro_map_wait(m, 0.2), SUIRO_TIMEOUT); /* element 0 never returns */
+  CHECK_OK(suiro_map_kill(m));
+  CHECK_OK(suiro_map_wait(m, 10));
+  suiro_error_info e;
+  CHECK_EQ(suiro_map_failure(m, &e), 1);
+  CHECK(e.cls.len == 9 && !memcmp(e.cls.ptr, "cancelled", 9));
+  /* the same map runs again on the replaced workers */
+  s.fn_len = fn_buf(fb, "square");
+  suiro_map_free(m);
+  CHECK_OK(suiro_plan_create(p, &s, &m));
+  CHECK_OK(suiro_map_start(m, 5));
+  CHECK_OK(suiro_map_wait(m, 10));
+  CHECK_EQ(suiro_map_failure(m, &e), 0);
+  CHECK(((double *)suiro_map_output(m))[9] == 81.0);
+  suiro_map_free(m);
+  CHECK_OK(suiro_pool_stop(p, 5));
+}
+
+TEST(maps_outlive_their_pool) {
+  suiro_pool *p = test_pool(1);
+  _Alignas(8) unsigned char fb[64];
+  suiro_template t;
+  memset(&t, 0, sizeof t);
+  t.kind = SUIRO_OUT_SCALAR;
+  t.type = WIRE_T_F64;
+  suiro_plan_spec s;
+  suiro_plan_spec_init(&s);
+  s.fn = fb;
+  s.fn_len = fn_buf(fb, "square");
+  s.in_kind = SUIRO_IN_RANGE;
+  s.n = 10;
+  s.step = 1;
+  s.tpl = &t;
+  suiro_map *done, *running, *spinning;
+  CHECK_OK(suiro_plan_create(p, &s, &done));
+  CHECK_OK(suiro_map_start(done, 5));
+  CHECK_OK(suiro_map_wait(done, 10));
+  CHECK_OK(suiro_plan_create(p, &s, &running)); /* prepared, never started */
+  s.fn_len = fn_buf(fb, "spin");
+  CHECK_OK(suiro_plan_create(p, &s, &spinning));
+  CHECK_OK(suiro_map_start(spinning, 5));
+  CHECK_OK(suiro_pool_stop(p, 0.2));
+  /* results of a finished run stay readable; the rest answer CLOSED */
+  CHECK(((double *)suiro_map_output(done))[3] == 9.0);
+  CHECK_EQ(suiro_map_wait(done, 0), SUIRO_OK);
+  CHECK_EQ(suiro_map_start(running, 1), SUIRO_CLOSED);
+  CHECK_EQ(suiro_map_wait(spinning, 1), SUIRO_CLOSED);
+  CHECK_EQ(suiro_map_kill(spinning), SUIRO_CLOSED);
+  suiro_map_free(spinning);
+  suiro_map_free(running);
+  suiro_map_free(done);
 }
 
 /* ---- zero-copy references ------------------------------------------------------------------- */

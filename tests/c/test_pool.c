@@ -1,4 +1,6 @@
 /* test_pool.c — pool behaviour through the public API, with native task functions. */
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -385,7 +387,7 @@ TEST(worker_killed_mid_task) {
   double dt = suiro_now() - k;
   CHECK_EQ(r.kind, SUIRO_RESULT_DIED);
   CHECK_EQ(r.worker_pid, pid);
-  CHECK(strstr(r.data, "died") && strstr(r.data, "signal 9"));
+  CHECK(strstr(r.data, "was killed") && strstr(r.data, "signal 9"));
   fprintf(stderr, "worker-died reported after %.2f ms: %s\n", dt * 1e3, (const char *)r.data);
   CHECK(dt < 0.05);
   for (int i = 0; i < N / 2; i++) CHECK_EQ(collect_i64(p, before[i]), i);
@@ -415,6 +417,124 @@ TEST(worker_suicide_fails_only_its_task_and_respawns) {
   suiro_pool_stats s;
   suiro_pool_status(p, &s, NULL, 0);
   CHECK_EQ(s.respawns, 1);
+  suiro_pool_stop(p, 5);
+}
+
+/* Waits (bounded) until every live worker of p is asleep. */
+static void wait_all_parked(suiro_pool *p) {
+  double t0 = suiro_now();
+  for (;;) {
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, NULL, w, 64), parked = 0, live = 0;
+    for (int i = 0; i < k; i++) {
+      if (w[i].state != SUIRO_WORKER_IDLE) continue;
+      live++;
+      parked += w[i].parked;
+    }
+    if (live > 0 && parked == live) return;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+}
+
+/* Deaths must not leave the wake policy believing dead workers are awake: after more deaths than
+ * CPUs, parked workers are still woken for new tasks (it once counted them awake forever). */
+static void deaths_then_serve(int workers, int deaths) {
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.workers = workers;
+  o.respawn = 1;
+  suiro_pool *p = test_pool_opts(&o);
+  for (int d = 0; d < deaths; d++) {
+    suiro_task t;
+    CHECK_OK(suiro_submit(p, suiro_fn_id("suicide"), NULL, 0, &t, 10));
+    suiro_result r;
+    CHECK_OK(suiro_collect(p, t, &r, 10));
+    CHECK_EQ(r.kind, SUIRO_RESULT_DIED);
+    CHECK(r.worker_slot >= 0 && r.worker_pid > 0);
+  }
+  /* every worker idle and asleep: only a wake-up can start the next task */
+  double t0 = suiro_now();
+  for (;;) { /* respawned workers attached */
+    suiro_pool_stats st;
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, &st, w, 64), idle = 0;
+    for (int i = 0; i < k; i++) idle += w[i].state == SUIRO_WORKER_IDLE;
+    if (idle == workers && st.respawns == (uint64_t)deaths) break;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+  wait_all_parked(p);
+  for (int i = 0; i < 20; i++) {
+    suiro_task t = submit_i64(p, "add", i, 1);
+    suiro_result r;
+    CHECK_OK(suiro_collect(p, t, &r, 5)); /* a timeout here is the bug */
+    int64_t v;
+    memcpy(&v, r.data, 8);
+    CHECK_EQ(v, i + 1);
+  }
+  suiro_pool_stop(p, 5);
+}
+
+TEST(pool_serves_after_more_deaths_than_cpus) { deaths_then_serve(2, 6); }
+
+TEST(pool_serves_after_a_death_on_one_cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t all;
+  CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  CHECK(sched_setaffinity(0, sizeof one, &one) == 0); /* workers inherit it */
+  deaths_then_serve(1, 2);
+}
+
+NATIVE(spin_forever) {
+  (void)arg; (void)len; (void)out; (void)ud;
+  for (volatile unsigned long i = 0;; i++) {
+  }
+  return 0;
+}
+
+/* Waits (bounded) until some worker is busy. */
+static void wait_busy(suiro_pool *p) {
+  double t0 = suiro_now();
+  for (;;) {
+    suiro_worker_info w[64];
+    int k = suiro_pool_status(p, NULL, w, 64);
+    for (int i = 0; i < k; i++)
+      if (w[i].state == SUIRO_WORKER_BUSY) return;
+    CHECK(suiro_now() - t0 < 10);
+    usleep(1000);
+  }
+}
+
+TEST(kill_stops_a_runaway_task_and_replaces_its_worker) {
+  suiro_pool *p = test_pool(1); /* respawn off: a kill replaces the worker anyway */
+  suiro_task queued, t;
+  CHECK_OK(suiro_submit(p, suiro_fn_id("spin_forever"), NULL, 0, &t, 10));
+  wait_busy(p);
+  CHECK_OK(suiro_submit(p, suiro_fn_id("spin_forever"), NULL, 0, &queued, 10));
+  CHECK_OK(suiro_task_kill(p, queued)); /* not started: cancelled, nothing killed */
+  suiro_result r;
+  CHECK_OK(suiro_collect(p, queued, &r, 5));
+  CHECK_EQ(r.kind, SUIRO_RESULT_CANCELLED);
+  CHECK_OK(suiro_task_kill(p, t));
+  CHECK_OK(suiro_collect(p, t, &r, 10));
+  CHECK_EQ(r.kind, SUIRO_RESULT_CANCELLED);
+  CHECK(r.len > 0 && memmem(r.data, r.len, "killed", 6) != NULL);
+  for (int i = 0; i < 20; i++) CHECK_EQ(collect_i64(p, submit_i64(p, "add", i, 1)), i + 1);
+  suiro_pool_stats st;
+  suiro_pool_status(p, &st, NULL, 0);
+  CHECK_EQ(st.respawns, 1);
+  /* a finished task keeps its value */
+  suiro_task done = submit_i64(p, "add", 2, 3);
+  while (!suiro_task_ready(p, done)) usleep(100);
+  CHECK_OK(suiro_task_kill(p, done));
+  CHECK_EQ(collect_i64(p, done), 5);
   suiro_pool_stop(p, 5);
 }
 
@@ -636,10 +756,55 @@ TEST(host_killed_workers_exit_and_next_start_reaps) {
   double gone = suiro_now() - k;
   fprintf(stderr, "workers gone %.1f ms after the host was killed\n", gone * 1e3);
   CHECK(gone < 1.0);
-  CHECK_EQ(shm_count(name), 1); /* the dead host's segment is still there... */
-  suiro_pool *p = test_pool(1);   /* ...until the next pool start reaps it */
-  CHECK_EQ(shm_count(name), 0);
-  suiro_pool_stop(p, 5);
+  /* its workers removed what the dead host left (its anchor's lock is free: it is really gone) */
+  char owner[128];
+  snprintf(owner, sizeof owner, "%.*s", (int)(strrchr(name, '_') - name + 1), name); /* suiro_<pid>_<start>_ */
+  while (shm_count(owner) > 0 && suiro_now() - k < 2) {
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+  }
+  CHECK_EQ(shm_count(owner), 0);
+}
+
+/* Liveness is its anchor's lock, not its pid: a segment of a live owner whose pid means nothing
+ * here (another PID namespace sharing /dev/shm) stays; one without a held anchor goes. */
+TEST(reaping_asks_the_anchor_lock_not_the_pid) {
+  /* a name as a live process in another PID namespace would make it: a pid and start time that
+   * match nothing here, and an anchor held by a process that is alive (our child) */
+  int fds[2], back[2];
+  CHECK(pipe(fds) == 0 && pipe(back) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    close(back[1]);
+    int fd = open("/dev/shm/suiro_7ffffffe_1_o", O_RDWR | O_CREAT, 0600);
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(1);
+    int seg = open("/dev/shm/suiro_7ffffffe_1_5", O_RDWR | O_CREAT, 0600);
+    if (seg < 0) _exit(1);
+    close(seg);
+    if (write(fds[1], "k", 1) != 1) _exit(1);
+    char c;
+    if (read(back[0], &c, 1) < 0) _exit(1); /* until the parent lets go */
+    _exit(0);
+  }
+  close(fds[1]);
+  close(back[0]);
+  char c;
+  CHECK(read(fds[0], &c, 1) == 1);
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 2);
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 2); /* alive: nothing reaped, whatever its pid says */
+  CHECK(write(back[1], "x", 1) == 1);
+  waitpid(child, NULL, 0); /* dead: its lock is gone with it */
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_7ffffffe_1_"), 0);
+  /* and a live pid without an anchor counts as gone: owners make their anchor first */
+  int seg = open("/dev/shm/suiro_1_1_5", O_RDWR | O_CREAT, 0600);
+  CHECK(seg >= 0);
+  close(seg);
+  suiro_reap();
+  CHECK_EQ(shm_count("suiro_1_1_"), 0);
 }
 
 TEST(stop_leaves_nothing_in_dev_shm) {

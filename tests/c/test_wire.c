@@ -1352,7 +1352,7 @@ TEST(malformed_structure) {
   expect_err(mk(5, H(WIRE_FRAME, 0, 1), W(2), H(WIRE_STR, 0, 0), H(WIRE_ARRAY, WIRE_T_U8, 1), W(0)),
              "wire: frame column has 1 rows, the frame has 2 at byte 32");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(0), H(WIRE_STR, 0, 0), H(WIRE_LIST, 0, 0)),
-             "wire: frame column is list (columns are array, strs, factor, date or timestamp) at byte 32");
+             "wire: frame column is list (columns are array, strs, factor, date, timestamp or a typed 1-d ref) at byte 32");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(0), H(WIRE_NIL, 0, 0), H(WIRE_STRS, 0, 0)),
              "wire: frame column name is nil, not str at byte 24");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(UINT64_C(1) << 48), H(WIRE_STR, 0, 0), H(WIRE_STRS, 0, 0)),

@@ -96,13 +96,26 @@ describe("suiro.pool", function()
     for j, t in ipairs(kept) do assert.are.equal(j * 50, t:collect(10)) end
   end)
 
-  it("collect_all raises the first failure after consuming every task", function()
+  it("collect_all raises the first failure and keeps every other result collectable", function()
     local tasks = pool:submit_batch(function(i) if i == 2 then error("two") end return i end, { { 1 }, { 2 }, { 3 } })
     local ok, err = pcall(pool.collect_all, pool, tasks, 10)
     assert.is_false(ok)
     assert.are.equal(2, err.index)
     assert.matches("two", err.message)
-    assert.has_error(function() tasks[1]:collect() end, "task:collect: this task was collected already")
+    assert.are.equal(1, tasks[1]:collect(0))
+    assert.are.equal(3, tasks[3]:collect(0))
+    assert.has_error(function() tasks[2]:collect() end, "task:collect: this task was collected already")
+  end)
+
+  it("collect_all with errors = 'return' puts error objects in place of failed values", function()
+    local tasks = pool:submit_batch(function(i) if i == 2 then error("two") end return i end, { { 1 }, { 2 }, { 3 } })
+    local out = pool:collect_all(tasks, "10s", { errors = "return" })
+    assert.are.equal(1, out[1])
+    assert.is_true(suiro.is_error(out[2]))
+    assert.are.equal("remote", out[2].class)
+    assert.are.equal(2, out[2].index)
+    assert.are.equal(3, out[3])
+    assert.has_error(function() pool:collect_all(tasks, 1, { errors = "ignore" }) end)
   end)
 
   it("collect_any returns the first to finish", function()
@@ -170,7 +183,7 @@ describe("pool lifetime", function()
     local name
     do
       local p <close> = suiro.pool { workers = 1 }
-      name = p:status().name
+      name = p:status().region
       assert.are.equal(3, p:submit(function() return 3 end):collect())
     end
     local f = io.open("/dev/shm" .. name)
@@ -181,7 +194,7 @@ describe("pool lifetime", function()
     local name
     do
       local p = suiro.pool { workers = 1 }
-      name = p:status().name
+      name = p:status().region
       for i = 1, 100 do p:submit(function(x) return x end, i) end -- dropped uncollected
       p:submit(function() return 1 end):collect()
       p:submit_batch(function(x) return x end, { { 1 }, { 2 } })

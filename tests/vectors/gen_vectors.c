@@ -560,6 +560,14 @@ static void v_ref_i32_vector(wire_writer *w) {
   wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1234_5678_10"), 0, 0, 400, WIRE_T_I32,
                                WIRE_ORDER_C, 0, NULL });
 }
+static void v_ref_frame_column(wire_writer *w) { /* a 1000-row f64 column in shared memory */
+  wire_put_frame(w, 2, 1000);
+  put_s(w, "x");
+  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1234_5678_11"), 0, 64, 8000, WIRE_T_F64, 0, 0, NULL });
+  put_s(w, "flag");
+  uint8_t *b = wire_put_array(w, WIRE_T_BOOL, 1000);
+  for (int i = 0; i < 1000; i++) b[i] = (uint8_t)(i % 3 == 0);
+}
 static void v_ref_bytes(wire_writer *w) {
   wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1_2_3"), UINT64_C(0x8000000000000001), 64, 13,
                                WIRE_REF_BYTES, 0, 0, NULL });
@@ -672,6 +680,7 @@ static const golden goldens[] = {
   { "call_nested", "os.getpid(<an empty source call>)", v_call_nested },
   { "ref_f64_2d", "region reference to a 1000x10 f64 Fortran-order matrix at offset 4096", v_ref_f64_2d },
   { "ref_i32_vector", "region reference to a 1-d i32 vector of 100 elements", v_ref_i32_vector },
+  { "ref_frame_column", "frame of 1000 rows whose f64 column is a region reference", v_ref_frame_column },
   { "ref_bytes", "region reference to 13 raw bytes, high flag bit set", v_ref_bytes },
   { "ref_wire", "region reference to an encoded wire value of 4096 bytes", v_ref_wire },
   { "func_by_name", "Lua function resolved by name: string.format", v_func_by_name },
