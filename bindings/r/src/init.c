@@ -47,6 +47,7 @@ SEXP C_submit(SEXP pool, SEXP fn, SEXP args, SEXP timeout);
 SEXP C_submit_batch(SEXP pool, SEXP fn, SEXP arglists, SEXP timeout);
 SEXP C_pool_info(SEXP pool);
 SEXP C_pool_addr(SEXP pool);
+SEXP C_zc_active(void);
 SEXP C_random(SEXP m, SEXP n);
 SEXP C_rng_draws(SEXP seed, SEXP index, SEXP kind, SEXP count, SEXP lo, SEXP hi);
 SEXP C_is_view(SEXP x);
@@ -98,6 +99,7 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_submit_batch, 4),
   CALLDEF(C_pool_info, 1),
   CALLDEF(C_pool_addr, 1),
+  CALLDEF(C_zc_active, 0),
   CALLDEF(C_random, 2),
   CALLDEF(C_rng_draws, 6),
   CALLDEF(C_is_view, 1),

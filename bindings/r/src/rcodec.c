@@ -750,6 +750,7 @@ static const char *what_is(SEXP x) {
 /* Strict mode: a data frame becomes a FRAME; row names that are not automatic become a first
  * column "_row_names" (docs/wire-format.md, R conventions). */
 static void enc_column(rs_encoder *e, SEXP col);
+static void enc_descriptor(rs_encoder *e, SEXP x);
 
 static void enc_frame(rs_encoder *e, SEXP x) {
   SEXP nm = Rf_getAttrib(x, R_NamesSymbol);
@@ -783,7 +784,8 @@ static void enc_frame(rs_encoder *e, SEXP x) {
     wire_put_str(&e->w, k, len);
     rs_enc_path_push(e, "$%s", k);
     SEXP col = VECTOR_ELT(x, i);
-    if (XLENGTH(col) != nrow) efail(e, "column has %.0f rows, the frame %.0f", (double)XLENGTH(col), (double)nrow);
+    if (XLENGTH(col) != nrow && !Rf_inherits(col, "suiro_wire_ref"))
+      efail(e, "column has %.0f rows, the frame %.0f", (double)XLENGTH(col), (double)nrow);
     enc_column(e, col);
     rs_enc_path_pop(e, at);
     vmaxset(vmax);
@@ -793,6 +795,7 @@ static void enc_frame(rs_encoder *e, SEXP x) {
 static void enc_column(rs_encoder *e, SEXP col) {
   int t = TYPEOF(col);
   if (Rf_inherits(col, "suiro_typed")) return enc_typed(e, col);
+  if (t == VECSXP && Rf_inherits(col, "suiro_wire_ref")) return enc_descriptor(e, col);
   if (t == INTSXP && Rf_inherits(col, "factor")) return enc_factor(e, col);
   if ((t == REALSXP || t == INTSXP) && class_is(col, cls_date)) return enc_date(e, col);
   if ((t == REALSXP || t == INTSXP) && Rf_inherits(col, "POSIXct")) return enc_timestamp(e, col);

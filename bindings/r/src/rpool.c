@@ -772,3 +772,6 @@ SEXP C_submit_batch(SEXP pool, SEXP fn, SEXP arglists, SEXP timeout) {
 SEXP C_pool_info(SEXP pool) { return R_ExternalPtrProtected(pool); }
 
 SEXP C_pool_addr(SEXP pool) { return Rf_ScalarReal((double)(uintptr_t)R_ExternalPtrAddr(pool)); }
+
+/* For tests: whether this process still has a live pool (its large values go to regions). */
+SEXP C_zc_active(void) { return Rf_ScalarLogical(suiro_zc_active()); }

@@ -40,9 +40,15 @@ lua_exe <- function() {
 
 # A pool stopped when the calling test ends.
 local_pool <- function(..., env = parent.frame()) {
-  p <- suiro_pool(...)
+  p <- suiro_pool(..., env = worker_env())
   withr_defer(suiro_pool_stop(p), env)
   p
+}
+
+# Sanitizer runs preload a runtime: workers need it too (the engine passes only a whitelist).
+worker_env <- function() {
+  pre <- Sys.getenv("LD_PRELOAD")
+  if (nzchar(pre)) list(LD_PRELOAD = pre) else NULL
 }
 
 withr_defer <- function(expr, env) {
