@@ -123,12 +123,32 @@ function M.python(opts) return checked(function() return config().launcher("pyth
 --- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
 function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
+-- R workers (bindings/r): Rscript running the R package's worker main, with the checkout's R
+-- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS. They run call specs
+-- ("stats::quantile") and know their host is not R, so results keep to the portable mapping.
+local function r_worker(l, env)
+  local libs = os.getenv("SUIRO_R_LIBS")
+  if not libs then
+    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+    libs = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/build/R-lib"
+  end
+  local f = io.open(libs .. "/suiro/DESCRIPTION", "r")
+  if not f then error("the r launcher needs suiro's R package in " .. libs .. "; build it with scripts/build", 0) end
+  f:close()
+  local rscript = l.exe or l.rscript or "Rscript"
+  local inherited = os.getenv("R_LIBS")
+  env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
+  env.LANG = env.LANG or "C.UTF-8"
+  env.SUIRO_HOST_LANG = "lua"
+  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
+  return rscript, l.argv or { rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
+end
+
 -- Starts a pool from normalised options (suiro.config.pool_options).
 local function start_pool(o)
   local l = o.launcher
-  if l.kind ~= "lua" then
-    error("the " .. l.kind .. " launcher needs suiro's " .. (l.kind == "python" and "Python" or "R") ..
-      " binding, which this build does not include yet", 0)
+  if l.kind == "python" then
+    error("the python launcher needs suiro's Python binding, which this build does not include yet", 0)
   end
   local env = {}
   for k, v in pairs(l.env or {}) do env[k] = v end
@@ -136,6 +156,8 @@ local function start_pool(o)
   -- Workers resolve "module.fn" references and require() with the host's search paths.
   env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
   env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
+  local exe, argv = l.exe, l.argv
+  if l.kind == "r" then exe, argv = r_worker(l, env) end
   return core.pool {
     workers = o.workers,
     max_workers = o.max_workers,
@@ -147,8 +169,8 @@ local function start_pool(o)
     start_timeout = o.start_timeout,
     timeout = o.timeout,
     name = o.name,
-    exe = l.exe or core.worker_exe(),
-    argv = l.argv,
+    exe = exe or core.worker_exe(),
+    argv = argv,
     env = env,
   }
 end
@@ -430,8 +452,14 @@ function M.doctor(out)
   local py = probe("/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])'")
   line(false, "python", py and ("python " .. py:gsub("%s+$", "") .. " found; the suiro Python binding is not built yet")
     or "no /usr/bin/python3")
-  local r = probe("Rscript -e 'cat(R.version.string)'")
-  line(false, "r", r and (r .. " found; the suiro R binding is not built yet") or "no Rscript on PATH")
+  local t2 = core.now()
+  local okr, rerr = pcall(function()
+    local p <close> = M.pool { workers = 1, launcher = M.r {} }
+    assert(p:submit(M.call { "base::sum", 1, 2 }):collect(10) == 3, "a call spec gave a wrong result")
+  end)
+  local r = not okr and probe("Rscript -e 'cat(R.version.string)'")
+  line(okr, "r", okr and ("workers start and run call specs (%.1f ms)"):format((core.now() - t2) * 1e3)
+    or ((r and (r .. ": ") or "no Rscript on PATH: ") .. tostring(rerr)))
   return ok_all
 end
 
