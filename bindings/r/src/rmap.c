@@ -305,8 +305,8 @@ SEXP C_map_new(SEXP pool, SEXP x, SEXP f, SEXP extras, SEXP proto, SEXP seed, SE
   memset(&j, 0, sizeof j);
   j.verb = Rf_asLogical(prepare) == 1 ? "suiro_map_prepare" : "suiro_map";
   j.rp = rs_pool_of(pool, j.verb, 1);
-  if (j.rp->lang == WIRE_LANG_LUA) Rf_error("%s: maps run on R (or Python) workers; this pool runs lua workers", j.verb);
-  rs_enc_opts o = { j.rp->lang == WIRE_LANG_R, suiro_zc_active(), j.rp->lang == WIRE_LANG_R ? "R workers" : "python workers" };
+  rs_enc_opts o = { j.rp->lang == WIRE_LANG_R, suiro_zc_active(),
+                    j.rp->lang == WIRE_LANG_R ? "R workers" : j.rp->lang == WIRE_LANG_LUA ? "lua workers" : "python workers" };
   rs_encoder_init(&j.e, &o);
   rs_encoder_init(&j.ev, &o);
   j.pool = pool;
