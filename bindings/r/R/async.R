@@ -3,6 +3,8 @@
 # (src/rasync.c); no polling.
 
 async_registry <- new.env(parent = emptyenv())
+async_stats <- new.env(parent = emptyenv())
+async_stats$dispatches <- 0
 
 as.promise.suiro_task <- function(x) {
   if (!requireNamespace("promises", quietly = TRUE) || !requireNamespace("later", quietly = TRUE))
@@ -32,6 +34,7 @@ pool_key <- function(pool) format(.Call(C_pool_addr, pool))
 
 # Settles the promises whose task or map is done (called on later's loop).
 .suiro_async_dispatch <- function(pool) {
+  async_stats$dispatches <- async_stats$dispatches + 1
   key <- pool_key(pool)
   entry <- async_registry[[key]]
   if (is.null(entry)) return(invisible())
