@@ -689,9 +689,9 @@ static int store_scalar(runner *r, void *cell, int type, SEXP v, R_xlen_t k, con
     rc = -1;
   }
   if (rc != 0 && field) {
-    char tmp[256];
-    snprintf(tmp, sizeof tmp, "field '%s': %s", field, err);
-    snprintf(err, cap, "%s", tmp);
+    char tmp[sizeof r->err];
+    snprintf(tmp, sizeof tmp, "%s", err);
+    snprintf(err, cap, "field '%.64s': %.180s", field, tmp);
   }
   return rc;
 }
