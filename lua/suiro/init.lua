@@ -123,6 +123,24 @@ function M.python(opts) return checked(function() return config().launcher("pyth
 --- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
 function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
+-- Python workers (bindings/python): python3 -I <checkout>/bindings/python/suiro/_worker.py. They
+-- run call specs ("numpy.mean") and know their host is Lua, so results carry no pickles.
+local function python_worker(l, env)
+  local script = os.getenv("SUIRO_PY_WORKER")
+  if not script then
+    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+    script = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/bindings/python/suiro/_worker.py"
+  end
+  local f = io.open(script, "r")
+  if not f then error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0) end
+  f:close()
+  local py = l.exe or l.python or "/usr/bin/python3"
+  env.SUIRO_HOST_LANG = "lua"
+  env.SUIRO_PYTHONPATH = env.SUIRO_PYTHONPATH or os.getenv("PYTHONPATH")
+  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
+  return py, l.argv or { py, "-I", script }
+end
+
 -- R workers (bindings/r): Rscript running the R package's worker main, with the checkout's R
 -- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS. They run call specs
 -- ("stats::quantile") and know their host is not R, so results keep to the portable mapping.
@@ -147,8 +165,8 @@ end
 -- Starts a pool from normalised options (suiro.config.pool_options).
 local function start_pool(o)
   local l = o.launcher
-  if l.kind == "python" then
-    error("the python launcher needs suiro's Python binding, which this build does not include yet", 0)
+  if l.kind ~= "lua" and l.kind ~= "python" and l.kind ~= "r" then
+    error("unknown launcher kind " .. tostring(l.kind), 0)
   end
   local env = {}
   for k, v in pairs(l.env or {}) do env[k] = v end
@@ -157,6 +175,7 @@ local function start_pool(o)
   env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
   env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
   local exe, argv = l.exe, l.argv
+  if l.kind == "python" then exe, argv = python_worker(l, env) end
   if l.kind == "r" then exe, argv = r_worker(l, env) end
   return core.pool {
     workers = o.workers,
@@ -449,9 +468,13 @@ function M.doctor(out)
     f:close()
     return s ~= "" and s or nil
   end
-  local py = probe("/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])'")
-  line(false, "python", py and ("python " .. py:gsub("%s+$", "") .. " found; the suiro Python binding is not built yet")
-    or "no /usr/bin/python3")
+  local t1 = core.now()
+  local okp, perr = pcall(function()
+    local p <close> = M.pool { workers = 1, launcher = M.python {} }
+    assert(p:submit(M.call { "operator.add", 1, 2 }):collect(10) == 3, "a call spec gave a wrong result")
+  end)
+  line(okp, "python", okp and ("workers start and run call specs (%.1f ms)"):format((core.now() - t1) * 1e3)
+    or tostring(perr))
   local t2 = core.now()
   local okr, rerr = pcall(function()
     local p <close> = M.pool { workers = 1, launcher = M.r {} }

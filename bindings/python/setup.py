@@ -1,0 +1,72 @@
+"""Builds suiro._core: the binding (src/*.c) over the engine.
+
+In a checkout, scripts/build sets SUIRO_LIBSUIRO to build/lib/libsuiro.a (the engine built with
+-fPIC) and the extension links it; otherwise (pip install bindings/python) the engine's sources
+are compiled into the extension from ../../engine. The Lua readers (lua/lembed.c and the Lua
+modules it runs, copied into the package) come from ../../lua either way.
+"""
+import glob
+import os
+import shutil
+
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+LUA_INC = "/usr/include/lua5.4"
+
+
+def rel(p):
+    return os.path.relpath(p, HERE)
+
+
+def copy_lua_modules():
+    """suiro/parse.lua and suiro/config.lua into the package (suiro/lua/suiro/), for the embedded
+    readers; copies, not committed."""
+    dst = os.path.join(HERE, "suiro", "lua", "suiro")
+    os.makedirs(dst, exist_ok=True)
+    for name in ("parse.lua", "config.lua"):
+        src = os.path.join(ROOT, "lua", "suiro", name)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(dst, name))
+        elif not os.path.exists(os.path.join(dst, name)):
+            raise SystemExit("suiro: %s is missing (build from a suiro checkout)" % src)
+
+
+class BuildPy(build_py):
+    def run(self):
+        copy_lua_modules()
+        super().run()
+
+
+copy_lua_modules()
+
+sources = sorted(glob.glob(os.path.join(HERE, "src", "*.c"))) + [os.path.join(ROOT, "lua", "lembed.c")]
+extra_objects = []
+libsuiro = os.environ.get("SUIRO_LIBSUIRO")
+if libsuiro:
+    extra_objects.append(libsuiro)
+else:
+    sources += sorted(glob.glob(os.path.join(ROOT, "engine", "src", "*.c")))
+
+ext = Extension(
+    "suiro._core",
+    sources=[rel(s) for s in sources],
+    include_dirs=[os.path.join(ROOT, "engine", "include"), os.path.join(ROOT, "lua"), LUA_INC],
+    extra_objects=extra_objects,
+    depends=extra_objects + sorted(glob.glob(os.path.join(HERE, "src", "*.h"))) + [
+        os.path.join(ROOT, "engine", "include", h) for h in ("suiro.h", "suiro_wire.h", "suiro_bind.h")],
+    libraries=["lua5.4", "lua5.4-lpeg", "m", "dl", "pthread"],
+    extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wno-unused-parameter",
+                        "-Wno-missing-field-initializers", "-Werror=implicit-function-declaration", "-pthread",
+                        "-O2", "-fno-strict-aliasing"],
+    extra_link_args=["-pthread"],
+)
+
+setup(
+    ext_modules=[ext],
+    packages=["suiro"],
+    package_data={"suiro": ["lua/suiro/*.lua"]},
+    cmdclass={"build_py": BuildPy},
+)

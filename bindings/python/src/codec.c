@@ -1,0 +1,1749 @@
+/*
+ * codec.c — Python values <-> the wire format (docs/wire-format.md; Python conventions in its
+ * "Python" section).
+ *
+ *   Python                          wire
+ *   None, bool, suiro.NA            NIL, BOOL (suiro.NA: BOOL NA)
+ *   int (64-bit) / float            I64 (I48 when small) / F64
+ *   str / bytes                     STR (UTF-8, surrogateescape) / BYTES
+ *   list                            LIST (a list seen twice: BACKREF, so sharing and cycles survive)
+ *   tuple                           LIST for foreign receivers; FUNC(python, 0) "tuple:" + LIST for
+ *                                   Python ones (a tuple comes back a tuple)
+ *   dict with str keys              DICT (insertion order)
+ *   range                           RANGE
+ *   numpy array f64 f32 i64 i32     ARRAY (1-d) / NDARRAY (C or F order), or REF from the
+ *     u8 bool c128                  zero-copy floor up (a view of a region goes by reference)
+ *   numpy.ma bool array             ARRAY bool with NA where masked (other types: their NA)
+ *   datetime64[D] / [s..ns]         DATE i64 / TIMESTAMP i64 (no time zone)
+ *   suiro.Strings, Dates,           STRS, DATE, TIMESTAMP, FRAME, CALL, ERROR
+ *     Timestamps, Frame, Call,
+ *     RemoteError
+ *   pandas objects                  through suiro._values.to_wire (DataFrame -> FRAME, ...)
+ *   anything else                   Python receivers: a pickle, FUNC(python, 0) named
+ *                                   "pickle:<type>" with the bytes; foreign receivers refuse it
+ *
+ * Functions (the first item of a task): a str is a reference ("module.fn"); a callable that can
+ * be imported back by module and qualified name goes by reference too; any other is pickled
+ * (cloudpickle) once per pool into the blob store and sent as FUNC(python, key). Keyword
+ * arguments ride in the function item: FUNC(python, key or 0, [name or nil, DICT kwargs]); for
+ * foreign workers a task with keywords becomes a CALL.
+ *
+ * Ownership: the encoder borrows everything it reads; temporaries it makes (pandas conversions)
+ * are kept alive in e->keep until the encode ends, so pointer identity (backrefs) stays sound.
+ * The decoder returns new references; arrays it makes own their bytes (copies) unless they are
+ * views of a region, which hold a reference to it.
+ */
+#include <string.h>
+
+#include "suiro_py.h"
+
+/* ---- grants --------------------------------------------------------------------------------- */
+
+void sp_grants_init(sp_grants *g) {
+  g->n = 0;
+  g->cap = 8;
+  g->e = (void *)g->inl;
+}
+
+static int grants_add(sp_grants *g, suiro_buf *b, int own) {
+  if (g->n == g->cap) {
+    int cap = g->cap * 2;
+    void *ne = PyMem_Malloc(sizeof g->e[0] * (size_t)cap);
+    if (!ne) return -1;
+    memcpy(ne, g->e, sizeof g->e[0] * (size_t)g->n);
+    if ((void *)g->e != (void *)g->inl) PyMem_Free(g->e);
+    g->e = ne;
+    g->cap = cap;
+  }
+  g->e[g->n].b = b;
+  g->e[g->n].own = own;
+  g->n++;
+  return 0;
+}
+
+static void grants_free(sp_grants *g) {
+  if ((void *)g->e != (void *)g->inl) PyMem_Free(g->e);
+  sp_grants_init(g);
+}
+
+void sp_grants_sent(sp_grants *g) {
+  for (int i = 0; i < g->n; i++)
+    if (g->e[i].own) suiro_buf_unref(g->e[i].b);
+  grants_free(g);
+}
+
+void sp_grants_unsend(sp_grants *g) {
+  for (int i = 0; i < g->n; i++) {
+    suiro_buf_unsend(g->e[i].b);
+    if (g->e[i].own) suiro_buf_unref(g->e[i].b);
+  }
+  grants_free(g);
+}
+
+/* ---- encoder -------------------------------------------------------------------------------- */
+
+typedef struct seg {
+  int kind;
+  Py_ssize_t i;
+  PyObject *key; /* borrowed */
+} seg;
+
+typedef struct enc {
+  const sp_enc_opts *o;
+  wire_writer *w;
+  int nseg;
+  seg path[WIRE_MAX_DEPTH + 8];
+  int depth;
+  int nseen;
+  const void *seen_ptr[8];
+  uint64_t seen_ord[8];
+  PyObject *seen; /* dict: id -> ordinal, beyond the inline entries */
+  PyObject *keep; /* temporaries */
+  int in_frame;   /* inside a frame: only 1-d columns may be references */
+} enc;
+
+static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
+  e->o = o;
+  e->w = w;
+  e->nseg = 0;
+  e->depth = 0;
+  e->nseen = 0;
+  e->seen = NULL;
+  e->keep = NULL;
+  e->in_frame = 0;
+}
+
+static void enc_end(enc *e) {
+  Py_CLEAR(e->seen);
+  Py_CLEAR(e->keep);
+}
+
+static int enc_keep(enc *e, PyObject *o) {
+  if (!e->keep && !(e->keep = PyList_New(0))) return -1;
+  return PyList_Append(e->keep, o);
+}
+
+static void push_seg(enc *e, int kind, Py_ssize_t i, PyObject *key) {
+  if (e->nseg < (int)(sizeof e->path / sizeof e->path[0])) e->path[e->nseg] = (seg){ kind, i, key };
+  e->nseg++;
+}
+static void pop_seg(enc *e) { e->nseg--; }
+
+static PyObject *path_string(enc *e) {
+  PyObject *parts = PyList_New(0);
+  if (!parts) return NULL;
+  int n = e->nseg < (int)(sizeof e->path / sizeof e->path[0]) ? e->nseg : (int)(sizeof e->path / sizeof e->path[0]);
+  for (int k = 0; k < n; k++) {
+    const seg *s = &e->path[k];
+    PyObject *p = NULL;
+    switch (s->kind) {
+    case SP_SEG_ARG: p = PyUnicode_FromFormat("argument %zd", s->i); break;
+    case SP_SEG_KWARG: p = PyUnicode_FromFormat("keyword argument %R", s->key); break;
+    case SP_SEG_INDEX: p = PyUnicode_FromFormat("[%zd]", s->i); break;
+    case SP_SEG_KEY: p = PyUnicode_FromFormat("[%R]", s->key); break;
+    case SP_SEG_RESULT: p = PyUnicode_FromString("result"); break;
+    case SP_SEG_ELEMENT: p = PyUnicode_FromFormat("element %zd", s->i); break;
+    case SP_SEG_VALUE: p = PyUnicode_FromString("value"); break;
+    case SP_SEG_COLUMN: p = PyUnicode_FromFormat("column %R", s->key); break;
+    case SP_SEG_FUNCTION: p = PyUnicode_FromString("function"); break;
+    default: p = PyUnicode_FromString("?");
+    }
+    if (!p || PyList_Append(parts, p) < 0) {
+      Py_XDECREF(p);
+      Py_DECREF(parts);
+      return NULL;
+    }
+    Py_DECREF(p);
+  }
+  PyObject *empty = PyUnicode_FromString("");
+  PyObject *r = empty ? PyUnicode_Join(empty, parts) : NULL;
+  Py_XDECREF(empty);
+  Py_DECREF(parts);
+  return r;
+}
+
+/* Raises exc with "verb: path: message"; returns -1. A pending exception becomes the cause. */
+static int enc_fail(enc *e, PyObject *exc, const char *fmt, ...) {
+  PyObject *cause = NULL, *ct, *ctb;
+  if (PyErr_Occurred()) {
+    PyErr_Fetch(&ct, &cause, &ctb);
+    PyErr_NormalizeException(&ct, &cause, &ctb);
+    Py_XDECREF(ct);
+    Py_XDECREF(ctb);
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+  va_end(ap);
+  PyObject *path = path_string(e);
+  if (msg && path) {
+    PyObject *full = PyUnicode_GET_LENGTH(path) ? PyUnicode_FromFormat("%s: %U: %U", e->o->verb, path, msg)
+                                                : PyUnicode_FromFormat("%s: %U", e->o->verb, msg);
+    if (full) {
+      PyErr_SetObject(exc, full);
+      Py_DECREF(full);
+    }
+  }
+  Py_XDECREF(msg);
+  Py_XDECREF(path);
+  if (cause && PyErr_Occurred()) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyException_SetCause(v, cause); /* steals cause */
+    PyErr_Restore(t, v, tb);
+  } else {
+    Py_XDECREF(cause);
+  }
+  return -1;
+}
+
+static const char *type_name(PyObject *o) { return Py_TYPE(o)->tp_name; }
+
+/* A conversion failed: "X cannot be sent: <why>", keeping TypeError/ValueError. */
+static int enc_fail_why(enc *e, PyObject *o) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (!t || !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_Exception)) {
+    PyErr_Restore(t, v, tb);
+    return -1;
+  }
+  PyObject *why = v ? PyObject_Str(v) : NULL;
+  PyObject *exc = PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_ValueError) ? PyExc_ValueError : PyExc_TypeError;
+  PyErr_Restore(t, v, tb);
+  int rc = why ? enc_fail(e, exc, "%s cannot be sent: %U", Py_TYPE(o)->tp_name, why)
+               : enc_fail(e, exc, "%s cannot be sent", Py_TYPE(o)->tp_name);
+  Py_XDECREF(why);
+  return rc;
+}
+
+/* Registers a list/dict about to be written; 1 when it was seen already (a BACKREF was written). */
+static int enc_shared(enc *e, PyObject *o) {
+  for (int i = 0; i < e->nseen; i++)
+    if (e->seen_ptr[i] == (void *)o) return wire_put_backref(e->w, e->seen_ord[i]), 1;
+  uint64_t ord = e->w->ncont;
+  if (e->nseen < 8) {
+    e->seen_ptr[e->nseen] = o;
+    e->seen_ord[e->nseen++] = ord;
+    return 0;
+  }
+  PyObject *key = PyLong_FromVoidPtr(o);
+  if (!key) return -1;
+  if (!e->seen && !(e->seen = PyDict_New())) {
+    Py_DECREF(key);
+    return -1;
+  }
+  PyObject *got = PyDict_GetItemWithError(e->seen, key);
+  if (got) {
+    Py_DECREF(key);
+    wire_put_backref(e->w, PyLong_AsUnsignedLongLong(got));
+    return 1;
+  }
+  PyObject *v = PyLong_FromUnsignedLongLong(ord);
+  int rc = v ? PyDict_SetItem(e->seen, key, v) : -1;
+  Py_XDECREF(v);
+  Py_DECREF(key);
+  return rc < 0 ? -1 : 0;
+}
+
+static int enc_value(enc *e, PyObject *o);
+
+static int put_str(enc *e, PyObject *s) {
+  Py_ssize_t n;
+  const char *p = PyUnicode_AsUTF8AndSize(s, &n);
+  if (p) return wire_put_str(e->w, p, (size_t)n), 0;
+  PyErr_Clear(); /* lone surrogates: what surrogateescape decoded comes back as it was */
+  PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+  if (!b) return enc_fail(e, PyExc_ValueError, "a str that is not valid text cannot be sent");
+  wire_put_str(e->w, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+  Py_DECREF(b);
+  return 0;
+}
+
+/* A pickler's failure: raised again with the path in its message, keeping its type (PicklingError,
+ * TypeError, ...) when that type can be built from a message; SystemExit and other exits pass
+ * through untouched. */
+static int enc_fail_pickling(enc *e, PyObject *o) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (!t || !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_Exception)) {
+    PyErr_Restore(t, v, tb);
+    return -1;
+  }
+  PyObject *path = path_string(e);
+  PyObject *why = v ? PyObject_Str(v) : NULL;
+  PyObject *msg = path && why ? (PyUnicode_GET_LENGTH(path) ? PyUnicode_FromFormat("%s: %U: %s cannot be sent (%U)", e->o->verb, path, type_name(o), why)
+                                                      : PyUnicode_FromFormat("%s: %s cannot be sent (%U)", e->o->verb, type_name(o), why))
+                               : NULL;
+  PyObject *exc = msg ? PyObject_CallOneArg(t, msg) : NULL;
+  if (!exc || !PyExceptionInstance_Check(exc)) {
+    Py_XDECREF(exc);
+    PyErr_Clear();
+    exc = msg ? PyObject_CallOneArg(PyExc_TypeError, msg) : NULL;
+  }
+  Py_XDECREF(path);
+  Py_XDECREF(why);
+  Py_XDECREF(msg);
+  if (!exc) {
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    return -1;
+  }
+  if (v) {
+    if (tb) PyException_SetTraceback(v, tb);
+    PyException_SetCause(exc, v); /* steals v */
+  }
+  Py_XDECREF(t);
+  Py_XDECREF(tb);
+  PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+  Py_DECREF(exc);
+  return -1;
+}
+
+/* Anything else: pickled for Python receivers, refused by the others. */
+static int enc_pickle(enc *e, PyObject *o, const char *why) {
+  if (e->o->foreign)
+    return enc_fail(e, PyExc_TypeError, "%s cannot be sent to %s%s%s", type_name(o), e->o->foreign_dest,
+                    why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
+  PyObject *b = PyObject_CallOneArg(SP.pickle_dumps, o);
+  if (!b) return enc_fail_pickling(e, o);
+  if (!PyBytes_Check(b)) {
+    Py_DECREF(b);
+    return enc_fail(e, PyExc_TypeError, "%s cannot be sent (pickling gave no bytes)", type_name(o));
+  }
+  PyObject *tn = PyUnicode_FromFormat("pickle:%s", type_name(o));
+  if (!tn) {
+    Py_DECREF(b);
+    return -1;
+  }
+  Py_ssize_t tl;
+  const char *ts = PyUnicode_AsUTF8AndSize(tn, &tl);
+  wire_put_func(e->w, WIRE_LANG_PYTHON, 0, 2);
+  wire_put_str(e->w, ts, (size_t)tl);
+  wire_put_bytes(e->w, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+  Py_DECREF(tn);
+  Py_DECREF(b);
+  return 0;
+}
+
+static int enc_list(enc *e, PyObject *o) {
+  int sh = PyList_CheckExact(o) ? enc_shared(e, o) : 0;
+  if (sh) return sh < 0 ? -1 : 0;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  wire_put_list(e->w, (uint64_t)n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    push_seg(e, SP_SEG_INDEX, i, NULL);
+    /* a list may change under a pickler's __reduce__: read items by index, bounded each time */
+    if (i >= PySequence_Fast_GET_SIZE(o)) return enc_fail(e, PyExc_RuntimeError, "the list changed size while it was sent");
+    PyObject *it = PySequence_Fast_GET_ITEM(o, i);
+    Py_INCREF(it);
+    int rc = enc_value(e, it);
+    Py_DECREF(it);
+    if (rc < 0) return -1;
+    pop_seg(e);
+  }
+  return 0;
+}
+
+/* A dict with str keys; other keys: pickled whole (Python) or refused. */
+static int enc_dict(enc *e, PyObject *o) {
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(o, &pos, &k, &v))
+    if (!PyUnicode_Check(k)) {
+      if (!e->o->foreign) return enc_pickle(e, o, NULL);
+      push_seg(e, SP_SEG_KEY, 0, k);
+      return enc_fail(e, PyExc_TypeError, "a dict key of type %s cannot be sent to %s (keys must be str)",
+                      type_name(k), e->o->foreign_dest);
+    }
+  int sh = PyDict_CheckExact(o) ? enc_shared(e, o) : 0;
+  if (sh) return sh < 0 ? -1 : 0;
+  Py_ssize_t n = PyDict_GET_SIZE(o);
+  wire_put_dict(e->w, (uint64_t)n);
+  pos = 0;
+  Py_ssize_t i = 0;
+  while (PyDict_Next(o, &pos, &k, &v)) {
+    if (i++ >= n) return enc_fail(e, PyExc_RuntimeError, "the dict changed size while it was sent");
+    Py_INCREF(k);
+    Py_INCREF(v);
+    push_seg(e, SP_SEG_KEY, 0, k);
+    int rc = put_str(e, k) < 0 ? -1 : enc_value(e, v);
+    pop_seg(e);
+    Py_DECREF(k);
+    Py_DECREF(v);
+    if (rc < 0) return -1;
+  }
+  if (i != n) return enc_fail(e, PyExc_RuntimeError, "the dict changed size while it was sent");
+  return 0;
+}
+
+/* ---- arrays -------------------------------------------------------------------------------- */
+
+/* Wire element type of a buffer format, 0 if none. */
+static int format_type(const char *f, Py_ssize_t itemsize) {
+  if (!f) return WIRE_T_U8;
+  if (f[0] == '@' || f[0] == '=' || f[0] == '<') f++;
+  if (f[0] && f[1] == 0) {
+    switch (f[0]) {
+    case 'd': return itemsize == 8 ? WIRE_T_F64 : 0;
+    case 'f': return itemsize == 4 ? WIRE_T_F32 : 0;
+    case 'l':
+    case 'q': return itemsize == 8 ? WIRE_T_I64 : 0;
+    case 'i': return itemsize == 4 ? WIRE_T_I32 : 0;
+    case 'B': return itemsize == 1 ? WIRE_T_U8 : 0;
+    case '?': return itemsize == 1 ? WIRE_T_BOOL : 0;
+    }
+    return 0;
+  }
+  if (f[0] == 'Z' && f[1] == 'd' && f[2] == 0 && itemsize == 16) return WIRE_T_C128;
+  return 0;
+}
+
+/* Writes the bytes of a contiguous buffer as an array of wire type `type` (in a region when
+ * large). 0, or -1 with an exception. */
+static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int order) {
+  size_t bytes = (size_t)v->len;
+  int ndim = v->ndim;
+  uint64_t dims[WIRE_MAX_NDIM];
+  if (ndim > WIRE_MAX_NDIM) return enc_fail(e, PyExc_ValueError, "an array of %d dimensions cannot be sent (at most %d)", ndim, WIRE_MAX_NDIM);
+  for (int d = 0; d < ndim; d++) dims[d] = (uint64_t)v->shape[d];
+  /* frame columns may be references too (typed 1-d refs, wire format section 4) */
+  if (e->o->zero_copy && (!e->in_frame || ndim == 1) && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
+    int nd = ndim == 1 ? 0 : ndim;
+    suiro_buf *b = owner && ((uintptr_t)v->buf & 7) == 0 ? sp_view_region_of(owner) : NULL;
+    if (b && suiro_zc_put(e->w, b, v->buf, bytes, type, order, nd, dims) == WIRE_OK) {
+      if (grants_add(e->o->grants, b, 0) < 0) return PyErr_NoMemory(), -1;
+      return 0;
+    }
+    b = suiro_buf_alloc(bytes);
+    if (b) {
+      memcpy(suiro_buf_data(b), v->buf, bytes);
+      if (suiro_zc_put(e->w, b, suiro_buf_data(b), bytes, type, order, nd, dims) == WIRE_OK) {
+        if (grants_add(e->o->grants, b, 1) < 0) {
+          suiro_buf_unsend(b);
+          suiro_buf_unref(b);
+          return PyErr_NoMemory(), -1;
+        }
+        return 0;
+      }
+      suiro_buf_unref(b);
+    }
+    /* no region to be had: send a copy */
+  }
+  void *dst = ndim == 1 ? wire_put_array(e->w, type, dims[0]) : wire_put_ndarray(e->w, type, order, ndim, dims);
+  if (dst && bytes) memcpy(dst, v->buf, bytes);
+  return 0;
+}
+
+static int enc_replacement(enc *e, PyObject *o, PyObject *rep);
+
+/* A numpy array: the common types straight from its buffer, the rest through to_wire. */
+static int enc_ndarray(enc *e, PyObject *o) {
+  Py_buffer v;
+  if (PyObject_GetBuffer(o, &v, PyBUF_RECORDS_RO) == 0) {
+    int type = format_type(v.format, v.itemsize);
+    int order = -1;
+    if (type) {
+      if (PyBuffer_IsContiguous(&v, 'C')) order = WIRE_ORDER_C;
+      else if (PyBuffer_IsContiguous(&v, 'F')) order = WIRE_ORDER_F;
+    }
+    if (type && order >= 0) {
+      int rc = put_typed(e, o, &v, type, order);
+      PyBuffer_Release(&v);
+      return rc;
+    }
+    PyBuffer_Release(&v);
+  } else {
+    PyErr_Clear(); /* datetime64 and others export no buffer */
+  }
+  /* strided, other types: to_wire converts (contiguous copy, widened type, strings, dates) */
+  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
+  if (!rep) return enc_fail_why(e, o);
+  int rc = enc_replacement(e, o, rep);
+  Py_DECREF(rep);
+  return rc;
+}
+
+/* A contiguous ndarray `arr` written with an explicit wire type (bool with NA, dates). */
+static int put_raw(enc *e, PyObject *arr, int type, int tag, int unit, PyObject *tz) {
+  Py_buffer v;
+  if (PyObject_GetBuffer(arr, &v, PyBUF_RECORDS_RO) < 0) return enc_fail(e, PyExc_TypeError, "array has no buffer");
+  size_t es = wire_type_size(type);
+  int order = PyBuffer_IsContiguous(&v, 'C') ? WIRE_ORDER_C : PyBuffer_IsContiguous(&v, 'F') ? WIRE_ORDER_F : -1;
+  if (order < 0 || (size_t)v.itemsize != es || (tag != WIRE_ARRAY && v.ndim != 1)) {
+    PyBuffer_Release(&v);
+    return enc_fail(e, PyExc_TypeError, "internal: expected a contiguous %s array", wire_type_name(type));
+  }
+  uint64_t n = (uint64_t)(v.len / (Py_ssize_t)es);
+  void *dst = NULL;
+  int rc = 0;
+  if (tag == WIRE_DATE) {
+    dst = wire_put_date(e->w, type, n);
+  } else if (tag == WIRE_TIMESTAMP) {
+    Py_ssize_t tl = 0;
+    const char *ts = tz && tz != Py_None ? PyUnicode_AsUTF8AndSize(tz, &tl) : "";
+    if (!ts) rc = -1;
+    else dst = wire_put_timestamp(e->w, type, unit, (wire_str){ ts, (size_t)tl }, n);
+  } else {
+    rc = put_typed(e, NULL, &v, type, order);
+    PyBuffer_Release(&v);
+    return rc;
+  }
+  if (dst && v.len) memcpy(dst, v.buf, (size_t)v.len);
+  PyBuffer_Release(&v);
+  return rc;
+}
+
+static int enc_strings(enc *e, PyObject *o) {
+  PyObject *seq = PySequence_Fast(o, "a string vector must be a sequence");
+  if (!seq) return enc_fail(e, PyExc_TypeError, "a string vector must be a sequence");
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  wire_put_strs(e->w, (uint64_t)n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
+    if (s == Py_None || s == SP.NA) {
+      wire_strs_add_na(e->w);
+    } else if (PyUnicode_Check(s)) {
+      Py_ssize_t l;
+      const char *p = PyUnicode_AsUTF8AndSize(s, &l);
+      PyObject *tmp = NULL;
+      if (!p) {
+        PyErr_Clear();
+        tmp = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+        if (!tmp) {
+          Py_DECREF(seq);
+          return enc_fail(e, PyExc_ValueError, "string %zd is not valid text", i);
+        }
+        p = PyBytes_AS_STRING(tmp);
+        l = PyBytes_GET_SIZE(tmp);
+      }
+      wire_strs_add(e->w, p, (size_t)l);
+      Py_XDECREF(tmp);
+    } else {
+      Py_DECREF(seq);
+      return enc_fail(e, PyExc_TypeError, "string vector element %zd is a %s (string vectors hold str and None)", i,
+                      type_name(s));
+    }
+  }
+  Py_DECREF(seq);
+  return 0;
+}
+
+static PyObject *getattr_s(PyObject *o, PyObject *name) { return PyObject_GetAttr(o, name); }
+
+/* pandas.Categorical (or anything with codes, categories, ordered) -> FACTOR */
+static int enc_factor(enc *e, PyObject *o) {
+  PyObject *codes = getattr_s(o, SP.s_codes), *cats = codes ? getattr_s(o, SP.s_categories) : NULL;
+  PyObject *ordered = cats ? getattr_s(o, SP.s_ordered) : NULL;
+  int rc = -1;
+  PyObject *c32 = NULL, *levels = NULL;
+  if (!ordered) goto out;
+  c32 = PyObject_CallMethod(codes, "astype", "s", "int32");
+  levels = c32 ? PySequence_List(cats) : NULL;
+  if (!levels) goto out;
+  Py_buffer v;
+  if (PyObject_GetBuffer(c32, &v, PyBUF_C_CONTIGUOUS) < 0) goto out;
+  Py_ssize_t nl = PyList_GET_SIZE(levels);
+  uint64_t n = (uint64_t)(v.len / 4);
+  int32_t *dst = wire_put_factor(e->w, n, PyObject_IsTrue(ordered) == 1, (uint64_t)nl);
+  if (dst) {
+    const int32_t *src = v.buf;
+    for (uint64_t i = 0; i < n; i++) {
+      if (src[i] < -1 || src[i] >= nl) {
+        PyBuffer_Release(&v);
+        rc = enc_fail(e, PyExc_ValueError, "factor code %d out of range", (int)src[i]);
+        goto out;
+      }
+      dst[i] = src[i];
+    }
+  }
+  PyBuffer_Release(&v);
+  for (Py_ssize_t i = 0; i < nl; i++) {
+    PyObject *s = PyList_GET_ITEM(levels, i);
+    PyObject *str = PyObject_Str(s);
+    if (!str) goto out;
+    Py_ssize_t l;
+    const char *p = PyUnicode_AsUTF8AndSize(str, &l);
+    if (!p) {
+      Py_DECREF(str);
+      goto out;
+    }
+    wire_strs_add(e->w, p, (size_t)l);
+    Py_DECREF(str);
+  }
+  rc = 0;
+out:
+  if (rc < 0 && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+    rc = enc_fail(e, PyExc_TypeError, "a categorical cannot be sent");
+  Py_XDECREF(codes);
+  Py_XDECREF(cats);
+  Py_XDECREF(ordered);
+  Py_XDECREF(c32);
+  Py_XDECREF(levels);
+  return rc;
+}
+
+static int unit_code(PyObject *u) {
+  if (PyLong_Check(u)) return (int)PyLong_AsLong(u);
+  const char *s = PyUnicode_Check(u) ? PyUnicode_AsUTF8(u) : NULL;
+  if (!s) return -1;
+  if (!strcmp(s, "s")) return WIRE_UNIT_S;
+  if (!strcmp(s, "ms")) return WIRE_UNIT_MS;
+  if (!strcmp(s, "us")) return WIRE_UNIT_US;
+  if (!strcmp(s, "ns")) return WIRE_UNIT_NS;
+  return -1;
+}
+
+static int array_type_of(PyObject *arr) {
+  Py_buffer v;
+  if (PyObject_GetBuffer(arr, &v, PyBUF_RECORDS_RO) < 0) return PyErr_Clear(), 0;
+  int t = format_type(v.format, v.itemsize);
+  PyBuffer_Release(&v);
+  return t;
+}
+
+static int enc_dates(enc *e, PyObject *o, int ts) {
+  PyObject *vals = getattr_s(o, SP.s_values);
+  if (!vals) return enc_fail(e, PyExc_TypeError, "%s has no values", type_name(o));
+  int type = array_type_of(vals);
+  int rc;
+  if (!ts) {
+    if (type != WIRE_T_I32 && type != WIRE_T_I64 && type != WIRE_T_F64)
+      rc = enc_fail(e, PyExc_TypeError, "dates must be int32, int64 or float64 days");
+    else
+      rc = put_raw(e, vals, type, WIRE_DATE, 0, NULL);
+  } else {
+    PyObject *unit = getattr_s(o, SP.s_unit), *tz = unit ? getattr_s(o, SP.s_tz) : NULL;
+    int u = unit ? unit_code(unit) : -1;
+    if (!tz) rc = enc_fail(e, PyExc_TypeError, "timestamps need a unit and a tz");
+    else if (u < 0 || u > 3) rc = enc_fail(e, PyExc_ValueError, "timestamp unit must be s, ms, us or ns");
+    else if (type != WIRE_T_I64 && type != WIRE_T_F64) rc = enc_fail(e, PyExc_TypeError, "timestamps must be int64 or float64");
+    else rc = put_raw(e, vals, type, WIRE_TIMESTAMP, u, tz);
+    Py_XDECREF(unit);
+    Py_XDECREF(tz);
+  }
+  Py_DECREF(vals);
+  return rc;
+}
+
+/* A frame column: arrays, strings, factors, dates, timestamps of nrow elements. */
+static int enc_column(enc *e, PyObject *col) {
+  return enc_value(e, col);
+}
+
+static int enc_frame(enc *e, PyObject *o) {
+  PyObject *names = getattr_s(o, SP.s_names), *cols = names ? getattr_s(o, SP.s_columns) : NULL;
+  PyObject *nrow = cols ? getattr_s(o, SP.s_nrow) : NULL;
+  int rc = -1;
+  if (!nrow) {
+    rc = enc_fail(e, PyExc_TypeError, "a frame needs names, columns and nrow");
+    goto out;
+  }
+  Py_ssize_t nc = PySequence_Size(names), nr = PyLong_AsSsize_t(nrow);
+  if (nc < 0 || nr < 0 || PySequence_Size(cols) != nc) {
+    rc = enc_fail(e, PyExc_TypeError, "a frame's names and columns differ in number");
+    goto out;
+  }
+  wire_put_frame(e->w, (uint64_t)nc, (uint64_t)nr);
+  e->in_frame++;
+  for (Py_ssize_t i = 0; i < nc; i++) {
+    PyObject *nm = PySequence_GetItem(names, i), *c = nm ? PySequence_GetItem(cols, i) : NULL;
+    if (!c) {
+      Py_XDECREF(nm);
+      goto out;
+    }
+    push_seg(e, SP_SEG_COLUMN, 0, nm);
+    int r2 = PyUnicode_Check(nm) ? put_str(e, nm) : enc_fail(e, PyExc_TypeError, "column names must be str");
+    if (r2 == 0) r2 = enc_column(e, c);
+    if (r2 == 0 && e->w->status != WIRE_OK) r2 = enc_fail(e, PyExc_ValueError, "%s", wire_writer_error(e->w));
+    pop_seg(e);
+    Py_DECREF(nm);
+    Py_DECREF(c);
+    if (r2 < 0) goto out;
+  }
+  rc = 0;
+out:
+  if (nrow) e->in_frame--;
+  Py_XDECREF(names);
+  Py_XDECREF(cols);
+  Py_XDECREF(nrow);
+  return rc;
+}
+
+static int enc_call(enc *e, PyObject *o) {
+  PyObject *target = getattr_s(o, SP.s_target), *source = target ? getattr_s(o, SP.s_source) : NULL;
+  PyObject *args = source ? getattr_s(o, SP.s_args) : NULL, *kwargs = args ? getattr_s(o, SP.s_kwargs) : NULL;
+  int rc = -1;
+  if (!kwargs) goto out;
+  int is_src = source != Py_None;
+  PyObject *text = is_src ? source : target;
+  if (!PyUnicode_Check(text)) {
+    rc = enc_fail(e, PyExc_TypeError, "a call spec needs a target name or source text");
+    goto out;
+  }
+  Py_ssize_t tl;
+  const char *ts = PyUnicode_AsUTF8AndSize(text, &tl);
+  if (!ts) goto out;
+  wire_put_call(e->w, is_src ? WIRE_CALL_SOURCE : WIRE_CALL_NAME, (wire_str){ ts, (size_t)tl });
+  PyObject *a = PySequence_Fast(args, "call args");
+  if (!a) goto out;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+  wire_put_list(e->w, (uint64_t)n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    push_seg(e, SP_SEG_ARG, i + 1, NULL);
+    int r2 = enc_value(e, PySequence_Fast_GET_ITEM(a, i));
+    pop_seg(e);
+    if (r2 < 0) {
+      Py_DECREF(a);
+      goto out;
+    }
+  }
+  Py_DECREF(a);
+  if (!PyDict_Check(kwargs)) {
+    rc = enc_fail(e, PyExc_TypeError, "call spec keyword arguments must be a dict");
+    goto out;
+  }
+  wire_put_dict(e->w, (uint64_t)PyDict_GET_SIZE(kwargs));
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(kwargs, &pos, &k, &v)) {
+    if (!PyUnicode_Check(k)) {
+      rc = enc_fail(e, PyExc_TypeError, "call spec keyword names must be str");
+      goto out;
+    }
+    push_seg(e, SP_SEG_KWARG, 0, k);
+    int r2 = put_str(e, k) < 0 ? -1 : enc_value(e, v);
+    pop_seg(e);
+    if (r2 < 0) goto out;
+  }
+  rc = 0;
+out:
+  Py_XDECREF(target);
+  Py_XDECREF(source);
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  return rc;
+}
+
+static int enc_error_value(enc *e, PyObject *o) {
+  PyObject *cls = PyObject_GetAttrString(o, "remote_class"), *msg = cls ? PyObject_GetAttrString(o, "message") : NULL;
+  PyObject *tb = msg ? PyObject_GetAttrString(o, "traceback") : NULL, *ix = tb ? PyObject_GetAttrString(o, "index") : NULL;
+  int rc = -1;
+  if (!ix) goto out;
+  Py_ssize_t cl, ml, tl;
+  const char *c = PyUnicode_Check(cls) ? PyUnicode_AsUTF8AndSize(cls, &cl) : NULL;
+  const char *m = PyUnicode_Check(msg) ? PyUnicode_AsUTF8AndSize(msg, &ml) : NULL;
+  const char *t = PyUnicode_Check(tb) ? PyUnicode_AsUTF8AndSize(tb, &tl) : (tl = 0, "");
+  long long index = ix == Py_None ? -1 : PyLong_AsLongLong(ix);
+  if (!c || !m || !t || (index == -1 && PyErr_Occurred())) {
+    rc = enc_fail(e, PyExc_TypeError, "a remote error needs str remote_class, message and traceback");
+    goto out;
+  }
+  wire_put_error(e->w, (wire_str){ c, (size_t)cl }, (wire_str){ m, (size_t)ml }, (wire_str){ t, (size_t)tl }, index);
+  rc = 0;
+out:
+  Py_XDECREF(cls);
+  Py_XDECREF(msg);
+  Py_XDECREF(tb);
+  Py_XDECREF(ix);
+  return rc;
+}
+
+static int enc_refdesc(enc *e, PyObject *o) {
+  PyObject *t = PyObject_CallMethod(o, "_wire", NULL); /* (name, kind, order, flags, offset, length, dims) */
+  if (!t) return enc_fail(e, PyExc_TypeError, "a bad region reference");
+  wire_ref r;
+  memset(&r, 0, sizeof r);
+  PyObject *name, *dims;
+  unsigned long long flags, offset, length;
+  int kind, order;
+  int rc = -1;
+  if (!PyArg_ParseTuple(t, "UiiKKKO", &name, &kind, &order, &flags, &offset, &length, &dims)) goto out;
+  Py_ssize_t nl;
+  r.name.ptr = PyUnicode_AsUTF8AndSize(name, &nl);
+  r.name.len = (size_t)nl;
+  r.type = kind;
+  r.order = order;
+  r.flags = flags;
+  r.offset = offset;
+  r.length = length;
+  uint64_t d[WIRE_MAX_NDIM];
+  Py_ssize_t nd = PySequence_Size(dims);
+  if (nd < 0 || nd > WIRE_MAX_NDIM) goto out;
+  for (Py_ssize_t i = 0; i < nd; i++) {
+    PyObject *x = PySequence_GetItem(dims, i);
+    d[i] = x ? PyLong_AsUnsignedLongLong(x) : 0;
+    Py_XDECREF(x);
+  }
+  if (PyErr_Occurred()) goto out;
+  r.ndim = (int)nd;
+  r.dims = d;
+  wire_put_ref(e->w, &r);
+  rc = 0;
+out:
+  Py_DECREF(t);
+  if (rc < 0) enc_fail(e, PyExc_TypeError, "a bad region reference");
+  return rc;
+}
+
+static int enc_funcdesc(enc *e, PyObject *o) {
+  PyObject *lang = PyObject_GetAttrString(o, "lang"), *key = lang ? PyObject_GetAttrString(o, "key") : NULL;
+  PyObject *name = key ? PyObject_GetAttrString(o, "name") : NULL;
+  PyObject *cap = name ? PyObject_GetAttrString(o, "captured") : NULL;
+  int rc = -1;
+  if (!cap) goto out;
+  const char *ls = PyUnicode_Check(lang) ? PyUnicode_AsUTF8(lang) : NULL;
+  int l = !ls ? 0 : !strcmp(ls, "lua") ? WIRE_LANG_LUA : !strcmp(ls, "python") ? WIRE_LANG_PYTHON : !strcmp(ls, "r") ? WIRE_LANG_R : 0;
+  unsigned long long k = PyLong_AsUnsignedLongLong(key);
+  Py_ssize_t nc = PySequence_Size(cap);
+  if (!l || PyErr_Occurred() || nc < 0) {
+    rc = enc_fail(e, PyExc_TypeError, "a bad function descriptor");
+    goto out;
+  }
+  for (int i = 0; i < e->nseen; i++)
+    if (e->seen_ptr[i] == (void *)o) {
+      wire_put_backref(e->w, e->seen_ord[i]);
+      rc = 0;
+      goto out;
+    }
+  if (enc_shared(e, o) < 0) goto out; /* registers it: a recursive function refers to itself */
+  wire_put_func(e->w, l, k, (uint64_t)nc + 1);
+  if (name == Py_None) wire_put_nil(e->w);
+  else if (put_str(e, name) < 0) goto out;
+  for (Py_ssize_t i = 0; i < nc; i++) {
+    PyObject *x = PySequence_GetItem(cap, i);
+    if (!x) goto out;
+    push_seg(e, SP_SEG_INDEX, i, NULL);
+    int r2 = enc_value(e, x);
+    pop_seg(e);
+    Py_DECREF(x);
+    if (r2 < 0) goto out;
+  }
+  rc = 0;
+out:
+  Py_XDECREF(lang);
+  Py_XDECREF(key);
+  Py_XDECREF(name);
+  Py_XDECREF(cap);
+  return rc;
+}
+
+/* What to_wire gave back for o: another value, or a tuple ("array", type, ndarray),
+ * ("date"/"timestamp", ...) handled here; None: pickle or refuse. */
+static int enc_replacement(enc *e, PyObject *o, PyObject *rep) {
+  if (rep == Py_None) return enc_pickle(e, o, NULL);
+  if (PyTuple_CheckExact(rep) && PyTuple_GET_SIZE(rep) >= 2 && PyUnicode_Check(PyTuple_GET_ITEM(rep, 0))) {
+    const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rep, 0));
+    if (!strcmp(k, "array") && PyTuple_GET_SIZE(rep) == 3) /* ("array", wire type, contiguous ndarray) */
+      return put_raw(e, PyTuple_GET_ITEM(rep, 2), (int)PyLong_AsLong(PyTuple_GET_ITEM(rep, 1)), WIRE_ARRAY, 0, NULL);
+    if (!strcmp(k, "refuse")) /* ("refuse", why) */
+      return enc_fail(e, PyExc_TypeError, "%s cannot be sent%s%s: %U", type_name(o), e->o->foreign ? " to " : "",
+                      e->o->foreign ? e->o->foreign_dest : "", PyTuple_GET_ITEM(rep, 1));
+    return enc_fail(e, PyExc_TypeError, "internal: unknown conversion %s", k);
+  }
+  if (rep == o || (SP.ndarray && Py_TYPE(rep) != (PyTypeObject *)SP.ndarray && Py_TYPE(rep) == Py_TYPE(o)))
+    return enc_fail(e, PyExc_TypeError, "internal: no wire form for %s", type_name(o));
+  if (enc_keep(e, rep) < 0) return -1;
+  return enc_value(e, rep);
+}
+
+static int is_type(PyObject *o, PyObject *t) { return t && (PyObject *)Py_TYPE(o) == t; }
+static int is_instance(PyObject *o, PyObject *t) {
+  return t && PyType_Check(t) && PyObject_TypeCheck(o, (PyTypeObject *)t);
+}
+
+static int enc_value(enc *e, PyObject *o) {
+  wire_writer *w = e->w;
+  /* the common kinds, by exact type */
+  if (o == Py_None) return wire_put_nil(w), 0;
+  if (o == Py_True || o == Py_False) return wire_put_bool(w, o == Py_True), 0;
+  PyTypeObject *t = Py_TYPE(o);
+  if (t == &PyLong_Type) {
+    int of;
+    long long v = PyLong_AsLongLongAndOverflow(o, &of);
+    if (!of) return wire_put_i64(w, v), 0;
+    return enc_pickle(e, o, "the int does not fit in 64 bits");
+  }
+  if (t == &PyFloat_Type) return wire_put_f64(w, PyFloat_AS_DOUBLE(o)), 0;
+  if (t == &PyUnicode_Type) return put_str(e, o);
+  if (t == &PyBytes_Type) return wire_put_bytes(w, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o)), 0;
+  if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) {
+    if (++e->depth > WIRE_MAX_DEPTH)
+      return enc_fail(e, PyExc_ValueError, "nested deeper than %d levels", WIRE_MAX_DEPTH);
+    int rc;
+    if (t == &PyTuple_Type && !e->o->foreign) { /* Python receivers get a tuple back */
+      wire_put_func(w, WIRE_LANG_PYTHON, 0, 2);
+      wire_put_str(w, "tuple:", 6);
+      rc = enc_list(e, o);
+    } else {
+      rc = t == &PyDict_Type ? enc_dict(e, o) : enc_list(e, o);
+    }
+    e->depth--;
+    return rc;
+  }
+  if (o == SP.NA) return wire_put_bool(w, WIRE_NA_BOOL), 0;
+  if (!SP.ndarray && PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") && sp_numpy() < 0) return -1;
+  if (SP.ndarray && t == (PyTypeObject *)SP.ndarray) return enc_ndarray(e, o);
+  if (t == &PyRange_Type) {
+    PyObject *start = PyObject_GetAttrString(o, "start"), *step = start ? PyObject_GetAttrString(o, "step") : NULL;
+    Py_ssize_t n = step ? PyObject_Length(o) : -1;
+    int of1 = 1, of2 = 1;
+    long long a = start ? PyLong_AsLongLongAndOverflow(start, &of1) : 0;
+    long long s = step ? PyLong_AsLongLongAndOverflow(step, &of2) : 0;
+    Py_XDECREF(start);
+    Py_XDECREF(step);
+    if (n < 0) PyErr_Clear();
+    if (n >= 0 && !of1 && !of2 && wire_put_range(w, a, s, (uint64_t)n) == WIRE_OK) return 0;
+    if (w->status != WIRE_OK) return enc_fail(e, PyExc_ValueError, "%s", wire_writer_error(w));
+    return enc_pickle(e, o, "the range leaves the 64-bit integers");
+  }
+  if (is_type(o, SP.Strings)) return enc_strings(e, o);
+  if (is_type(o, SP.Frame)) return enc_frame(e, o);
+  if (is_type(o, SP.Dates)) return enc_dates(e, o, 0);
+  if (is_type(o, SP.Timestamps)) return enc_dates(e, o, 1);
+  if (is_type(o, SP.Call)) return enc_call(e, o);
+  if (is_type(o, SP.Ref)) return enc_refdesc(e, o);
+  if (is_type(o, SP.Func)) return enc_funcdesc(e, o);
+  if (is_instance(o, SP.RemoteError)) return enc_error_value(e, o);
+  if (SP.pd_categorical || (sp_pandas_seen(), SP.pd_categorical))
+    if (is_type(o, SP.pd_categorical)) return enc_factor(e, o);
+  /* numpy scalars: their Python value (np.float64 is a float subclass, np.int64 is not) */
+  if (SP.np_generic && is_instance(o, SP.np_generic) && !is_instance(o, SP.ndarray)) {
+    PyObject *py = PyObject_CallMethod(o, "item", NULL);
+    if (!py) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
+    PyTypeObject *pt = Py_TYPE(py);
+    int rc;
+    if (pt == &PyLong_Type || pt == &PyFloat_Type || pt == &PyBool_Type || pt == &PyUnicode_Type || pt == &PyBytes_Type)
+      rc = enc_value(e, py);
+    else
+      rc = enc_pickle(e, o, NULL);
+    Py_DECREF(py);
+    return rc;
+  }
+  /* subclasses of the basic kinds: Python receivers get them back exactly (pickle), others the
+   * plain value */
+  if (e->o->foreign) {
+    if (PyLong_Check(o)) {
+      int of;
+      long long v = PyLong_AsLongLongAndOverflow(o, &of);
+      if (!of && !PyErr_Occurred()) return wire_put_i64(w, v), 0;
+      PyErr_Clear();
+    } else if (PyFloat_Check(o)) {
+      return wire_put_f64(w, PyFloat_AS_DOUBLE(o)), 0;
+    } else if (PyUnicode_Check(o)) {
+      return put_str(e, o);
+    } else if (PyBytes_Check(o)) {
+      return wire_put_bytes(w, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o)), 0;
+    } else if (PyList_Check(o) || PyTuple_Check(o)) {
+      if (++e->depth > WIRE_MAX_DEPTH) return enc_fail(e, PyExc_ValueError, "nested deeper than %d levels", WIRE_MAX_DEPTH);
+      int rc = enc_list(e, o);
+      e->depth--;
+      return rc;
+    } else if (PyDict_Check(o)) {
+      if (++e->depth > WIRE_MAX_DEPTH) return enc_fail(e, PyExc_ValueError, "nested deeper than %d levels", WIRE_MAX_DEPTH);
+      int rc = enc_dict(e, o);
+      e->depth--;
+      return rc;
+    }
+  } else if (PyFloat_Check(o) && SP.np_generic && is_instance(o, SP.np_generic)) {
+    return wire_put_f64(w, PyFloat_AS_DOUBLE(o)), 0;
+  }
+  /* the rest: pandas objects, masked arrays, other numpy arrays, ... */
+  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
+  if (!rep) return enc_fail_why(e, o);
+  if (rep == Py_None) {
+    Py_DECREF(rep);
+    return enc_pickle(e, o, NULL);
+  }
+  int rc = enc_replacement(e, o, rep);
+  Py_DECREF(rep);
+  return rc;
+}
+
+/* ---- functions ---------------------------------------------------------------------------------- */
+
+static PyObject *fn_ref_helper, *fn_pickle_helper, *resolve_helper;
+
+/* The function item for callable fn, cached per pool: a str (by reference) or an int key. */
+static PyObject *function_identity(enc *e, PyObject *fn) {
+  PoolObject *po = e->o->pool;
+  if (po && po->fn_cache) {
+    PyObject *got = PyDict_GetItemWithError(po->fn_cache, fn);
+    if (got) return Py_NewRef(got);
+    if (PyErr_Occurred()) PyErr_Clear(); /* unhashable: no cache */
+  }
+  if (!fn_ref_helper) {
+    PyObject *m = PyImport_ImportModule("suiro._values");
+    if (!m) return NULL;
+    fn_ref_helper = PyObject_GetAttrString(m, "function_ref");
+    fn_pickle_helper = PyObject_GetAttrString(m, "pickle_function");
+    Py_DECREF(m);
+    if (!fn_ref_helper || !fn_pickle_helper) return NULL;
+  }
+  PyObject *name = PyObject_CallOneArg(fn_ref_helper, fn);
+  if (!name) return NULL;
+  if (name != Py_None) {
+    if (po && po->fn_cache && PyDict_GET_SIZE(po->fn_cache) < 4096) {
+      if (PyDict_SetItem(po->fn_cache, fn, name) < 0) PyErr_Clear();
+    }
+    return name;
+  }
+  Py_DECREF(name);
+  /* by value: pickled afresh each time (its globals may have changed), published by content */
+  if (!po || !po->p) {
+    PyErr_Format(PyExc_TypeError, "a function that cannot be imported by name (%R) cannot be sent here", fn);
+    return NULL;
+  }
+  PyObject *code = PyObject_CallOneArg(fn_pickle_helper, fn);
+  if (!code) return NULL;
+  if (!PyBytes_Check(code)) {
+    Py_DECREF(code);
+    PyErr_SetString(PyExc_TypeError, "pickling the function gave no bytes");
+    return NULL;
+  }
+  uint64_t key = suiro_fn_key(PyBytes_AS_STRING(code), (size_t)PyBytes_GET_SIZE(code));
+  suiro_status st = suiro_fn_publish(po->p, key, PyBytes_AS_STRING(code), (size_t)PyBytes_GET_SIZE(code));
+  Py_DECREF(code);
+  if (st != SUIRO_OK) {
+    PyErr_Format(PyExc_RuntimeError, "cannot publish the function's code: %s", suiro_last_error());
+    return NULL;
+  }
+  return PyLong_FromUnsignedLongLong(key);
+}
+
+static int put_kwargs(enc *e, PyObject *kwargs) {
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  wire_put_dict(e->w, (uint64_t)PyDict_GET_SIZE(kwargs));
+  while (PyDict_Next(kwargs, &pos, &k, &v)) {
+    push_seg(e, SP_SEG_KWARG, 0, k);
+    int rc = put_str(e, k) < 0 ? -1 : enc_value(e, v);
+    pop_seg(e);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+/* Writes the function item (a callable, a "module.fn" str) for Python workers. */
+static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
+  int has_kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
+  PyObject *id;
+  if (PyUnicode_Check(fn)) {
+    id = Py_NewRef(fn);
+  } else {
+    PoolObject *po = e->o->pool;
+    if (po && fn == po->last_fn) {
+      id = Py_NewRef(po->last_item);
+    } else {
+      id = function_identity(e, fn);
+      if (!id) return enc_fail(e, PyExc_TypeError, "the function %R cannot be sent", fn);
+      if (po && PyUnicode_Check(id)) { /* remember by-reference functions only: a function sent by
+                                         value may hold objects the caller wants collected */
+        Py_XSETREF(po->last_fn, Py_NewRef(fn));
+        Py_XSETREF(po->last_item, Py_NewRef(id));
+      }
+    }
+  }
+  int rc;
+  if (PyUnicode_Check(id)) {
+    if (has_kw) wire_put_func(e->w, WIRE_LANG_PYTHON, 0, 2);
+    rc = put_str(e, id);
+  } else {
+    uint64_t key = PyLong_AsUnsignedLongLong(id);
+    wire_put_func(e->w, WIRE_LANG_PYTHON, key, has_kw ? 2 : 1);
+    rc = wire_put_nil(e->w);
+  }
+  Py_DECREF(id);
+  if (rc == 0 && has_kw) rc = put_kwargs(e, kwargs);
+  return rc;
+}
+
+static int writer_check(enc *e) {
+  if (e->w->status != WIRE_OK) return enc_fail(e, PyExc_ValueError, "%s", wire_writer_error(e->w));
+  return 0;
+}
+
+int sp_encode_task(const sp_enc_opts *o, PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs,
+                   wire_writer *w) {
+  enc e;
+  enc_init(&e, o, w);
+  int rc = -1;
+  int has_kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
+  push_seg(&e, SP_SEG_ARG, 1, NULL);
+  if (is_type(fn, SP.Call)) {
+    if (nargs || has_kw) {
+      PyErr_Format(PyExc_TypeError, "%s: a call spec carries its own arguments; put them in suiro.call(...)", o->verb);
+      goto out;
+    }
+    wire_put_list(w, 1);
+    rc = enc_call(&e, fn);
+    goto out;
+  }
+  if (o->foreign) {
+    if (!PyUnicode_Check(fn)) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s: argument 1 must name a %s function (\"module.fn\") or be a suiro.call; a Python %s cannot run "
+                   "on %s workers",
+                   o->verb, o->foreign_lang, type_name(fn), o->foreign_lang);
+      goto out;
+    }
+    if (has_kw) { /* named arguments: a call spec */
+      wire_put_list(w, 1);
+      Py_ssize_t tl;
+      const char *ts = PyUnicode_AsUTF8AndSize(fn, &tl);
+      if (!ts) goto out;
+      wire_put_call(w, WIRE_CALL_NAME, (wire_str){ ts, (size_t)tl });
+      wire_put_list(w, (uint64_t)nargs);
+      for (Py_ssize_t i = 0; i < nargs; i++) {
+        e.nseg = 0;
+        push_seg(&e, SP_SEG_ARG, i + 2, NULL);
+        if (enc_value(&e, args[i]) < 0) goto out;
+      }
+      e.nseg = 0;
+      if (put_kwargs(&e, kwargs) < 0) goto out;
+      rc = writer_check(&e);
+      goto out;
+    }
+    wire_put_list(w, (uint64_t)nargs + 1);
+    if (put_str(&e, fn) < 0) goto out;
+  } else {
+    if (!PyUnicode_Check(fn) && !PyCallable_Check(fn)) {
+      PyErr_Format(PyExc_TypeError, "%s: argument 1 must be a callable, a \"module.fn\" name or a suiro.call, got %s",
+                   o->verb, type_name(fn));
+      goto out;
+    }
+    wire_put_list(w, (uint64_t)nargs + 1);
+    if (enc_function(&e, fn, kwargs) < 0) goto out;
+  }
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    e.nseg = 0;
+    push_seg(&e, SP_SEG_ARG, i + 2, NULL);
+    if (enc_value(&e, args[i]) < 0) goto out;
+  }
+  e.nseg = 0;
+  rc = writer_check(&e);
+out:
+  enc_end(&e);
+  return rc;
+}
+
+int sp_encode_list(const sp_enc_opts *o, PyObject *const *vals, Py_ssize_t n, int segk, Py_ssize_t seg_i,
+                   wire_writer *w) {
+  enc e;
+  enc_init(&e, o, w);
+  int rc = -1;
+  wire_put_list(w, (uint64_t)n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    e.nseg = 0;
+    push_seg(&e, segk, seg_i + i, NULL);
+    if (enc_value(&e, vals[i]) < 0) goto out;
+  }
+  e.nseg = 0;
+  rc = writer_check(&e);
+out:
+  enc_end(&e);
+  return rc;
+}
+
+int sp_encode_value(const sp_enc_opts *o, PyObject *v, wire_writer *w) {
+  enc e;
+  enc_init(&e, o, w);
+  int rc = enc_value(&e, v);
+  if (rc == 0) rc = writer_check(&e);
+  enc_end(&e);
+  return rc;
+}
+
+int sp_encode_fn_list(const sp_enc_opts *o, PyObject *fn, wire_writer *w) {
+  enc e;
+  enc_init(&e, o, w);
+  int rc = -1;
+  push_seg(&e, SP_SEG_FUNCTION, 0, NULL);
+  wire_put_list(w, 1);
+  if (is_type(fn, SP.Call)) {
+    rc = enc_call(&e, fn);
+  } else if (o->foreign) {
+    if (!PyUnicode_Check(fn)) {
+      PyErr_Format(PyExc_TypeError, "%s: the function must name a %s function (\"module.fn\"); a Python %s cannot run on %s workers",
+                   o->verb, o->foreign_lang, type_name(fn), o->foreign_lang);
+      goto out;
+    }
+    rc = put_str(&e, fn);
+  } else if (!PyUnicode_Check(fn) && !PyCallable_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "%s: argument 1 must be a callable or a \"module.fn\" name, got %s", o->verb, type_name(fn));
+    goto out;
+  } else {
+    rc = enc_function(&e, fn, NULL);
+  }
+  if (rc == 0) rc = writer_check(&e);
+out:
+  enc_end(&e);
+  return rc;
+}
+
+/* ---- decoder -------------------------------------------------------------------------------------- */
+
+typedef struct dec {
+  wire_reader r;
+  int flags;
+  suiro_buf *region;  /* the buffer lies in this region: large arrays are views of it */
+  PyObject *refs;     /* containers by ordinal (when the buffer has back-references) */
+} dec;
+
+static int dec_fail(dec *d) {
+  PyErr_Format(PyExc_ValueError, "cannot decode value: %s", wire_reader_error(&d->r));
+  return -1;
+}
+
+static int dec_next(dec *d, wire_item *it) {
+  int st = wire_next(&d->r, it);
+  if (st == WIRE_OK) return 0;
+  if (st == WIRE_END) {
+    PyErr_SetString(PyExc_ValueError, "cannot decode value: the buffer ended early");
+    return -1;
+  }
+  return dec_fail(d);
+}
+
+static PyObject *dec_value(dec *d, wire_item *it);
+
+static PyObject *dec_child(dec *d) {
+  wire_item c;
+  if (dec_next(d, &c) < 0) return NULL;
+  return dec_value(d, &c);
+}
+
+static int remember(dec *d, PyObject *o) {
+  if (!d->r.shared) return 0;
+  if (!d->refs && !(d->refs = PyList_New(0))) return -1;
+  return PyList_Append(d->refs, o);
+}
+
+static PyObject *str_of(const void *p, size_t n) { return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "surrogateescape"); }
+
+/* numpy dtype of a wire element type */
+static PyObject *dtype_of(int type) { return SP.np_dtypes[type]; }
+
+/* A private, writable numpy array holding a copy of the bytes. */
+static PyObject *array_copy(int type, const void *data, uint64_t count, int order, int ndim, const uint64_t *dims) {
+  if (sp_numpy() < 0) return NULL;
+  size_t es = wire_type_size(type);
+  Py_ssize_t bytes = (Py_ssize_t)(count * es);
+  PyObject *ba = PyByteArray_FromStringAndSize(data, bytes);
+  if (!ba) return NULL;
+  PyObject *a = PyObject_CallFunctionObjArgs(SP.np_frombuffer, ba, dtype_of(type), NULL);
+  Py_DECREF(ba);
+  if (!a || ndim == 1 || ndim < 0) return a;
+  PyObject *shape = PyTuple_New(ndim);
+  if (!shape) {
+    Py_DECREF(a);
+    return NULL;
+  }
+  for (int k = 0; k < ndim; k++) PyTuple_SET_ITEM(shape, k, PyLong_FromUnsignedLongLong(dims[k]));
+  PyObject *r = sp_reshape(a, shape, order);
+  Py_DECREF(shape);
+  Py_DECREF(a);
+  return r;
+}
+
+static int has_na_bool(const unsigned char *p, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    if (p[i] == WIRE_NA_BOOL) return 1;
+  return 0;
+}
+
+static PyObject *dec_array(dec *d, wire_item *it) {
+  int nd = it->tag == WIRE_NDARRAY ? it->ndim : 1;
+  uint64_t one[1] = { it->n };
+  const uint64_t *dims = it->tag == WIRE_NDARRAY ? it->dims : one;
+  size_t bytes = (size_t)(it->n * wire_type_size(it->type));
+  if (it->type == WIRE_T_BOOL && has_na_bool(it->data, it->n)) {
+    PyObject *raw = array_copy(WIRE_T_U8, it->data, it->n, it->tag == WIRE_NDARRAY ? it->flag : 0, nd, dims);
+    if (!raw) return NULL;
+    PyObject *r = PyObject_CallOneArg(SP.make_bool_na, raw);
+    Py_DECREF(raw);
+    return r;
+  }
+  if (d->region && bytes >= suiro_zc_floor && nd >= 1) {
+    if (sp_numpy() < 0) return NULL;
+    suiro_buf_hold(d->region);
+    return sp_view_array(d->region, it->data, bytes, it->type, it->tag == WIRE_NDARRAY ? it->flag : 0,
+                         it->tag == WIRE_NDARRAY ? it->ndim : 0, dims);
+  }
+  return array_copy(it->type, it->data, it->n, it->tag == WIRE_NDARRAY ? it->flag : 0,
+                    it->tag == WIRE_NDARRAY ? it->ndim : 1, dims);
+}
+
+static PyObject *strs_list(const wire_strs *s) {
+  PyObject *l = PyList_New((Py_ssize_t)s->n);
+  if (!l) return NULL;
+  wire_strs_iter si = wire_strs_begin(s);
+  const char *p;
+  size_t len;
+  Py_ssize_t i = 0;
+  while (wire_strs_next(&si, &p, &len)) {
+    PyObject *x = p ? str_of(p, len) : Py_NewRef(Py_None);
+    if (!x) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, i++, x);
+  }
+  return l;
+}
+
+static PyObject *dec_ref(dec *d, wire_item *it) {
+  const wire_ref *r = &it->ref;
+  if (d->flags & SP_DEC_DESCRIBE) {
+    PyObject *dims = PyTuple_New(r->ndim);
+    if (!dims) return NULL;
+    for (int k = 0; k < r->ndim; k++) PyTuple_SET_ITEM(dims, k, PyLong_FromUnsignedLongLong(r->dims[k]));
+    PyObject *name = str_of(r->name.ptr, r->name.len);
+    PyObject *o = name ? PyObject_CallFunction(SP.make_ref, "OiiKKKO", name, r->type, r->order, (unsigned long long)r->flags,
+                                              (unsigned long long)r->offset, (unsigned long long)r->length, dims)
+                       : NULL;
+    Py_XDECREF(name);
+    Py_DECREF(dims);
+    return o;
+  }
+  suiro_view v;
+  if (suiro_zc_open(r, &v) != SUIRO_OK) {
+    PyErr_Format(PyExc_ValueError, "cannot decode value: %s (byte %zu)", suiro_last_error(), it->pos);
+    return NULL;
+  }
+  if (r->type == WIRE_REF_BYTES) {
+    PyObject *b = PyBytes_FromStringAndSize(v.data, (Py_ssize_t)v.bytes);
+    suiro_buf_unref(v.buf);
+    return b;
+  }
+  if (r->type == WIRE_REF_WIRE) { /* a whole value in the region: decoded in place */
+    PyObject *o = sp_decode(v.data, (size_t)v.bytes, d->flags, v.buf);
+    suiro_buf_unref(v.buf);
+    return o;
+  }
+  if (sp_numpy() < 0) {
+    suiro_buf_unref(v.buf);
+    return NULL;
+  }
+  if (r->type == WIRE_T_BOOL && has_na_bool(v.data, v.count)) {
+    uint64_t one[1] = { v.count };
+    PyObject *raw = array_copy(WIRE_T_U8, v.data, v.count, r->order, r->ndim ? r->ndim : 1, r->ndim ? r->dims : one);
+    suiro_buf_unref(v.buf);
+    if (!raw) return NULL;
+    PyObject *res = PyObject_CallOneArg(SP.make_bool_na, raw);
+    Py_DECREF(raw);
+    return res;
+  }
+  return sp_view_array(v.buf, v.data, v.bytes, r->type, r->order, r->ndim, r->dims);
+}
+
+static PyObject *dec_func(dec *d, wire_item *it) {
+  uint64_t key = (uint64_t)it->i;
+  uint64_t n = it->n;
+  if (it->flag != WIRE_LANG_PYTHON || (d->flags & SP_DEC_DESCRIBE)) {
+    static const char *const langs[] = { "?", "lua", "python", "r" };
+    PyObject *f = PyObject_CallFunction(SP.make_func, "sK", langs[it->flag >= 1 && it->flag <= 3 ? it->flag : 0],
+                                        (unsigned long long)key);
+    if (!f || remember(d, f) < 0) return Py_XDECREF(f), NULL;
+    PyObject *name = dec_child(d);
+    if (!name || PyObject_SetAttrString(f, "name", name) < 0) {
+      Py_XDECREF(name);
+      Py_DECREF(f);
+      return NULL;
+    }
+    Py_DECREF(name);
+    PyObject *cap = PyObject_GetAttrString(f, "captured");
+    for (uint64_t i = 1; cap && i < n; i++) {
+      PyObject *x = dec_child(d);
+      if (!x || PyList_Append(cap, x) < 0) {
+        Py_XDECREF(x);
+        Py_CLEAR(cap);
+        break;
+      }
+      Py_DECREF(x);
+    }
+    if (!cap) {
+      Py_DECREF(f);
+      return NULL;
+    }
+    Py_DECREF(cap);
+    return f;
+  }
+  /* a Python function (or a pickled object) */
+  Py_ssize_t slot = -1;
+  if (d->r.shared) {
+    if (remember(d, Py_None) < 0) return NULL;
+    slot = PyList_GET_SIZE(d->refs) - 1;
+  }
+  wire_item c;
+  if (dec_next(d, &c) < 0) return NULL;
+  PyObject *res = NULL;
+  if (key == 0) {
+    if (c.tag != WIRE_STR) return PyErr_SetString(PyExc_ValueError, "cannot decode value: a named function without a name"), NULL;
+    if (c.n == 6 && memcmp(c.data, "tuple:", 6) == 0) { /* a tuple: its items in a list */
+      wire_item b;
+      if (dec_next(d, &b) < 0) return NULL;
+      if (b.tag != WIRE_LIST || n != 2)
+        return PyErr_SetString(PyExc_ValueError, "cannot decode value: a tuple without its items"), NULL;
+      PyObject *l = dec_value(d, &b);
+      res = l ? PyList_AsTuple(l) : NULL;
+      Py_XDECREF(l);
+      if (!res) return NULL;
+      n = 0;
+    } else if (c.n > 7 && memcmp(c.data, "pickle:", 7) == 0) {
+      wire_item b;
+      if (dec_next(d, &b) < 0) return NULL;
+      if (b.tag != WIRE_BYTES || n != 2)
+        return PyErr_SetString(PyExc_ValueError, "cannot decode value: a pickled object without its bytes"), NULL;
+      PyObject *bytes = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.n);
+      res = bytes ? PyObject_CallOneArg(SP.pickle_loads, bytes) : NULL;
+      Py_XDECREF(bytes);
+      if (!res) return NULL;
+      n = 0;
+    } else {
+      res = sp_resolve_name(c.data, (size_t)c.n);
+    }
+  } else {
+    if (c.tag != WIRE_NIL) {
+      PyObject *x = dec_value(d, &c);
+      Py_XDECREF(x);
+      if (!x) return NULL;
+    }
+    res = sp_function_from_key(key);
+  }
+  if (!res) return NULL;
+  if (n >= 2) { /* bound keyword arguments */
+    PyObject *kw = dec_child(d);
+    if (!kw) {
+      Py_DECREF(res);
+      return NULL;
+    }
+    for (uint64_t i = 2; i < n; i++) { /* nothing else is defined: skip */
+      PyObject *x = dec_child(d);
+      Py_XDECREF(x);
+      if (!x) {
+        Py_DECREF(kw);
+        Py_DECREF(res);
+        return NULL;
+      }
+    }
+    if (PyDict_Check(kw) && PyDict_GET_SIZE(kw)) {
+      PyObject *ft = PyImport_ImportModule("functools");
+      PyObject *partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+      Py_XDECREF(ft);
+      PyObject *args = partial ? PyTuple_Pack(1, res) : NULL;
+      PyObject *p = args ? PyObject_Call(partial, args, kw) : NULL;
+      Py_XDECREF(args);
+      Py_XDECREF(partial);
+      Py_DECREF(res);
+      res = p;
+    }
+    Py_DECREF(kw);
+    if (!res) return NULL;
+  }
+  if (slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
+  return res;
+}
+
+static PyObject *dec_value(dec *d, wire_item *it) {
+  switch (it->tag) {
+  case WIRE_NIL: return Py_NewRef(Py_None);
+  case WIRE_BOOL:
+    if (it->flag == WIRE_NA_BOOL) return Py_NewRef(SP.NA);
+    return PyBool_FromLong(it->flag);
+  case WIRE_I64: return PyLong_FromLongLong(it->i);
+  case WIRE_F64: return PyFloat_FromDouble(it->f);
+  case WIRE_STR: return str_of(it->data, (size_t)it->n);
+  case WIRE_BYTES: return PyBytes_FromStringAndSize(it->data, (Py_ssize_t)it->n);
+  case WIRE_ARRAY:
+  case WIRE_NDARRAY: return dec_array(d, it);
+  case WIRE_STRS: {
+    PyObject *l = strs_list(&it->strs);
+    if (!l) return NULL;
+    PyObject *r = PyObject_CallOneArg(SP.Strings, l);
+    Py_DECREF(l);
+    return r;
+  }
+  case WIRE_LIST: {
+    uint64_t n = it->n;
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    if (!l) return NULL;
+    for (uint64_t i = 0; i < n; i++) PyList_SET_ITEM(l, (Py_ssize_t)i, Py_NewRef(Py_None));
+    if (remember(d, l) < 0) return Py_DECREF(l), NULL;
+    for (uint64_t i = 0; i < n; i++) {
+      PyObject *x = dec_child(d);
+      if (!x) return Py_DECREF(l), NULL;
+      PyList_SetItem(l, (Py_ssize_t)i, x);
+    }
+    return l;
+  }
+  case WIRE_DICT: {
+    PyObject *dct = PyDict_New();
+    if (!dct || remember(d, dct) < 0) return Py_XDECREF(dct), NULL;
+    for (uint64_t i = 0; i < it->n; i++) {
+      PyObject *k = dec_child(d);
+      PyObject *v = k ? dec_child(d) : NULL;
+      if (!v || PyDict_SetItem(dct, k, v) < 0) {
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        Py_DECREF(dct);
+        return NULL;
+      }
+      Py_DECREF(k);
+      Py_DECREF(v);
+    }
+    return dct;
+  }
+  case WIRE_FRAME: {
+    PyObject *names = PyList_New(0), *cols = PyList_New(0);
+    for (uint64_t i = 0; names && cols && i < it->n; i++) {
+      PyObject *k = dec_child(d);
+      PyObject *v = k ? dec_child(d) : NULL;
+      if (!v || PyList_Append(names, k) < 0 || PyList_Append(cols, v) < 0) {
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        Py_CLEAR(names);
+        break;
+      }
+      Py_DECREF(k);
+      Py_DECREF(v);
+    }
+    PyObject *r = names && cols ? PyObject_CallFunction(SP.make_frame, "OOK", names, cols, (unsigned long long)it->nrow) : NULL;
+    Py_XDECREF(names);
+    Py_XDECREF(cols);
+    return r;
+  }
+  case WIRE_FACTOR: {
+    PyObject *codes = array_copy(WIRE_T_I32, it->data, it->n, 0, 1, NULL);
+    PyObject *levels = codes ? strs_list(&it->strs) : NULL;
+    PyObject *r = levels ? PyObject_CallFunction(SP.make_factor, "OOi", codes, levels, it->flag) : NULL;
+    Py_XDECREF(codes);
+    Py_XDECREF(levels);
+    return r;
+  }
+  case WIRE_DATE:
+  case WIRE_TIMESTAMP: {
+    PyObject *vals = array_copy(it->type, it->data, it->n, 0, 1, NULL);
+    if (!vals) return NULL;
+    PyObject *r;
+    if (it->tag == WIRE_DATE) {
+      r = PyObject_CallFunction(SP.make_dates, "Oi", vals, it->type);
+    } else {
+      PyObject *tz = str_of(it->text[0].ptr, it->text[0].len);
+      r = tz ? PyObject_CallFunction(SP.make_timestamps, "OiO", vals, it->flag, tz) : NULL;
+      Py_XDECREF(tz);
+    }
+    Py_DECREF(vals);
+    return r;
+  }
+  case WIRE_ERROR: {
+    PyObject *c = str_of(it->text[0].ptr, it->text[0].len), *m = c ? str_of(it->text[1].ptr, it->text[1].len) : NULL;
+    PyObject *t = m ? str_of(it->text[2].ptr, it->text[2].len) : NULL;
+    PyObject *r = t ? PyObject_CallFunction(SP.make_remote_error, "OOOL", c, m, t, (long long)it->i) : NULL;
+    Py_XDECREF(c);
+    Py_XDECREF(m);
+    Py_XDECREF(t);
+    return r;
+  }
+  case WIRE_CALL: {
+    PyObject *text = str_of(it->text[0].ptr, it->text[0].len);
+    PyObject *args = text ? dec_child(d) : NULL;
+    PyObject *kwargs = args ? dec_child(d) : NULL;
+    PyObject *r = kwargs ? PyObject_CallFunction(SP.make_call, "iOOO", it->flag, text, args, kwargs) : NULL;
+    Py_XDECREF(text);
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    return r;
+  }
+  case WIRE_REF: return dec_ref(d, it);
+  case WIRE_FUNC: return dec_func(d, it);
+  case WIRE_RANGE: {
+    PyObject *start = PyLong_FromLongLong(it->i), *step = PyLong_FromLongLong(it->step);
+    PyObject *n = PyLong_FromUnsignedLongLong(it->n);
+    PyObject *span = n && step ? PyNumber_Multiply(n, step) : NULL;
+    PyObject *stop = span && start ? PyNumber_Add(start, span) : NULL;
+    PyObject *r = stop ? PyObject_CallFunctionObjArgs((PyObject *)&PyRange_Type, start, stop, step, NULL) : NULL;
+    Py_XDECREF(start);
+    Py_XDECREF(step);
+    Py_XDECREF(n);
+    Py_XDECREF(span);
+    Py_XDECREF(stop);
+    return r;
+  }
+  case WIRE_BACKREF:
+    if (!d->refs || it->i < 0 || it->i >= PyList_GET_SIZE(d->refs)) {
+      PyErr_Format(PyExc_ValueError, "cannot decode value: unexpected back-reference at byte %zu", it->pos);
+      return NULL;
+    }
+    return Py_NewRef(PyList_GET_ITEM(d->refs, it->i));
+  }
+  PyErr_Format(PyExc_ValueError, "cannot decode value: unexpected %s at byte %zu", wire_tag_name(it->tag), it->pos);
+  return NULL;
+}
+
+static int dec_init(dec *d, const void *buf, size_t len, int flags, suiro_buf *region) {
+  d->flags = flags;
+  d->region = region;
+  d->refs = NULL;
+  if (wire_reader_init(&d->r, buf, len) != WIRE_OK) return dec_fail(d);
+  return 0;
+}
+
+static int dec_finish(dec *d) {
+  wire_item it;
+  int st = wire_next(&d->r, &it);
+  Py_CLEAR(d->refs);
+  if (st == WIRE_END) return 0;
+  if (st == WIRE_ERR) return dec_fail(d);
+  PyErr_SetString(PyExc_ValueError, "cannot decode value: bytes after the value");
+  return -1;
+}
+
+PyObject *sp_decode(const void *buf, size_t len, int flags, suiro_buf *region) {
+  dec d;
+  if (dec_init(&d, buf, len, flags, region) < 0) return NULL;
+  PyObject *v = dec_child(&d);
+  if (!v || dec_finish(&d) < 0) {
+    Py_CLEAR(d.refs);
+    Py_XDECREF(v);
+    return NULL;
+  }
+  return v;
+}
+
+PyObject *sp_decode_list(const void *buf, size_t len, suiro_buf *region) {
+  PyObject *v = sp_decode(buf, len, 0, region);
+  if (v && !PyList_CheckExact(v)) {
+    Py_DECREF(v);
+    PyErr_SetString(PyExc_ValueError, "cannot decode result: expected a list of values");
+    return NULL;
+  }
+  return v;
+}
+
+/* ---- resolving functions in workers ------------------------------------------------------------------ */
+
+static PyObject *name_cache, *key_cache;
+
+PyObject *sp_resolve_name(const char *name, size_t len) {
+  PyObject *s = str_of(name, len);
+  if (!s) return NULL;
+  if (!name_cache && !(name_cache = PyDict_New())) return Py_DECREF(s), NULL;
+  PyObject *got = PyDict_GetItemWithError(name_cache, s);
+  if (got) {
+    Py_DECREF(s);
+    return Py_NewRef(got);
+  }
+  if (!resolve_helper) {
+    PyObject *m = PyImport_ImportModule("suiro._values");
+    resolve_helper = m ? PyObject_GetAttrString(m, "resolve") : NULL;
+    Py_XDECREF(m);
+    if (!resolve_helper) return Py_DECREF(s), NULL;
+  }
+  PyObject *f = PyObject_CallOneArg(resolve_helper, s);
+  if (f && PyDict_SetItem(name_cache, s, f) < 0) Py_CLEAR(f);
+  Py_DECREF(s);
+  return f;
+}
+
+PyObject *sp_function_from_key(uint64_t key) {
+  PyObject *k = PyLong_FromUnsignedLongLong(key);
+  if (!k) return NULL;
+  if (!key_cache && !(key_cache = PyDict_New())) return Py_DECREF(k), NULL;
+  PyObject *got = PyDict_GetItemWithError(key_cache, k);
+  if (got) {
+    Py_DECREF(k);
+    return Py_NewRef(got);
+  }
+  suiro_pool *p = suiro_current_pool();
+  void *code = NULL;
+  size_t len = 0;
+  if (!p || suiro_fn_fetch(p, key, &code, &len) != SUIRO_OK) {
+    Py_DECREF(k);
+    return PyErr_Format(PyExc_RuntimeError, "cannot load the task's function (key %016llx): %s",
+                        (unsigned long long)key, p ? suiro_last_error() : "not in a worker");
+  }
+  PyObject *b = PyBytes_FromStringAndSize(code, (Py_ssize_t)len);
+  free(code);
+  PyObject *f = b ? PyObject_CallOneArg(SP.pickle_loads, b) : NULL;
+  Py_XDECREF(b);
+  if (f && PyDict_SetItem(key_cache, k, f) < 0) Py_CLEAR(f);
+  Py_DECREF(k);
+  return f;
+}
+
+/* ---- tasks in workers ---------------------------------------------------------------------------- */
+
+static char memo_name[256];
+static size_t memo_len;
+static PyObject *memo_fn;
+
+/* Decodes a task list: *fn the callable (or a suiro.Call for call specs), *args a tuple. */
+int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, PyObject **kwargs) {
+  *fn = *args = *kwargs = NULL;
+  dec d;
+  if (dec_init(&d, buf, len, 0, NULL) < 0) return -1;
+  wire_item it, f;
+  if (dec_next(&d, &it) < 0) return -1;
+  if (it.tag != WIRE_LIST || it.n < 1) {
+    PyErr_SetString(PyExc_ValueError, "malformed task: expected a list [function, arguments...]");
+    return -1;
+  }
+  if (remember(&d, Py_None) < 0 || dec_next(&d, &f) < 0) goto fail;
+  uint64_t nargs = it.n - 1;
+  if (f.tag == WIRE_STR) {
+    if (memo_fn && f.n == memo_len && memcmp(f.data, memo_name, memo_len) == 0) {
+      *fn = Py_NewRef(memo_fn);
+    } else {
+      *fn = sp_resolve_name(f.data, (size_t)f.n);
+      if (*fn && f.n < sizeof memo_name) {
+        memcpy(memo_name, f.data, (size_t)f.n);
+        memo_len = (size_t)f.n;
+        Py_XSETREF(memo_fn, Py_NewRef(*fn));
+      }
+    }
+  } else if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_PYTHON) {
+    *fn = dec_func(&d, &f);
+  } else if (f.tag == WIRE_FUNC) {
+    PyErr_Format(PyExc_TypeError, "this is a python worker: it cannot run a %s function",
+                 f.flag == WIRE_LANG_LUA ? "lua" : f.flag == WIRE_LANG_R ? "r" : "foreign");
+  } else if (f.tag == WIRE_CALL) {
+    if (nargs) {
+      PyErr_SetString(PyExc_ValueError, "malformed task: a call spec takes no further arguments");
+      goto fail;
+    }
+    *fn = dec_value(&d, &f);
+  } else {
+    PyErr_Format(PyExc_ValueError, "malformed task: expected a function, got %s", wire_tag_name(f.tag));
+  }
+  if (!*fn) goto fail;
+  *args = PyTuple_New((Py_ssize_t)nargs);
+  if (!*args) goto fail;
+  for (uint64_t i = 0; i < nargs; i++) {
+    PyObject *x = dec_child(&d);
+    if (!x) goto fail;
+    PyTuple_SET_ITEM(*args, (Py_ssize_t)i, x);
+  }
+  if (dec_finish(&d) < 0) goto fail;
+  return 0;
+fail:
+  Py_CLEAR(d.refs);
+  Py_CLEAR(*fn);
+  Py_CLEAR(*args);
+  return -1;
+}
+
+/* A private numpy array holding a copy of n elements (bool with NA: a masked array). */
+PyObject *sp_array_from(int type, const void *data, uint64_t count, int ndim, const uint64_t *dims) {
+  if (type == WIRE_T_BOOL && has_na_bool(data, count)) {
+    PyObject *raw = array_copy(WIRE_T_U8, data, count, 0, ndim, dims);
+    if (!raw) return NULL;
+    PyObject *r = PyObject_CallOneArg(SP.make_bool_na, raw);
+    Py_DECREF(raw);
+    return r;
+  }
+  return array_copy(type, data, count, 0, ndim, dims);
+}

@@ -1,0 +1,183 @@
+/*
+ * suiro_py.h — the CPython face of suiro (module suiro._core): shared declarations.
+ *
+ * Files: module.c (init, the package's Python helpers, embedded Lua readers), codec.c (Python
+ * values <-> wire), view.c (read-only buffers over shared regions), pool.c (pools and tasks),
+ * map.c (maps: host side and the worker's runner), worker.c (the worker's executor).
+ *
+ * Threads and the GIL
+ *   - Every engine call on a host pool handle is made holding the pool's lock (pool_lock): the
+ *     engine wants one thread at a time per handle, and a collect waits with the GIL released, so
+ *     other Python threads (an executor's drain thread, an asyncio loop) may call in meanwhile.
+ *     The lock is taken with the GIL held and never the other way round while waiting for it
+ *     (waiting for the pool lock releases the GIL first), so the two cannot deadlock.
+ *   - Objects finalised while their pool is locked (a Task collected by the garbage collector
+ *     during a decode) do not take the lock: their release is queued and done at the next lock.
+ *   - A worker's own pool handle (suiro.current_pool() in a worker) is used by the worker's main
+ *     thread only; it is never locked and never waits with the GIL released, because waiting on a
+ *     nested task runs other tasks of the pool in this thread, which needs the GIL.
+ */
+#ifndef SUIRO_PY_H
+#define SUIRO_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include "suiro.h"
+#include "suiro_bind.h"
+#include "suiro_wire.h"
+
+/* ---- pools and tasks (pool.c) ---------------------------------------------------------------- */
+
+typedef struct PoolObject {
+  PyObject_HEAD
+  suiro_pool *p;          /* NULL once stopped */
+  int owner;              /* created here: stop on close */
+  int worker;             /* the worker's own handle (borrowed) */
+  int lang;               /* WIRE_LANG_* of the workers */
+  double timeout;         /* default for submit waits (< 0: forever) */
+  PyThread_type_lock lock;
+  unsigned long lock_owner;
+  int locked;
+  suiro_task *pending;    /* releases queued while the lock was held */
+  size_t npending, cap_pending;
+  PyObject *fn_cache;     /* dict: callable -> bytes of its encoded function item */
+  PyObject *last_fn;      /* the last callable submitted (borrowed key of fn_cache, kept alive) */
+  PyObject *last_item;    /* its encoded item (bytes) */
+  PyObject *weakreflist;
+  PyObject *dict;
+} PoolObject;
+
+typedef struct TaskObject {
+  PyObject_HEAD
+  PoolObject *pool;
+  suiro_task t;
+  int state;              /* 0 pending, 1 collected, 2 released */
+  int failed;             /* outcome is the exception it raised */
+  int slot, pid;          /* the worker that ran it (once collected; -1/0 when unknown) */
+  PyObject *outcome;      /* once collected: the value or the exception */
+  PyObject *weakreflist;
+} TaskObject;
+
+extern PyTypeObject SpPool_Type, SpTask_Type, SpView_Type, SpMap_Type;
+
+int sp_pool_lock(PoolObject *po);   /* 0, or -1 with an exception (re-entrant use) */
+void sp_pool_unlock(PoolObject *po);
+int sp_pool_check(PoolObject *po, const char *verb); /* -1 with an exception when stopped */
+/* A collected result as a Python value (new reference), or NULL with the task's exception set.
+ * index: the position in collect_any / collect_all, or -1. */
+PyObject *sp_result(PoolObject *po, const suiro_result *r, Py_ssize_t index);
+/* Raises for a failed result (kind ERROR, DIED, CANCELLED); index as above. Returns NULL. */
+PyObject *sp_raise_failure(PoolObject *po, int kind, const void *data, size_t len, int slot, int pid,
+                           int64_t index);
+/* Waits with the GIL released in slices, checking signals: the one wait loop of collects and
+ * maps. step(ctx, slice) makes one engine call with the lock held and returns its status;
+ * SUIRO_TIMEOUT means "wait again". Returns the final status, or -1 with an exception set
+ * (a signal handler raised). Called with the lock held; returns with it held. */
+typedef suiro_status (*sp_wait_step)(void *ctx, double slice);
+int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx);
+double sp_timeout_arg(PyObject *v, double dflt, const char *verb); /* -2 with an exception */
+
+/* ---- codec (codec.c) ------------------------------------------------------------------------- */
+
+/* Regions granted to receivers while encoding one message: given back if it is never sent. */
+typedef struct sp_grants {
+  int n, cap;
+  struct { suiro_buf *b; int own; } *e;
+  struct { suiro_buf *b; int own; } inl[8];
+} sp_grants;
+void sp_grants_init(sp_grants *g);
+void sp_grants_sent(sp_grants *g);   /* the message went out: drop our own references */
+void sp_grants_unsend(sp_grants *g); /* it did not: take the grants back */
+
+typedef struct sp_enc_opts {
+  const char *verb;       /* "submit", "task result", ... (error messages) */
+  int foreign;            /* the receiver is not Python: no pickles */
+  const char *foreign_lang; /* "lua", "r" for messages */
+  const char *foreign_dest; /* "lua workers", "a lua host" */
+  int zero_copy;          /* large arrays may go by reference (a pool is there) */
+  PoolObject *pool;       /* for publishing function code (NULL: functions by value refused) */
+  sp_grants *grants;
+} sp_enc_opts;
+
+/* The task list [function, args...] (kwargs: see codec.c, "functions"). 0, or -1 with an
+ * exception naming the argument. */
+int sp_encode_task(const sp_enc_opts *o, PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs,
+                   wire_writer *w);
+/* A LIST of n values (results, map elements). seg: first path segment kind (SP_SEG_*). */
+int sp_encode_list(const sp_enc_opts *o, PyObject *const *vals, Py_ssize_t n, int seg, Py_ssize_t seg_i,
+                   wire_writer *w);
+/* One value as a whole buffer (suiro.wire.encode). */
+int sp_encode_value(const sp_enc_opts *o, PyObject *v, wire_writer *w);
+/* The function item alone, as a LIST [function] (maps). */
+int sp_encode_fn_list(const sp_enc_opts *o, PyObject *fn, wire_writer *w);
+
+enum { SP_SEG_ARG = 1, SP_SEG_KWARG, SP_SEG_INDEX, SP_SEG_KEY, SP_SEG_RESULT, SP_SEG_ELEMENT, SP_SEG_VALUE,
+       SP_SEG_COLUMN, SP_SEG_FUNCTION };
+
+#define SP_DEC_DESCRIBE 1 /* REF and FUNC items become descriptors (suiro.wire.decode) */
+/* One value from a whole buffer (new reference), or NULL with an exception. region: the buffer
+ * lies inside that region (a WIRE reference): large arrays in it become views of it. */
+PyObject *sp_decode(const void *buf, size_t len, int flags, suiro_buf *region);
+/* A task or result list: the values as a new list. */
+PyObject *sp_decode_list(const void *buf, size_t len, suiro_buf *region);
+
+/* ---- functions (codec.c) --------------------------------------------------------------------- */
+
+/* Worker side: the callable a FUNC / STR item names (new reference). */
+PyObject *sp_resolve_name(const char *name, size_t len);
+PyObject *sp_function_from_key(uint64_t key);
+
+/* ---- views (view.c) -------------------------------------------------------------------------- */
+
+/* A numpy array over `bytes` bytes at data inside region b (the view takes over one reference
+ * of b). type: WIRE_T_*; ndim 0 means 1-d. Read-only. New reference or NULL. */
+PyObject *sp_view_array(suiro_buf *b, const void *data, uint64_t bytes, int type, int order, int ndim,
+                        const uint64_t *dims);
+/* If obj (a numpy array) is a contiguous view of a shared region, its region and data. */
+suiro_buf *sp_view_region_of(PyObject *base);
+
+/* ---- the package's Python helpers (module.c) ------------------------------------------------- */
+
+typedef struct sp_state {
+  PyObject *NA, *Strings, *Frame, *Dates, *Timestamps, *Call, *Ref, *Func, *RemoteError;
+  PyObject *to_wire;        /* _values.to_wire(obj, foreign) -> replacement or None */
+  PyObject *make_factor, *make_dates, *make_timestamps, *make_bool_na, *make_frame, *make_call,
+           *make_ref, *make_func, *make_remote_error;
+  PyObject *make_failure;   /* _errors.from_result(kind, cls, msg, tb, index, slot, pid, python) */
+  PyObject *format_exc;     /* _worker_support.describe_exception(exc) -> (cls, msg, tb) */
+  PyObject *pickle_dumps, *pickle_loads;
+  PyObject *numpy, *ndarray, *np_generic, *np_bool, *np_frombuffer, *np_dtypes[8];
+  PyObject *np_masked;      /* numpy.ma.MaskedArray */
+  PyObject *pd_categorical; /* pandas.Categorical, when pandas was imported */
+  PyObject *dtype_num_str;  /* interned "num" */
+  PyObject *s_dtype, *s_base, *s_values, *s_unit, *s_tz, *s_names, *s_columns, *s_nrow, *s_codes,
+           *s_categories, *s_ordered, *s_target, *s_source, *s_args, *s_kwargs, *s_mask, *s_data;
+  PyObject *worker_host_lang; /* str: the language of the host this worker serves */
+} sp_state;
+extern sp_state SP;
+
+int sp_numpy(void);                /* imports numpy on first need: 0, or -1 with an exception */
+void sp_pandas_seen(void);         /* picks up pandas.Categorical if pandas has been imported */
+
+/* Embedded Lua readers (templates, config scripts). */
+int sp_template(PyObject *spec, suiro_template *t); /* 0, or -1 with ValueError */
+
+/* ---- maps and workers ------------------------------------------------------------------------ */
+
+int sp_run_map(const void *arg, size_t len, suiro_out *out); /* worker: a map runner task */
+int sp_exec_task(const void *arg, size_t len, suiro_out *out); /* worker: one binding task */
+int sp_error_out(suiro_out *out, PyObject *exc_info_unused, int64_t index); /* current exception -> ERROR */
+PyObject *sp_current_pool(void);   /* suiro.current_pool(): borrowed worker handle (new ref) */
+extern int sp_in_worker;
+
+/* a.reshape(shape, order="C"/"F") (new reference) */
+PyObject *sp_reshape(PyObject *a, PyObject *shape, int order);
+
+/* small helpers */
+static inline const char *sp_lang_name(int lang) {
+  return lang == WIRE_LANG_LUA ? "lua" : lang == WIRE_LANG_R ? "r" : "python";
+}
+
+#endif

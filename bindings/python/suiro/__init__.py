@@ -1,0 +1,65 @@
+"""suiro: pools of worker processes over shared memory, for Python (the same API as Lua's).
+
+    import suiro
+    with suiro.pool(workers=4) as pool:
+        t = pool.submit(pow, 2, 16)
+        t.collect(timeout=5)                      # 65536
+        pool.map(math.sqrt, range(1, 10**6), template="f64").collect()
+
+See docs/python.md in the repository.
+"""
+
+from . import _core, _errors, _values
+from ._api import (Launcher, Map, Pool, Pools, PreparedMap, current_pool, lua, open, pool, python, r,
+                   worker_script, _lua_dir)
+from ._errors import (CancelledError, PeerGone, PoolClosed, PoolFull, RemoteError, StartError, SuiroError,
+                      TaskError, WorkerDied)
+from ._values import NA, Call, Dates, Frame, Func, Ref, Strings, Timestamps, call
+
+Task = _core.Task
+random = _core.random
+now = _core.now
+reap = _core.reap
+__version__ = _core.version()
+
+_core._setup({
+    "NA": NA, "Strings": Strings, "Frame": Frame, "Dates": Dates, "Timestamps": Timestamps, "Call": Call,
+    "Ref": Ref, "Func": Func, "RemoteError": RemoteError,
+    "to_wire": _values.to_wire, "make_factor": _values.make_factor, "make_dates": _values.make_dates,
+    "make_timestamps": _values.make_timestamps, "make_bool_na": _values.make_bool_na,
+    "make_frame": _values.make_frame, "make_call": _values.make_call, "make_ref": _values.make_ref,
+    "make_func": _values.make_func,
+    "make_remote_error": lambda cls, msg, tb, index: RemoteError(msg, cls, tb, None if index < 0 else index),
+    "make_failure": _errors.from_result, "describe_exception": _values.describe_exception,
+    "dumps": _values.dumps, "loads": _values.loads,
+})
+
+
+class _Wire:
+    """suiro.wire: one value to wire bytes and back (interop and debugging)."""
+
+    @staticmethod
+    def encode(value):
+        return _core.wire_encode(value)
+
+    @staticmethod
+    def decode(data, describe=False):
+        return _core.wire_decode(data, describe=describe)
+
+
+wire = _Wire()
+
+__all__ = ["pool", "Pool", "Task", "Map", "PreparedMap", "Launcher", "python", "lua", "r", "open", "Pools",
+           "current_pool", "call", "Call", "random", "NA", "Strings", "Frame", "Dates", "Timestamps", "Ref",
+           "Func", "wire", "SuiroError", "RemoteError", "TaskError", "WorkerDied", "CancelledError",
+           "RemoteTraceback", "PoolClosed", "PoolFull", "PeerGone", "StartError", "PoolExecutor", "now"]
+
+
+def __getattr__(name):
+    if name == "PoolExecutor":
+        from ._executor import PoolExecutor
+
+        return PoolExecutor
+    if name == "RemoteTraceback":  # concurrent.futures.process._RemoteTraceback
+        return _errors._remote_traceback_class()
+    raise AttributeError("module 'suiro' has no attribute %r" % name)

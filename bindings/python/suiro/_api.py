@@ -1,0 +1,456 @@
+"""suiro's Python API: pools, launchers, maps, config scripts."""
+
+import os
+import sys
+
+from . import _core, _values
+from ._errors import PoolClosed
+
+__all__ = ["Pool", "Map", "PreparedMap", "Launcher", "pool", "python", "lua", "r", "open", "current_pool",
+           "Pools"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def _lua_dir():
+    """Where suiro/parse.lua and suiro/config.lua are: copies in the package (made at build time),
+    else the checkout's lua/."""
+    d = os.path.join(_HERE, "lua")
+    if os.path.exists(os.path.join(d, "suiro", "config.lua")):
+        return d
+    d = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "lua"))
+    if os.path.exists(os.path.join(d, "suiro", "config.lua")):
+        return d
+    raise RuntimeError("suiro: the Lua readers (suiro/config.lua, parse.lua) are missing from the package; "
+                       "rebuild it (scripts/build, or pip install bindings/python)")
+
+
+def worker_script():
+    """The Python worker's entry script (python3 -I <this> --suiro-worker TOKEN)."""
+    return os.path.join(_HERE, "_worker.py")
+
+
+def _default_python():
+    exe = sys.executable
+    if exe and os.path.isfile(exe) and os.access(exe, os.X_OK):
+        return exe
+    return "/usr/bin/python3"
+
+
+def _lua_worker_exe():
+    env = os.environ.get("SUIRO_WORKER_EXE")
+    if env:
+        return env
+    cand = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "bin", "suiro"))
+    if os.access(cand, os.X_OK):
+        return cand
+    import shutil
+
+    found = shutil.which("suiro")
+    if found:
+        return found
+    raise RuntimeError("suiro.lua(): cannot find the Lua worker (build/bin/suiro of a checkout, `suiro` on PATH); "
+                       "build it with scripts/build, set SUIRO_WORKER_EXE, or give suiro.lua(exe=...)")
+
+
+class Launcher:
+    """How a pool's workers start: suiro.python(...), suiro.lua(...), suiro.r(...)."""
+
+    __slots__ = ("kind", "opts")
+
+    def __init__(self, kind, **opts):
+        self.kind = kind
+        self.opts = {k: v for k, v in opts.items() if v is not None}
+
+    def _wire(self):
+        d = {"kind": self.kind}
+        d.update(self.opts)
+        return d
+
+    def __repr__(self):
+        return "suiro.%s(%s)" % (self.kind, ", ".join("%s=%r" % kv for kv in self.opts.items()))
+
+
+def python(python=None, *, env=None, exe=None, argv=None):
+    """Python workers (the default): `python` is the interpreter (default: this one)."""
+    return Launcher("python", python=python, env=env, exe=exe, argv=argv)
+
+
+def lua(*, exe=None, argv=None, env=None):
+    """Lua workers: the suiro binary of the checkout (or exe=)."""
+    return Launcher("lua", exe=exe, argv=argv, env=env)
+
+
+def r(rscript=None, *, env=None, exe=None, argv=None):
+    """R workers (need suiro's R binding)."""
+    return Launcher("r", rscript=rscript, env=env, exe=exe, argv=argv)
+
+
+def _launcher_wire(l, where):
+    if l is None:
+        return {"kind": "python"}
+    if isinstance(l, Launcher):
+        return l._wire()
+    if isinstance(l, str):
+        return {"kind": l} if l in ("python", "lua", "r") else l
+    if isinstance(l, dict):
+        return l
+    raise TypeError("%s: launcher must be suiro.python(), suiro.lua(), suiro.r() or \"python\"/\"lua\"/\"r\", "
+                    "got %s" % (where, type(l).__name__))
+
+
+_POOL_KEYS = ("workers", "max_workers", "timeout", "start_timeout", "env", "respawn", "ring_cap", "slot_size",
+              "result_slots", "result_size", "name")
+
+
+def _normalise(opts, where):
+    """Pool options checked and normalised by the Lua face's suiro.config (the same messages)."""
+    try:
+        return _core.embed_pool_options(opts, where)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+
+
+def _start(o, where):
+    l = o["launcher"]
+    kind = l["kind"]
+    env = {}
+    env.update(l.get("env") or {})
+    env.update(o.get("env") or {})
+    exe = l.get("exe")
+    argv = l.get("argv")
+    if kind == "python":
+        exe = exe or l.get("python") or _default_python()
+        if not argv:
+            argv = [exe, "-I", worker_script()]
+        for v in _THREAD_VARS:
+            env.setdefault(v, "1")
+        paths = [os.getcwd() if p == "" else p for p in sys.path]
+        env.setdefault("SUIRO_PYTHONPATH", os.pathsep.join(p for p in paths if p))
+        env.setdefault("SUIRO_CWD", os.getcwd())
+        env["SUIRO_HOST_LANG"] = "python"
+        lang = _core.LANG_PYTHON
+    elif kind == "lua":
+        exe = exe or _lua_worker_exe()
+        lang = _core.LANG_LUA
+    elif kind == "r":
+        if not exe:
+            raise NotImplementedError("%s: R workers need the R binding's worker command; give "
+                                      "suiro.r(exe=..., argv=[...])" % where)
+        env["SUIRO_HOST_LANG"] = "python"
+        lang = _core.LANG_R
+    else:
+        raise ValueError("%s: unknown launcher kind %r" % (where, kind))
+    kw = dict(workers=o.get("workers", 1), exe=exe, argv=argv, env=env, lang=lang)
+    for k in ("max_workers", "ring_cap", "slot_size", "result_slots", "result_size"):
+        if o.get(k) is not None:
+            kw[k] = o[k]
+    if o.get("respawn") is not None:
+        kw["respawn"] = bool(o["respawn"])
+    if o.get("start_timeout") is not None:
+        kw["start_timeout"] = float(o["start_timeout"])
+    if o.get("timeout") is not None:
+        kw["timeout"] = float(o["timeout"])
+    p = Pool.__new__(Pool)
+    Pool.__init__(p, **kw)
+    p._launcher = kind
+    return p
+
+
+def pool(workers=None, *, launcher=None, **options):
+    """A pool of worker processes (Python workers unless launcher= says otherwise).
+
+        with suiro.pool(workers=4) as p:
+            p.submit(pow, 2, 16).collect(timeout=5)          # 65536
+
+    Options (as in Lua config scripts): workers, max_workers, launcher, timeout, start_timeout
+    ("10s" or seconds), env (dict), respawn, ring_cap, slot_size, result_slots, result_size, name.
+    """
+    for k in options:
+        if k not in _POOL_KEYS:
+            raise TypeError("suiro.pool: unknown option %r (options: %s)" % (k, ", ".join(("launcher",) + _POOL_KEYS)))
+    opts = {k: v for k, v in options.items() if v is not None}
+    if workers is not None:
+        opts["workers"] = workers
+    opts["launcher"] = _launcher_wire(launcher, "suiro.pool")
+    if "env" in opts and not isinstance(opts["env"], dict):
+        raise TypeError("suiro.pool: env must be a dict of str, got %s" % type(opts["env"]).__name__)
+    o = _normalise(opts, "suiro.pool")
+    return _start(o, "suiro.pool")
+
+
+class Pool(_core.Pool):
+    """A pool of worker processes. Make one with suiro.pool(); use it as a context manager."""
+
+    _launcher = "python"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def close(self, timeout=5.0):
+        self.stop(timeout)
+
+    def __repr__(self):
+        if self.closed:
+            return "<suiro.Pool stopped>"
+        return "<suiro.Pool %s (%s workers)>" % (self.name, self.lang)
+
+    def map(self, fn, xs, *, template=None, seed=None, progress=False, stream=False, timeout=None):
+        """Maps fn over xs on the pool; returns a Map (collect() it, or iterate it).
+
+        xs: a range, a 1-d numpy array, a list; template: "f64", "i32[3]", "{mean: f64, n: i64}"
+        (results in typed arrays), else a list of values; seed: per-element random streams
+        (suiro.random); stream=True: iterate (index, value) as elements finish.
+        """
+        _check_map_opts(progress, timeout, "map")
+        m = self._map_new(fn, xs, template=template, seed=seed, stream=bool(stream))
+        return Map(m, progress, timeout, bool(stream))
+
+    def map_prepare(self, fn, xs, *, template=None, seed=None, progress=False, timeout=None):
+        """Stages fn and xs once; pm.run() runs the map (again), pm.run(new_xs) over a new input
+        of the same type and length."""
+        _check_map_opts(progress, timeout, "map_prepare")
+        m = self._map_new(fn, xs, template=template, seed=seed, stream=False, prepare=True)
+        return PreparedMap(m, progress, timeout)
+
+    def executor(self):
+        """A concurrent.futures.Executor over this pool (the pool stays open at shutdown)."""
+        from ._executor import PoolExecutor
+
+        return PoolExecutor(pool=self)
+
+
+def _check_map_opts(progress, timeout, verb):
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise TypeError("%s: progress must be True or a function(done, n), got %s" % (verb, type(progress).__name__))
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+        raise ValueError("%s: timeout must be >= 0 seconds or None, got %r" % (verb, timeout))
+
+
+class Map:
+    """A running map: collect(timeout=None) for the results, iterate for (index, value) pairs
+    (as they finish when stream=True), await it in asyncio, cancel() it."""
+
+    def __init__(self, core, progress, timeout, stream):
+        self._m = core
+        self._progress = progress
+        self._timeout = timeout
+        self._stream = stream
+        self._t0 = _core.now()
+        self._last_draw = 0.0
+        self._results = None
+        self._collected = False
+
+    @property
+    def n(self):
+        return self._m.n
+
+    def __len__(self):
+        return self._m.n
+
+    def done(self):
+        return not self._m.running or self._m._wait(0)
+
+    def progress(self):
+        """(elements finished, elements)"""
+        return (self._m._done(), self._m.n)
+
+    def cancel(self):
+        self._m.cancel()
+
+    def _draw(self, final):
+        p = self._progress
+        if not p:
+            return
+        done, n = self._m._done(), self._m.n
+        if callable(p) and not isinstance(p, bool):
+            p(done, n)
+            return
+        if not sys.stderr.isatty():
+            return
+        now = _core.now()
+        if not final and now - self._last_draw < 0.1:
+            return
+        self._last_draw = now
+        el = now - self._t0
+        rate = done / el if el > 0 else 0
+        frac = done / n if n else 1
+        bar = "#" * int(frac * 30) + "-" * (30 - int(frac * 30))
+        if final:
+            sys.stderr.write("\r[%s] %3.0f%% %d/%d in %.1fs (%.0f/s)\033[K\n" % (bar, frac * 100, done, n, el, rate))
+        else:
+            eta = (n - done) / rate if rate > 0 else 0.0
+            sys.stderr.write("\r[%s] %3.0f%% %d/%d %.0f/s ETA %.1fs\033[K" % (bar, frac * 100, done, n, rate, eta))
+        sys.stderr.flush()
+
+    def _finish(self, timeout):
+        """Waits for the run; TimeoutError (the map keeps running) when it has not ended."""
+        if timeout is None:
+            timeout = self._timeout
+        deadline = None if timeout is None else _core.now() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - _core.now())
+            slice_ = left
+            if self._progress:
+                slice_ = 0.1 if left is None else min(0.1, left)
+            if self._m._wait(slice_):
+                break
+            self._draw(False)
+            if deadline is not None and _core.now() >= deadline:
+                raise TimeoutError("map: not done after %g s" % timeout)
+        self._draw(True)
+
+    def collect(self, timeout=None):
+        """The results: a numpy array (or suiro.Frame for a record template) with a template,
+        else a list; raises the first failing element's error (its .index says which)."""
+        if self._collected:
+            return self._results
+        self._finish(timeout)
+        try:
+            self._results = self._m._results()
+        finally:
+            self._collected = True
+            self._m._free()
+        return self._results
+
+    result = collect
+
+    def __iter__(self):
+        if not self._stream:
+            res = self.collect()
+            if isinstance(res, _values.Frame):
+                res = [dict(zip(res.names, row)) for row in zip(*res.columns)]
+            return iter(enumerate(res))
+        return self._stream_iter()
+
+    def _stream_iter(self):
+        m = self._m
+        try:
+            while True:
+                r = m._next_range()
+                if r is not None:
+                    for i in range(r[0], r[1]):
+                        yield i, m._element(i)
+                    continue
+                if not m.running:
+                    r = m._next_range()
+                    if r is not None:
+                        for i in range(r[0], r[1]):
+                            yield i, m._element(i)
+                        continue
+                    m._results()  # raises the failure, if any
+                    return
+                m._wait(0.001)
+                self._draw(False)
+        finally:
+            self._collected = True
+            m._free()
+
+    def __await__(self):
+        from ._aio import await_map
+
+        return await_map(self).__await__()
+
+    def __aiter__(self):
+        from ._aio import aiter_map
+
+        return aiter_map(self)
+
+
+class PreparedMap(Map):
+    """A staged map: run() runs it and returns its results; run(new_xs) swaps the input first."""
+
+    def __init__(self, core, progress, timeout):
+        super().__init__(core, progress, timeout, False)
+
+    def run(self, new_xs=None, timeout=None):
+        self._m._start(new_xs)
+        self._t0 = _core.now()
+        self._finish(timeout)
+        return self._m._results()
+
+    def collect(self, timeout=None):
+        self._finish(timeout)
+        return self._m._results()
+
+    def close(self):
+        self._m._free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def current_pool():
+    """Inside a worker: its own pool, for nested tasks and maps (waiting on them runs other
+    work meanwhile, so nesting never deadlocks). None in a host."""
+    return _core.current_pool()
+
+
+class Pools:
+    """The pools of a config script: created on first use (pools.name or pools["name"]), all
+    stopped by close() or at the end of a with block."""
+
+    def __init__(self, path, specs):
+        self._path = path
+        self._specs = specs
+        self._made = {}
+
+    def names(self):
+        return sorted(self._specs)
+
+    def __getitem__(self, name):
+        p = self._made.get(name)
+        if p is not None:
+            return p
+        o = self._specs.get(name)
+        if o is None:
+            raise KeyError('no pool "%s" in %s (pools: %s)' % (name, self._path, ", ".join(sorted(self._specs))))
+        try:
+            p = _start(o, "%s: pool \"%s\"" % (self._path, name))
+        except Exception as e:
+            raise type(e)('%s: pool "%s": %s' % (self._path, name, e)) from None
+        self._made[name] = p
+        return p
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+    def options(self, name):
+        """The normalised options of a pool (as the Lua face reads them)."""
+        return dict(self._specs[name])
+
+    def close(self):
+        for p in reversed(list(self._made.values())):
+            p.stop()
+        self._made.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open(path):
+    """The pools of a Lua config script, read with the Lua face's own reader (the same files,
+    checks and messages): suiro.open("pools.lua").parse.submit(...)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("suiro.open: argument 1 must be a file name, got %s" % type(path).__name__)
+    try:
+        specs = _core.embed_config(os.fspath(path))
+    except ValueError as e:
+        raise ValueError("suiro.open: %s" % e) from None
+    return Pools(os.fspath(path), specs)

@@ -1,0 +1,691 @@
+"""Values that cross between processes, and the helpers the C codec calls.
+
+The wire format (docs/wire-format.md) has kinds Python lacks a native type for; these classes
+carry them so that every value decodes and re-encodes to the same bytes:
+
+  NA          the missing value of a bool (R's NA), also NA in string vectors
+  Strings     a string vector (a list of str and None): wire STRS
+  Dates       dates as int32 or float64 days (R); int64 days decode to numpy datetime64[D]
+  Timestamps  instants in a unit with a time zone; naive int64 ones decode to numpy datetime64
+  Frame       a data frame: named columns of equal length (to_pandas())
+  Call        a call spec: suiro.call("numpy.mean", x) / suiro.call(source="...", x=x)
+  Ref, Func   descriptors of region references and foreign functions (suiro.wire.decode(...,
+              describe=True), and functions of other languages received as values)
+
+numpy and pandas are imported only when a value needs them, so workers start fast.
+"""
+
+import builtins
+import importlib
+import os
+import pickle
+import sys
+
+__all__ = ["NA", "Strings", "Dates", "Timestamps", "Frame", "Call", "Ref", "Func", "call"]
+
+
+class _NAType:
+    """suiro.NA: a missing bool (R's NA), or a missing string in a string vector."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "suiro.NA"
+
+    def __bool__(self):
+        raise TypeError("the truth value of suiro.NA is unknown (it is a missing value)")
+
+    def __reduce__(self):
+        return (_NAType, ())
+
+
+NA = _NAType()
+
+
+class Strings(list):
+    """A string vector (wire STRS): str items and None for NA. A plain list of str is a wire LIST."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "suiro.Strings(%s)" % list.__repr__(self)
+
+
+_UNITS = ("s", "ms", "us", "ns")
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+class Dates:
+    """Calendar dates as days since 1970-01-01 in an int32 or float64 array (R's Date).
+
+    int64 days cross as numpy datetime64[D]; this class keeps the other element types exactly.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        np = _np()
+        values = np.asarray(values)
+        if values.dtype not in (np.int32, np.int64, np.float64) or values.ndim != 1:
+            raise TypeError("suiro.Dates: values must be a 1-d int32, int64 or float64 array of days")
+        self.values = np.ascontiguousarray(values)
+
+    def __len__(self):
+        return len(self.values)
+
+    def to_numpy(self):
+        """datetime64[D] (fractions of days are dropped; NA becomes NaT)."""
+        np = _np()
+        v = self.values
+        if v.dtype == np.float64:
+            out = np.full(len(v), np.datetime64("NaT"), dtype="datetime64[D]")
+            ok = ~np.isnan(v)
+            out[ok] = np.floor(v[ok]).astype(np.int64).astype("datetime64[D]")
+            return out
+        out = v.astype(np.int64).astype("datetime64[D]")
+        if v.dtype == np.int32:
+            out[v == np.iinfo(np.int32).min] = np.datetime64("NaT")
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, Dates) and _same_array(self.values, other.values)
+
+    def __repr__(self):
+        return "suiro.Dates(%r)" % (self.to_numpy(),)
+
+
+class Timestamps:
+    """Instants since 1970-01-01T00:00:00Z: int64 or float64 values in a unit (s, ms, us, ns) with
+    a time zone ("" for none). Naive int64 timestamps cross as numpy datetime64[unit]."""
+
+    __slots__ = ("values", "unit", "tz")
+
+    def __init__(self, values, unit="ns", tz=""):
+        np = _np()
+        values = np.asarray(values)
+        if values.dtype not in (np.int64, np.float64) or values.ndim != 1:
+            raise TypeError("suiro.Timestamps: values must be a 1-d int64 or float64 array")
+        if isinstance(unit, int):
+            unit = _UNITS[unit]
+        if unit not in _UNITS:
+            raise ValueError("suiro.Timestamps: unit must be s, ms, us or ns, got %r" % (unit,))
+        if not isinstance(tz, str):
+            raise TypeError("suiro.Timestamps: tz must be a str")
+        self.values = np.ascontiguousarray(values)
+        self.unit = unit
+        self.tz = tz
+
+    def __len__(self):
+        return len(self.values)
+
+    def to_numpy(self):
+        """datetime64[unit] in UTC (float seconds are rounded to the unit)."""
+        np = _np()
+        v = self.values
+        if v.dtype == np.float64:
+            out = np.full(len(v), np.datetime64("NaT"), dtype="datetime64[%s]" % self.unit)
+            ok = ~np.isnan(v)
+            out[ok] = np.round(v[ok]).astype(np.int64)
+            return out
+        return v.view("datetime64[%s]" % self.unit)
+
+    def to_pandas(self):
+        import pandas as pd
+
+        idx = pd.DatetimeIndex(self.to_numpy())
+        if self.tz:
+            idx = idx.tz_localize("UTC").tz_convert(self.tz)
+        return idx
+
+    def __eq__(self, other):
+        return (isinstance(other, Timestamps) and self.unit == other.unit and self.tz == other.tz
+                and _same_array(self.values, other.values))
+
+    def __repr__(self):
+        return "suiro.Timestamps(%r, unit=%r, tz=%r)" % (self.values, self.unit, self.tz)
+
+
+def _same_array(a, b):
+    np = _np()
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+class Frame:
+    """A data frame: named columns of equal length, in order.
+
+    Columns are numpy arrays (numeric, bool; masked bool arrays for bool with NA), Strings,
+    pandas Categorical (factors), Dates, Timestamps or numpy datetime64 arrays. frame["x"] gives
+    a column, frame.to_pandas() a pandas DataFrame; suiro.Frame(df) makes one from pandas.
+    """
+
+    __slots__ = ("names", "columns", "nrow")
+
+    def __init__(self, data=None, nrow=None):
+        if data is None:
+            data = {}
+        if hasattr(data, "columns") and hasattr(data, "iloc"):  # a pandas DataFrame
+            f = _frames().from_pandas(data)
+            self.names, self.columns, self.nrow = f.names, f.columns, f.nrow
+            return
+        items = list(data.items()) if hasattr(data, "items") else list(data)
+        names, cols = [], []
+        for name, col in items:
+            if not isinstance(name, str):
+                raise TypeError("suiro.Frame: column names must be str, got %s" % type(name).__name__)
+            names.append(name)
+            cols.append(_column(col))
+        n = nrow
+        for name, col in zip(names, cols):
+            if n is None:
+                n = len(col)
+            elif len(col) != n:
+                raise ValueError("suiro.Frame: column %r has %d rows, the frame %d" % (name, len(col), n))
+        self.names = names
+        self.columns = cols
+        self.nrow = 0 if n is None else n
+
+    @classmethod
+    def _make(cls, names, columns, nrow):
+        f = object.__new__(cls)
+        f.names, f.columns, f.nrow = names, columns, nrow
+        return f
+
+    def __len__(self):
+        return self.nrow
+
+    def __getitem__(self, name):
+        try:
+            return self.columns[self.names.index(name)]
+        except ValueError:
+            raise KeyError(name) from None
+
+    def __contains__(self, name):
+        return name in self.names
+
+    def keys(self):
+        return list(self.names)
+
+    def items(self):
+        return list(zip(self.names, self.columns))
+
+    def to_dict(self):
+        return dict(zip(self.names, self.columns))
+
+    def to_pandas(self):
+        return _frames().to_pandas(self)
+
+    def __eq__(self, other):
+        if not isinstance(other, Frame) or self.names != other.names or self.nrow != other.nrow:
+            return False
+        return all(_column_equal(a, b) for a, b in zip(self.columns, other.columns))
+
+    def __repr__(self):
+        return "suiro.Frame(%d rows: %s)" % (self.nrow, ", ".join(self.names))
+
+    def __reduce__(self):
+        return (Frame._make, (self.names, self.columns, self.nrow))
+
+
+def _column(col):
+    np = _np()
+    if isinstance(col, (Strings, Dates, Timestamps)):
+        return col
+    if type(col).__name__ == "Categorical":
+        return col
+    if isinstance(col, np.ndarray):
+        return col
+    if isinstance(col, (list, tuple)):
+        if all(x is None or isinstance(x, str) for x in col) and any(isinstance(x, str) for x in col):
+            return Strings(col)
+        return np.asarray(col)
+    return np.asarray(col)
+
+
+def _column_equal(a, b):
+    np = _np()
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ma.MaskedArray):
+        return (a.dtype == b.dtype and np.array_equal(np.ma.getmaskarray(a), np.ma.getmaskarray(b))
+                and np.array_equal(a.filled(False) if a.dtype == bool else a.filled(0),
+                                   b.filled(False) if b.dtype == bool else b.filled(0)))
+    if isinstance(a, np.ndarray):
+        return _same_array(a, b)
+    if type(a).__name__ == "Categorical":
+        return (list(a.categories) == list(b.categories) and a.ordered == b.ordered
+                and list(a.codes) == list(b.codes))
+    return a == b
+
+
+_frames_mod = None
+
+
+def _frames():
+    global _frames_mod
+    if _frames_mod is None:
+        from . import _frames as f
+
+        _frames_mod = f
+    return _frames_mod
+
+
+class Call:
+    """A call spec: a function named by a qualified name, or source text whose last expression
+    is the value, with positional and named arguments. Runs on workers of any language."""
+
+    __slots__ = ("target", "source", "args", "kwargs")
+
+    def __init__(self, target=None, source=None, args=(), kwargs=None):
+        self.target = target
+        self.source = source
+        self.args = list(args)
+        self.kwargs = dict(kwargs or {})
+
+    def __repr__(self):
+        what = repr(self.target) if self.source is None else "source=%r" % (self.source[:40],)
+        return "suiro.call(%s, %d positional, %d named)" % (what, len(self.args), len(self.kwargs))
+
+    def __eq__(self, other):
+        return (isinstance(other, Call) and self.target == other.target and self.source == other.source
+                and _deep_eq(self.args, other.args) and _deep_eq(self.kwargs, other.kwargs))
+
+
+def call(name=None, /, *args, source=None, **kwargs):
+    """suiro.call("numpy.mean", x) or suiro.call(source="import numpy as np\\nnp.std(x)", x=x).
+
+    Exactly one of name and source. In source mode positional arguments are bound as _1, _2, ...
+    and named ones by their names; the value is that of the last expression (or of a `return`).
+    """
+    if (name is None) == (source is None):
+        raise TypeError("suiro.call: give a function name or source=, not both" if name is not None
+                        else "suiro.call: give a function name (\"module.fn\") or source=\"...\"")
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError("suiro.call: the function name must be a str, got %s" % type(name).__name__)
+        from . import _core
+
+        try:
+            _core.check_fnref(name)
+        except ValueError as e:
+            raise ValueError("suiro.call: %s" % e) from None
+    elif not isinstance(source, str):
+        raise TypeError("suiro.call: source must be a str, got %s" % type(source).__name__)
+    for k in kwargs:
+        if not isinstance(k, str):
+            raise TypeError("suiro.call: keyword names must be str")
+    return Call(name, source, args, kwargs)
+
+
+class Ref:
+    """A region reference as the wire describes it (suiro.wire.decode(..., describe=True))."""
+
+    __slots__ = ("name", "kind", "order", "flags", "offset", "length", "shape")
+
+    _KINDS = {0x00: "bytes", 0x40: "wire", 1: "f64", 2: "f32", 3: "i64", 4: "i32", 5: "u8", 6: "bool", 7: "c128"}
+
+    def __init__(self, name, kind, order, flags, offset, length, shape):
+        self.name, self.kind, self.order = name, kind, order
+        self.flags, self.offset, self.length, self.shape = flags, offset, length, tuple(shape)
+
+    def _wire(self):
+        return (self.name, self.kind, self.order, self.flags, self.offset, self.length, self.shape)
+
+    def __eq__(self, other):
+        return isinstance(other, Ref) and self._wire() == other._wire()
+
+    def __repr__(self):
+        return "suiro.Ref(%r, %s, %s, offset=%d, length=%d, shape=%r)" % (
+            self.name, self._KINDS.get(self.kind, self.kind), "CF"[self.order], self.offset, self.length, self.shape)
+
+
+class Func:
+    """A function of another language (or a described one): lang, key, name, captured values.
+    It can be sent back to workers of its language."""
+
+    __slots__ = ("lang", "key", "name", "captured", "__weakref__")
+
+    def __init__(self, lang, key, name=None, captured=None):
+        self.lang, self.key, self.name = lang, key, name
+        self.captured = list(captured or [])
+
+    def __eq__(self, other):
+        if not isinstance(other, Func):
+            return False
+        if self is other:
+            return True
+        if (self.lang, self.key, self.name, len(self.captured)) != (other.lang, other.key, other.name,
+                                                                     len(other.captured)):
+            return False
+        return all((a is self and b is other) or _deep_eq(a, b) for a, b in zip(self.captured, other.captured))
+
+    def __repr__(self):
+        return "suiro.Func(%s, key=%d, name=%r, %d captured)" % (self.lang, self.key, self.name, len(self.captured))
+
+
+def _deep_eq(a, b):
+    try:
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(a, np.ndarray):
+            return isinstance(b, np.ndarray) and _same_array(a, b)
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+# ---- helpers the C codec calls ------------------------------------------------------------------
+
+def make_bool_na(raw):
+    """A bool array with NA bytes (0xFF): a numpy masked array, masked where NA."""
+    np = _np()
+    mask = raw == 0xFF  # elementwise: keeps raw's memory order (C or F)
+    data = raw == 1
+    return np.ma.MaskedArray(data, mask=mask)
+
+
+def make_factor(codes, levels, ordered):
+    import pandas as pd
+
+    return pd.Categorical.from_codes(codes, categories=levels, ordered=bool(ordered))
+
+
+def make_dates(values, wtype):
+    if wtype == 3:  # int64 days: numpy's own dates
+        return values.view("datetime64[D]")
+    return Dates(values)
+
+
+def make_timestamps(values, unit, tz):
+    if values.dtype.kind == "i" and not tz:
+        return values.view("datetime64[%s]" % _UNITS[unit])
+    return Timestamps(values, _UNITS[unit], tz)
+
+
+def make_frame(names, columns, nrow):
+    return Frame._make(names, columns, nrow)
+
+
+def make_call(form, text, args, kwargs):
+    return Call(None, text, args, kwargs) if form == 1 else Call(text, None, args, kwargs)
+
+
+def make_ref(name, kind, order, flags, offset, length, shape):
+    return Ref(name, kind, order, flags, offset, length, shape)
+
+
+def make_func(lang, key):
+    return Func(lang, key)
+
+
+def to_wire(obj, foreign):
+    """A replacement the codec knows for obj, or None (pickle it, or refuse it for foreign
+    receivers), or ("array", wire type, contiguous ndarray), or ("refuse", why)."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(obj, np.ma.MaskedArray):
+            return _masked_to_wire(np, obj)
+        if isinstance(obj, np.ndarray):
+            return _array_to_wire(np, obj, foreign)
+    mod = type(obj).__module__ or ""
+    if mod.startswith("pandas"):
+        return _frames().to_wire(obj, foreign)
+    if isinstance(obj, (bytearray, memoryview)) and foreign:
+        return bytes(obj)
+    return None
+
+
+_NA_FILL = None
+
+
+def _masked_to_wire(np, a):
+    mask = np.ma.getmaskarray(a)
+    data = np.ma.getdata(a)
+    if not (data.flags.c_contiguous or data.flags.f_contiguous):
+        data = np.ascontiguousarray(data)
+        mask = np.ascontiguousarray(mask)
+    if data.dtype == bool:
+        raw = data.view(np.uint8).copy(order="K")
+        raw[mask] = 0xFF
+        return ("array", 6, raw)
+    fill = _na_fill(np, data.dtype)
+    if fill is None:
+        return ("refuse", "a masked %s array (this type has no NA)" % data.dtype)
+    out = data.copy()
+    out[mask] = fill
+    return out
+
+
+def _na_fill(np, dt):
+    if dt == np.float64:
+        return np.frombuffer(b"\xa2\x07\x00\x00\x00\x00\xf0\x7f", dtype=np.float64)[0]
+    if dt == np.int32:
+        return np.iinfo(np.int32).min
+    if dt == np.int64:
+        return np.iinfo(np.int64).min
+    return None
+
+
+def _array_to_wire(np, a, foreign):
+    dt = a.dtype
+    if dt.byteorder == ">":
+        return a.astype(dt.newbyteorder("="))
+    if dt.kind == "M":
+        unit, count = np.datetime_data(dt)
+        if count != 1 or unit not in ("D", "s", "ms", "us", "ns"):
+            if foreign:
+                return ("refuse", "datetime64[%s] (use D, s, ms, us or ns)" % unit)
+            return None
+        if a.ndim != 1:
+            return ("refuse", "an n-d datetime64 array (dates and timestamps are 1-d)") if foreign else None
+        v = np.ascontiguousarray(a).view(np.int64)
+        return _dates(np, v) if unit == "D" else Timestamps(v, unit, "")
+    if dt.kind in "OUS":
+        if a.ndim != 1:
+            return ("refuse", "an n-d array of strings or objects") if foreign else None
+        items = a.tolist()
+        if dt.kind == "S":
+            return None if not foreign else ("refuse", "an array of bytes strings")
+        if all(x is None or isinstance(x, str) for x in items):
+            return Strings(items)
+        return None if not foreign else ("refuse", "an object array")
+    if dt in (np.float64, np.float32, np.int64, np.int32, np.uint8, np.bool_, np.complex128):
+        # a known type that came here: strided or non-contiguous
+        return np.ascontiguousarray(a)
+    if not foreign:
+        return None  # pickled: the exact dtype survives
+    if dt in (np.int8, np.int16, np.uint16):
+        return a.astype(np.int32)
+    if dt == np.uint32:
+        return a.astype(np.int64)
+    if dt == np.float16:
+        return a.astype(np.float32)
+    if dt == np.complex64:
+        return a.astype(np.complex128)
+    return ("refuse", "numpy arrays of %s (the wire has f64, f32, i64, i32, u8, bool and c128)" % dt)
+
+
+def _dates(np, v):
+    d = Dates.__new__(Dates)
+    d.values = v
+    return d
+
+
+def dumps(obj):
+    """Pickles obj for another Python process: pickle, else cloudpickle (lambdas, local classes)."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as first:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise first from None
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+loads = pickle.loads
+
+
+def pickle_function(fn):
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    return cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def function_ref(fn):
+    """"module.qualname" when fn can be imported back by that name, else None."""
+    mod = getattr(fn, "__module__", None)
+    qn = getattr(fn, "__qualname__", None)
+    if not isinstance(mod, str) or not isinstance(qn, str) or "<" in qn or mod == "__main__":
+        return None
+    m = sys.modules.get(mod)
+    if m is None:
+        return None
+    obj = m
+    for part in qn.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    if obj is not fn:
+        return None
+    return mod + "." + qn
+
+
+def resolve(name):
+    """The object a "module.attr.attr" name refers to, importing the longest module prefix."""
+    parts = name.split(".")
+    if not all(parts):
+        raise ValueError("cannot find function %r: not a dotted name" % name)
+    if len(parts) == 1:
+        obj = getattr(builtins, name, None)
+        if obj is None:
+            raise NameError("cannot find function %r" % name)
+        return obj
+    err = None
+    for k in range(len(parts) - 1, 0, -1):
+        modname = ".".join(parts[:k])
+        try:
+            obj = importlib.import_module(modname)
+        except ImportError as e:
+            if err is None:
+                err = e
+            continue
+        try:
+            for p in parts[k:]:
+                obj = getattr(obj, p)
+        except AttributeError as e:
+            raise AttributeError("cannot find function %r: %s" % (name, e)) from None
+        return obj
+    raise ImportError("cannot find function %r: %s" % (name, err)) from None
+
+
+def call_target(c):
+    """The callable of a call spec used as a map function (element first, then its args)."""
+    import functools
+
+    if c.target is None:
+        raise TypeError("a map's function cannot be a source call spec; use a named function")
+    f = resolve(c.target)
+    if c.args or c.kwargs:
+        return lambda x: f(x, *c.args, **c.kwargs)
+    return f
+
+
+_sources = {}
+
+
+def run_call(c):
+    """Runs a call spec in this worker."""
+    if c.source is None:
+        f = resolve(c.target)
+        return f(*c.args, **c.kwargs)
+    code = _sources.get(c.source)
+    if code is None:
+        code = _compile_source(c.source)
+        if len(_sources) < 512:
+            _sources[c.source] = code
+    ns = {"__builtins__": builtins, "__name__": "__suiro_call__"}
+    for i, a in enumerate(c.args):
+        ns["_%d" % (i + 1)] = a
+    ns.update(c.kwargs)
+    kind, body, last = code
+    if kind == "func":
+        exec(body, ns)
+        return ns["__suiro_source__"]()
+    if body is not None:
+        exec(body, ns)
+    return eval(last, ns) if last is not None else None
+
+
+def _compile_source(src):
+    """(kind, statements, last expression): the value of a source is its last expression; a
+    source with a top-level `return` (Lua style) runs as a function body."""
+    import ast
+
+    try:
+        compile(src, "<suiro.call source>", "exec")
+    except SyntaxError as e:
+        if "'return' outside function" not in str(e):
+            raise
+        body = "def __suiro_source__():\n" + "".join("    " + line + "\n" for line in src.splitlines())
+        return ("func", compile(body, "<suiro.call source>", "exec"), None)
+    tree = ast.parse(src, "<suiro.call source>", "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), "<suiro.call source>", "eval")
+    stmts = compile(tree, "<suiro.call source>", "exec") if tree.body else None
+    return ("exec", stmts, last)
+
+
+def describe_exception(exc):
+    """(class, message, traceback) of an exception raised by a task, for the ERROR payload."""
+    import traceback
+
+    t = type(exc)
+    mod = t.__module__
+    cls = t.__qualname__ if mod in ("builtins", "__main__") else "%s.%s" % (mod, t.__qualname__)
+    if len(exc.args) == 1 and isinstance(exc.args[0], str):
+        msg = exc.args[0]
+    else:
+        try:
+            msg = str(exc)
+        except Exception:
+            msg = "<unprintable %s>" % t.__name__
+    tb = exc.__traceback__
+    # drop the frames of suiro's own machinery (the call helper) at the top
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(t, exc, tb))
+    if _HOST_IS_PYTHON:
+        text += _pickled_exception(exc)
+    return (cls, msg, text)
+
+
+# Between Python processes an exception travels whole: the ERROR's traceback part ends with a
+# line "suiro-pickle:<base64 of the pickled exception>", which a Python host strips and unpickles
+# (so its args and attributes survive). Workers serving a Lua or R host never add it.
+_HOST_IS_PYTHON = os.environ.get("SUIRO_HOST_LANG", "python") == "python"
+PICKLE_MARK = "suiro-pickle:"
+
+
+def _pickled_exception(exc):
+    import base64
+
+    try:
+        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > 1 << 20:
+            return ""
+        pickle.loads(data)  # only what can be read back
+    except Exception:
+        return ""
+    return PICKLE_MARK + base64.b64encode(data).decode("ascii")

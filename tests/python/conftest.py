@@ -1,0 +1,51 @@
+"""pytest setup: the checkout's binding on sys.path, pool fixtures, bounded waits."""
+
+import os
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(__file__))  # helper modules (pyfuncs) importable by reference
+
+import suiro  # noqa: E402
+
+VECTORS = os.path.join(ROOT, "tests", "vectors")
+LUA_WORKER = os.path.join(ROOT, "build", "bin", "suiro")
+
+
+@pytest.fixture(scope="session")
+def pool():
+    """Two Python workers shared by the tests that leave them as they found them."""
+    with suiro.pool(workers=2) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def pool1():
+    with suiro.pool(workers=1) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def luapool():
+    with suiro.pool(workers=2, launcher=suiro.lua()) as p:
+        yield p
+
+
+def wait_until(cond, timeout=10.0, step=0.01):
+    """Polls cond() until it is true; fails the test after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    raise AssertionError("condition not met within %.1f s" % timeout)
+
+
+def own_regions():
+    """Names of this process's shared regions in /dev/shm (shared with other users of the machine)."""
+    prefix = "suiro_%x_" % os.getpid()
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))

@@ -1,0 +1,104 @@
+"""pandas frames through the wire: every column kind, with NA, both ways; large frames as one
+region whose numeric columns arrive as views."""
+
+import numpy as np
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+
+import suiro
+import pyfuncs
+from suiro import _core
+
+
+def frame_with_na():
+    return pd.DataFrame({
+        "f64": [1.5, np.nan, 3.0],
+        "F64": pd.array([1.5, None, 3.0], dtype="Float64"),
+        "i64": np.array([1, 2, 3], dtype=np.int64),
+        "I64": pd.array([1, None, 3], dtype="Int64"),
+        "I32": pd.array([None, 5, 6], dtype="Int32"),
+        "i32": np.array([7, 8, 9], dtype=np.int32),
+        "u8": np.array([0, 128, 255], dtype=np.uint8),
+        "f32": np.array([0.5, np.nan, -1.0], dtype=np.float32),
+        "flag": [True, False, True],
+        "B": pd.array([True, None, False], dtype="boolean"),
+        "s": ["a", None, "c"],
+        "cat": pd.Categorical(["x", None, "y"]),
+        "ord": pd.Categorical(["lo", "hi", None], categories=["lo", "hi"], ordered=True),
+        "when": pd.to_datetime(["2024-01-01", None, "1969-12-31 23:59:59.5"]),
+        "tz": pd.to_datetime(["2024-01-01 12:00", None, "2000-06-30"]).tz_localize("America/New_York"),
+        "z": np.array([1 + 2j, 0, np.nan], dtype=np.complex128),
+    })
+
+
+def test_every_column_kind_round_trips(pool):
+    df = frame_with_na()
+    back = pool.submit(pyfuncs.identity, df).collect(timeout=10)
+    assert isinstance(back, suiro.Frame) and back.names == list(df.columns) and len(back) == 3
+    pdt.assert_frame_equal(back.to_pandas(), df, check_dtype=True)
+
+
+def test_na_positions_are_kept(pool):
+    df = frame_with_na()
+    back = pool.submit(pyfuncs.identity, df).collect(timeout=10).to_pandas()
+    assert back.isna().to_numpy().tolist() == df.isna().to_numpy().tolist()
+
+
+def test_a_frame_is_a_value_inside_values(pool):
+    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    got = pool.submit(pyfuncs.identity, {"df": df, "n": 2}).collect(timeout=10)
+    pdt.assert_frame_equal(got["df"].to_pandas(), df)
+
+
+def test_frame_for_lua_workers(luapool):
+    df = pd.DataFrame({"x": [1.0, 2.0, 4.0], "name": ["a", "b", None], "f": [True, False, True]})
+    got = luapool.submit(suiro.call(source="return #f, f.x:sum(), f.name[3] == require('suiro').NA", f=df)).collect(10)
+    assert got == (3, 7.0, True)
+
+
+def test_large_frames_go_as_one_region(pool):
+    n = 100000
+    df = pd.DataFrame({"x": np.arange(n, dtype=np.float64), "k": np.arange(n, dtype=np.int32) % 7,
+                       "name": ["r%d" % (i % 10) for i in range(n)]})
+    back = pool.submit(pyfuncs.identity, df).collect(timeout=30)
+    x = back["x"]
+    assert not x.flags.writeable  # a view of the region
+    b = x.base
+    while not isinstance(b, _core.View):
+        b = b.base
+    assert b.region().startswith("/suiro_")
+    pdt.assert_frame_equal(back.to_pandas(), df)
+
+
+def test_frame_from_lua_and_r_kinds():
+    # date columns of R (i32, f64 days) and POSIXct timestamps decode and convert
+    f = suiro.Frame([("d", suiro.Dates(np.array([0, -2**31, 19723], dtype=np.int32))),
+                     ("t", suiro.Timestamps(np.array([0.0, np.nan, 86400.0]), "s", "UTC"))])
+    back = suiro.wire.decode(suiro.wire.encode(f))
+    assert back == f
+    p = back.to_pandas()
+    assert p["d"].isna().tolist() == [False, True, False] and str(p["t"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_bad_columns_are_refused(pool):
+    df = pd.DataFrame({"o": ["a", 3]})
+    with pytest.raises(TypeError, match=r"submit: argument 2: DataFrame cannot be sent: column 'o': a int in a column of strings"):
+        pool.submit(pyfuncs.identity, df)
+    with pytest.raises(TypeError, match="frame column names must be str"):
+        pool.submit(pyfuncs.identity, pd.DataFrame({1: [1]}))
+
+
+def test_map_record_template_gives_a_frame(pool):
+    f = pool.map(lambda i: {"i": i, "half": i / 2}, range(4), template="{i: i64, half: f64}").collect(10)
+    pdt.assert_frame_equal(f.to_pandas(), pd.DataFrame({"i": np.arange(4), "half": np.arange(4) / 2}))
+
+
+def test_large_frame_columns_by_reference_to_lua(luapool):
+    n = 50000
+    df = pd.DataFrame({"x": np.arange(n, dtype=np.float64), "y": np.ones(n)})
+    got = luapool.submit(suiro.call(source="return f.x:sum() + f.y:sum(), f", f=df)).collect(timeout=30)
+    assert got[0] == df["x"].sum() + n
+    back = got[1]
+    assert isinstance(back, suiro.Frame) and not back["x"].flags.writeable  # views again
+    pdt.assert_frame_equal(back.to_pandas(), df)

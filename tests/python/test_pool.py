@@ -1,0 +1,246 @@
+"""Pools and tasks from a Python host with Python workers: submit, collect, batches, timeouts,
+cancellation, status, nesting, worker deaths."""
+
+import math
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+import suiro
+import pyfuncs
+from conftest import wait_until
+
+
+def test_submit_builtin_by_reference(pool):
+    t = pool.submit(pow, 2, 16)
+    assert t.collect(timeout=5) == 65536
+    assert t.done()
+    assert t.collect() == 65536  # the outcome is kept
+    assert t.result(timeout=1) == 65536
+
+
+def test_values_cross(pool):
+    v = [None, True, False, 1, -2**63, 2**63 - 1, 2.5, "héllo", b"\x00\xff", [1, [2]], {"a": 1, "b": [None]},
+         range(3, 30, 3)]
+    assert pool.submit(pyfuncs.identity, v).collect(timeout=5) == v
+    assert pool.submit(pyfuncs.identity, (1, (2, [3]))).collect(timeout=5) == (1, (2, [3]))  # tuples stay tuples
+
+
+def test_python_objects_cross_by_pickle(pool):
+    import decimal
+    import fractions
+
+    v = {"d": decimal.Decimal("1.5"), "f": fractions.Fraction(1, 3), "s": {1, 2}, "big": 2**100, 3: "int key",
+         "c": 1 + 2j}
+    assert pool.submit(pyfuncs.identity, v).collect(timeout=5) == v
+
+
+def test_functions_by_value(pool):
+    k = 10
+    assert pool.submit(lambda x: x * k, 4).collect(timeout=5) == 40
+
+    def local(x, y=1):
+        return x - y
+
+    assert pool.submit(local, 5, y=2).collect(timeout=5) == 3
+
+
+def test_keyword_arguments(pool):
+    assert pool.submit(pyfuncs.add, 1, 2, c=3).collect(timeout=5) == 6
+    assert pool.submit(pyfuncs.add, 1, b=5).collect(timeout=5) == 6
+    assert pool.submit("pyfuncs.add", 1, c=7).collect(timeout=5) == 8
+
+
+def test_name_reference(pool):
+    assert pool.submit("math.sqrt", 16.0).collect(timeout=5) == 4.0
+    with pytest.raises(Exception) as e:
+        pool.submit("no_such_module_xyz.fn", 1).collect(timeout=5)
+    assert "no_such_module_xyz" in str(e.value)
+
+
+def test_call_specs(pool):
+    assert pool.submit(suiro.call("math.hypot", 3, 4)).collect(timeout=5) == 5.0
+    assert pool.submit(suiro.call(source="a + b", a=1, b=2)).collect(timeout=5) == 3
+    assert pool.submit(suiro.call(None, 10, source="import math\nmath.floor(x) + _1", x=2.5)).collect(timeout=5) == 12
+    assert pool.submit(suiro.call(source="return a * 2", a=21)).collect(timeout=5) == 42
+    assert pool.submit(suiro.call(source="x = 1")).collect(timeout=5) is None
+    with pytest.raises(TypeError, match="call spec carries its own arguments"):
+        pool.submit(suiro.call("math.hypot", 3, 4), 5)
+
+
+def test_call_spec_numpy(pool):
+    np = pytest.importorskip("numpy")
+    x = np.array([1.0, 2.0, 3.0])
+    assert pool.submit(suiro.call("numpy.mean", x)).collect(timeout=5) == 2.0
+    got = pool.submit(suiro.call(source="import numpy as np\nnp.std(x)", x=x)).collect(timeout=5)
+    assert got == pytest.approx(np.std(x))
+
+
+def test_submit_batch_and_collect_all(pool):
+    tasks = pool.submit_batch(pow, [(2, 1), (2, 2), (2, 10)])
+    assert pool.collect_all(tasks, timeout=10) == [2, 4, 1024]
+    tasks = pool.submit_batch(pyfuncs.identity, ["a", 5])  # non-tuples are single arguments
+    assert pool.collect_all(tasks, timeout=10) == ["a", 5]
+
+
+def test_collect_any_gives_the_first(pool):
+    tasks = [pool.submit(pyfuncs.sleep_then, 2.0, "slow"), pool.submit(pyfuncs.sleep_then, 0.0, "fast")]
+    assert pool.collect_any(tasks, timeout=10) == (1, "fast")
+    assert pool.collect_all(tasks, timeout=10) == ["slow", "fast"]
+
+
+def test_collect_timeout_consumes_nothing(pool):
+    t = pool.submit(pyfuncs.sleep_then, 0.5, 7)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        t.collect(timeout=0.05)
+    assert time.monotonic() - t0 < 0.4
+    assert not t.done()
+    with pytest.raises(TimeoutError):
+        pool.collect_all([t], timeout=0)
+    assert t.collect(timeout=5) == 7
+
+
+def test_collect_all_raises_first_failure(pool):
+    tasks = [pool.submit(pyfuncs.identity, 1), pool.submit(pyfuncs.raise_, "value", "second"),
+             pool.submit(pyfuncs.identity, 3)]
+    with pytest.raises(ValueError, match="second"):
+        pool.collect_all(tasks, timeout=10)
+    assert tasks[0].collect() == 1 and tasks[2].collect() == 3  # the others were collected too
+
+
+def test_cancel_before_start(pool1):
+    busy = pool1.submit(pyfuncs.sleep_then, 0.5, "busy")
+    queued = pool1.submit(pyfuncs.identity, "never")
+    assert queued.cancel() is True
+    with pytest.raises(suiro.CancelledError):
+        queued.collect(timeout=5)
+    assert busy.collect(timeout=5) == "busy"
+    assert busy.cancel() is False  # finished already
+
+
+def test_dropped_tasks_release_their_slots():
+    with suiro.pool(workers=1, result_slots=64) as p:
+        for _ in range(300):  # more than the slots: dropped tasks give theirs back
+            p.submit(pyfuncs.identity, 1)
+        assert p.submit(pyfuncs.identity, 2).collect(timeout=10) == 2
+
+
+def test_status(pool):
+    pool.submit(pyfuncs.identity, 1).collect(timeout=5)
+    s = pool.status()
+    assert s["live"] == 2 and len(s["workers"]) == 2
+    w = s["workers"][0]
+    assert set(w) >= {"slot", "pid", "state", "tasks"}
+    assert w["pid"] > 0 and w["state"] in ("idle", "busy")
+    assert s["tasks"] >= 1 and s["submitted"] >= 1
+
+
+def test_nested_maps_from_a_python_host():
+    parts = [range(1, 25001), range(25001, 50001), range(50001, 75001), range(75001, 100001)]
+    for workers in (1, 2):
+        with suiro.pool(workers=workers) as p:
+            got = p.map(pyfuncs.part_total, parts).collect(timeout=60)
+            assert [round(v) for v in got] == [2635310, 4818361, 6239529, 7388808]
+            got = p.map(pyfuncs.part_total_f64, parts, template="f64").collect(timeout=60)
+            assert [round(v) for v in got] == [2635310, 4818361, 6239529, 7388808]
+
+
+def test_nested_tasks_one_worker(pool1):
+    assert pool1.submit(pyfuncs.nested_submit, 20).collect(timeout=20) == sum(range(1, 21))
+
+
+def test_current_pool_is_none_in_a_host():
+    assert suiro.current_pool() is None
+
+
+def test_worker_killed_mid_task():
+    with suiro.pool(workers=1) as p:
+        wpid = p.submit(pyfuncs.pid).collect(timeout=5)
+        t = p.submit(pyfuncs.sleep_then, 30, "never")
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 5)
+        os.kill(wpid, signal.SIGKILL)
+        with pytest.raises(suiro.WorkerDied) as e:
+            t.collect(timeout=10)
+        assert e.value.pid == wpid and e.value.slot == 0
+        # the pool respawns and stays usable
+        assert p.submit(pyfuncs.identity, "again").collect(timeout=10) == "again"
+        assert p.submit(pyfuncs.pid).collect(timeout=5) != wpid
+
+
+def test_worker_that_kills_itself():
+    with suiro.pool(workers=1) as p:
+        with pytest.raises(suiro.WorkerDied):
+            p.submit(pyfuncs.die).collect(timeout=10)
+        assert p.submit(pow, 3, 3).collect(timeout=10) == 27
+
+
+def test_misuse_names_the_argument(pool):
+    with pytest.raises(TypeError, match="argument 1"):
+        pool.submit(42)
+    with pytest.raises(TypeError, match="no value"):
+        pool.submit()
+    s = socket.socket()
+    try:
+        with pytest.raises(TypeError, match=r"submit: argument 2\['conn'\]: socket cannot be sent"):
+            pool.submit(pyfuncs.identity, {"conn": s})
+        with pytest.raises(TypeError, match=r"submit: argument 3\[1\]: socket cannot be sent"):
+            pool.submit(pyfuncs.echo, 1, [0, s])
+    finally:
+        s.close()
+    with pytest.raises(TypeError, match="timeout"):
+        pool.submit(pyfuncs.identity, 1).collect(timeout="soon")
+    with pytest.raises(ValueError, match="timeout"):
+        pool.submit(pyfuncs.identity, 1).collect(timeout=-1)
+
+
+def test_stopped_pool_refuses():
+    p = suiro.pool(workers=1)
+    t = p.submit(pyfuncs.sleep_then, 0.2, 1)
+    p.stop()
+    with pytest.raises(suiro.PoolClosed):
+        p.submit(pyfuncs.identity, 1)
+    with pytest.raises(suiro.PoolClosed):
+        t.collect(timeout=1)
+
+
+def test_pool_options_are_checked_like_lua():
+    with pytest.raises(ValueError, match=r"suiro.pool: timeout: bad duration"):
+        suiro.pool(workers=1, timeout="1m30")
+    with pytest.raises(ValueError, match=r"workers: must be in 0..64"):
+        suiro.pool(workers=100)
+    with pytest.raises(TypeError, match="unknown option 'bogus'"):
+        suiro.pool(bogus=1)
+
+
+def test_env_reaches_workers():
+    with suiro.pool(workers=1, env={"SUIRO_TEST_VAR": "yes", "OTHER": 5}) as p:
+        assert p.submit(pyfuncs.env, "SUIRO_TEST_VAR").collect(timeout=5) == "yes"
+        assert p.submit(pyfuncs.env, "OTHER").collect(timeout=5) == "5"
+        assert p.submit(pyfuncs.env, "OMP_NUM_THREADS").collect(timeout=5) == "1"
+
+
+def test_worker_start_is_quick():
+    t0 = time.monotonic()
+    with suiro.pool(workers=1) as p:
+        p.submit(pow, 2, 2).collect(timeout=10)
+    assert time.monotonic() - t0 < 5  # the figure itself is measured by the benchmark
+
+
+def test_nothing_left_in_dev_shm():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = %r\nimport suiro\nimport numpy as np\n"
+            "with suiro.pool(workers=2) as p:\n"
+            "    p.submit(sum, [1, 2]).collect(5)\n"
+            "    v = p.submit(lambda a: a * 2, np.ones(100000)).collect(5)\n"
+            "    assert v.sum() == 200000\n"
+            "print('%%x' %% __import__('os').getpid())\n" % (sys.path[:3],))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    prefix = "suiro_%s_" % out.stdout.strip()
+    assert [n for n in os.listdir("/dev/shm") if n.startswith(prefix)] == []
