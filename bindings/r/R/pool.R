@@ -7,12 +7,14 @@
 new_launcher <- function(kind, opts) {
   opts <- Filter(Negate(is.null), opts)
   if (!is.null(opts$env)) opts$env <- as.list(opts$env)
+  if (!is.null(opts$argv)) opts$argv <- as.list(opts$argv) # a list of strings, as config scripts give
   structure(c(list(kind = kind), opts), class = "suiro_launcher")
 }
 
 suiro_r <- function(rscript = NULL, env = NULL) new_launcher("r", list(rscript = rscript, env = env))
 suiro_lua <- function(exe = NULL, argv = NULL, env = NULL) new_launcher("lua", list(exe = exe, argv = argv, env = env))
-suiro_python <- function(python = NULL, env = NULL) new_launcher("python", list(python = python, env = env))
+suiro_python <- function(python = NULL, argv = NULL, env = NULL)
+  new_launcher("python", list(python = python, argv = argv, env = env))
 
 print.suiro_launcher <- function(x, ...) {
   opts <- unclass(x)[setdiff(names(x), "kind")]
@@ -38,10 +40,18 @@ launch_spec <- function(l) {
     if (!nzchar(exe))
       stop("suiro_lua(): no Lua worker executable: pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE",
            call. = FALSE)
-    argv <- l$argv %||% exe
+    argv <- unlist(l$argv) %||% exe
   } else {
     exe <- l$python %||% "/usr/bin/python3"
-    argv <- c(exe, "-m", "suiro.worker")
+    script <- Sys.getenv("SUIRO_PY_WORKER")
+    if (is.null(l$argv) && !file.exists(script))
+      stop("suiro_python(): no Python worker script: set SUIRO_PY_WORKER to bindings/python/suiro/_worker.py ",
+           "of a suiro checkout (scripts/rscript does) or pass argv =", call. = FALSE)
+    argv <- unlist(l$argv) %||% c(exe, "-I", script)
+    base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd(), OMP_NUM_THREADS = "1", OPENBLAS_NUM_THREADS = "1",
+                 MKL_NUM_THREADS = "1")
+    if (nzchar(Sys.getenv("PYTHONPATH"))) base$SUIRO_PYTHONPATH <- Sys.getenv("PYTHONPATH")
+    env <- utils::modifyList(base, env)
   }
   list(exe = exe, argv = argv, env = env)
 }
