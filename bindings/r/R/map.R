@@ -25,7 +25,6 @@ suiro_map_progress <- function(m) {
   c(done = p[[1]], n = p[[2]])
 }
 
-suiro_collect.suiro_map <- function(x, timeout = NULL, ...) .Call(C_map_collect, x, timeout)
 
 # Classed vectors (factors, dates) are mapped element by element like lapply does.
 map_input <- function(x, verb) {

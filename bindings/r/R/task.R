@@ -15,12 +15,8 @@ suiro_submit_batch <- function(.pool, .f, .args, .timeout = NULL) {
   .Call(C_submit_batch, .pool, .f, .args, .timeout)
 }
 
-suiro_collect <- function(x, timeout = NULL, ...) UseMethod("suiro_collect")
-
-suiro_collect.suiro_task <- function(x, timeout = NULL, ...) .Call(C_collect, x, timeout)
-
-suiro_collect.default <- function(x, timeout = NULL, ...)
-  stop("suiro_collect: argument 1 must be a suiro_task or a suiro_map, got ", class(x)[1], call. = FALSE)
+# Tasks and maps (the C side tells them apart: no S3 dispatch on the hot path).
+suiro_collect <- function(x, timeout = NULL) .Call(C_collect, x, timeout)
 
 suiro_collect_any <- function(tasks, timeout = NULL) .Call(C_collect_any, tasks, timeout)
 

@@ -180,17 +180,58 @@ void rs_encoder_sent(rs_encoder *e) {
 }
 
 void rs_enc_path_push(rs_encoder *e, const char *fmt, ...) {
-  if (e->plen >= sizeof e->path - 1) return;
+  if (e->plen >= sizeof e->seg / sizeof *e->seg) { /* deeper than any value can be: keep counting */
+    e->plen++;
+    return;
+  }
+  struct rs_path_seg *g = &e->seg[e->plen++];
+  g->fmt = fmt;
+  g->s[0] = g->s[1] = NULL;
+  g->d = 0;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(e->path + e->plen, sizeof e->path - e->plen, fmt, ap);
+  int ns = 0;
+  for (const char *f = fmt; *f; f++) {
+    if (f[0] != '%') continue;
+    if (f[1] == 's') {
+      const char *v = va_arg(ap, const char *);
+      if (ns < 2) g->s[ns++] = v;
+      f++;
+    } else if (!strncmp(f, "%.0f", 4)) {
+      g->d = va_arg(ap, double);
+      f += 3;
+    }
+  }
   va_end(ap);
-  if (n > 0) e->plen += (size_t)n < sizeof e->path - e->plen ? (size_t)n : sizeof e->path - 1 - e->plen;
 }
 
-void rs_enc_path_pop(rs_encoder *e, size_t at) {
-  e->plen = at;
-  e->path[at] = 0;
+void rs_enc_path_pop(rs_encoder *e, size_t at) { e->plen = at; }
+
+const char *rs_enc_path(rs_encoder *e) {
+  size_t n = 0, cap = sizeof e->path;
+  size_t nseg = e->plen < sizeof e->seg / sizeof *e->seg ? e->plen : sizeof e->seg / sizeof *e->seg;
+  for (size_t k = 0; k < nseg && n + 1 < cap; k++) {
+    const struct rs_path_seg *g = &e->seg[k];
+    int ns = 0;
+    for (const char *f = g->fmt; *f && n + 1 < cap; f++) {
+      int w = 0;
+      if (f[0] == '%' && f[1] == 's') {
+        w = snprintf(e->path + n, cap - n, "%s", ns < 2 && g->s[ns] ? g->s[ns] : "?");
+        ns++;
+        f++;
+      } else if (!strncmp(f, "%.0f", 4)) {
+        w = snprintf(e->path + n, cap - n, "%.0f", g->d);
+        f += 3;
+      } else {
+        e->path[n] = *f;
+        w = 1;
+      }
+      n += w > 0 ? (size_t)w : 0;
+      if (n >= cap) n = cap - 1;
+    }
+  }
+  e->path[n] = 0;
+  return e->path;
 }
 
 static void __attribute__((noreturn, format(printf, 2, 3))) efail(rs_encoder *e, const char *fmt, ...) {
@@ -199,8 +240,7 @@ static void __attribute__((noreturn, format(printf, 2, 3))) efail(rs_encoder *e,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  e->path[e->plen] = 0;
-  Rf_error("%s: %s", e->path, msg);
+  Rf_error("%s: %s", rs_enc_path(e), msg);
 }
 
 static void wcheck(rs_encoder *e) {
@@ -1042,17 +1082,6 @@ void rs_enc_value(rs_encoder *e, SEXP x, const char *what) {
 
 /* ---- decoding ---------------------------------------------------------------------------------- */
 
-struct rs_decoder {
-  wire_reader r;
-  rs_dec_opts o;
-  SEXP refs;        /* containers by ordinal (when the buffer has backrefs): protected by the caller */
-  PROTECT_INDEX refs_pi;
-  int have_refs;
-  uint64_t ncont;
-  char *open;       /* per ordinal: still open (a backref to it is a cycle) */
-  size_t open_cap;
-};
-
 static void __attribute__((noreturn)) dfail(rs_decoder *d, const char *fmt, ...) {
   char msg[400];
   va_list ap;
@@ -1622,22 +1651,25 @@ static SEXP dec_item(rs_decoder *d, wire_item *it) {
 
 SEXP rs_dec_item(rs_decoder *d, wire_item *it) { return dec_item(d, it); }
 
-rs_decoder *rs_decoder_new(const void *buf, size_t len, const rs_dec_opts *o) {
-  rs_decoder *d = (rs_decoder *)R_alloc(1, sizeof *d);
-  memset(d, 0, sizeof *d);
+void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o) {
+  /* the reader is set up by wire_reader_init; everything else is set here */
   d->o = *o;
-  if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dfail(d, "%s", wire_reader_error(&d->r));
   d->refs = R_NilValue;
+  d->have_refs = 0;
+  d->ncont = 0;
+  d->open = NULL;
+  d->open_cap = 0;
+  if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dfail(d, "%s", wire_reader_error(&d->r));
   if (d->r.shared) {
     d->have_refs = 1;
     d->refs = Rf_allocVector(VECSXP, 0);
   }
   R_ProtectWithIndex(d->refs, &d->refs_pi); /* the caller unprotects one */
-  return d;
 }
 
 SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o) {
-  rs_decoder *d = rs_decoder_new(buf, len, o);
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init(d, buf, len, o);
   SEXP x = PROTECT(rs_dec_next_value(d));
   wire_item it;
   if (wire_next(&d->r, &it) != WIRE_END) dfail(d, "%s", wire_reader_error(&d->r));
@@ -1646,7 +1678,8 @@ SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o) {
 }
 
 SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o) {
-  rs_decoder *d = rs_decoder_new(buf, len, o);
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init(d, buf, len, o);
   wire_item it;
   rs_dec_next(d, &it);
   if (it.tag != WIRE_LIST || it.n < 1) dfail(d, "expected a list of one value, got %s", wire_tag_name(it.tag));

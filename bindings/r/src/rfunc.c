@@ -179,7 +179,7 @@ static void write_env(rs_encoder *e, SEXP env, SEXP free) {
       for (R_xlen_t q = 0; q < count && !seen; q++) seen = STRING_ELT(names, q) == nm;
       if (seen) continue;
       SEXP sym = Rf_installTrChar(nm);
-      if (R_BindingIsActive(sym, top)) Rf_error("%s: the function captures '%s', an active binding", e->path, CHAR(nm));
+      if (R_BindingIsActive(sym, top)) Rf_error("%s: the function captures '%s', an active binding", rs_enc_path(e), CHAR(nm));
       SEXP v = Rf_findVarInFrame3(top, sym, TRUE);
       if (TYPEOF(v) == PROMSXP) v = Rf_eval(v, top);
       SET_STRING_ELT(nn, c, nm);

@@ -189,11 +189,12 @@ static SEXP map_run(void *p) {
     wire_put_str(&j->e.w, nm, strlen(nm));
   }
   SEXP enm = Rf_getAttrib(j->extras, R_NamesSymbol);
-  char what[128];
   for (R_xlen_t i = 0; i < ne; i++) {
-    if (enm != R_NilValue && CHAR(STRING_ELT(enm, i))[0]) snprintf(what, sizeof what, "%s: argument '%s'", j->verb, CHAR(STRING_ELT(enm, i)));
-    else snprintf(what, sizeof what, "%s: argument %.0f", j->verb, (double)i + 4);
-    rs_enc_value(&j->e, VECTOR_ELT(j->extras, i), what);
+    size_t at = j->e.plen;
+    if (enm != R_NilValue && CHAR(STRING_ELT(enm, i))[0]) rs_enc_path_push(&j->e, "%s: argument '%s'", j->verb, CHAR(STRING_ELT(enm, i)));
+    else rs_enc_path_push(&j->e, "%s: argument %.0f", j->verb, (double)i + 4);
+    rs_enc_value(&j->e, VECTOR_ELT(j->extras, i), NULL);
+    rs_enc_path_pop(&j->e, at);
   }
   const void *fbuf;
   size_t flen;
@@ -227,8 +228,9 @@ static SEXP map_run(void *p) {
       wire_writer_reset(&j->ev.w);
       j->ev.depth = 0;
       wire_put_list(&j->ev.w, 1);
-      snprintf(what, sizeof what, "%s: element %.0f", j->verb, (double)i + 1);
-      rs_enc_value(&j->ev, VECTOR_ELT(el, i), what);
+      rs_enc_path_push(&j->ev, "%s: element %.0f", j->verb, (double)i + 1);
+      rs_enc_value(&j->ev, VECTOR_ELT(el, i), NULL);
+      rs_enc_path_pop(&j->ev, 0);
       const void *b;
       size_t l;
       rs_encoder_finish(&j->ev, &b, &l);
@@ -823,7 +825,8 @@ static void setup(void *p) {
   size_t fl;
   suiro_plan_fn(r->pl, &fb, &fl);
   rs_dec_opts o = { 0, NULL, "map function", suiro_current_pool() };
-  rs_decoder *d = rs_decoder_new(fb, fl, &o);
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init(d, fb, fl, &o);
   wire_item it;
   rs_dec_next(d, &it);
   if (it.tag != WIRE_LIST || it.n < 1) Rf_error("malformed map: expected a list [function, arguments...]");

@@ -375,7 +375,9 @@ static SEXP task_new(SEXP pool, rpool *rp, suiro_task t) {
 }
 
 static rtask *task_of(SEXP x, const char *verb, int argi) {
-  if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task")) Rf_error("%s: argument %d must be a suiro_task", verb, argi);
+  if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task"))
+    Rf_error("%s: argument %d must be a suiro_task%s, got %s", verb, argi, !strcmp(verb, "suiro_collect") ? " or a suiro_map" : "",
+             Rf_isNull(Rf_getAttrib(x, R_ClassSymbol)) ? Rf_type2char(TYPEOF(x)) : CHAR(STRING_ELT(Rf_getAttrib(x, R_ClassSymbol), 0)));
   SEXP tag = R_ExternalPtrTag(x);
   if (TYPEOF(tag) != RAWSXP) Rf_error("%s: not a task", verb);
   return (rtask *)RAW(tag);
@@ -403,7 +405,11 @@ static SEXP result_value(const suiro_result *r) {
   rs_signal_failure(r, -1);
 }
 
+SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
+
 SEXP C_collect(SEXP task, SEXP timeout) {
+  if (TYPEOF(task) == EXTPTRSXP && R_ExternalPtrTag(task) == R_NilValue && Rf_inherits(task, "suiro_map"))
+    return C_map_collect(task, timeout);
   rtask *k = task_of(task, "suiro_collect", 1);
   if (k->state == 1) Rf_error("suiro_collect: this task was collected already");
   if (!k->rp || !k->rp->p) return rs_sentinel("closed");

@@ -77,8 +77,15 @@ typedef struct rs_encoder {
   suiro_buf **grants; /* regions granted to the message (undone if it is never sent) */
   size_t ngrants, capgrants;
   int finished;       /* the message was sent: grants belong to it */
-  char path[384];
-  size_t plen;
+  /* where in the value the encoder is, for messages: kept as segments (a format and its
+   * arguments) and rendered only when something cannot be sent */
+  struct rs_path_seg {
+    const char *fmt;  /* with %s (up to two) and %.0f (one), in any order */
+    const char *s[2];
+    double d;
+  } seg[WIRE_MAX_DEPTH + 16];
+  size_t plen;        /* segments in use */
+  char path[512];     /* rendered by rs_enc_path */
   int depth;
   uint64_t ncont;     /* containers written (BACKREF ordinals; R never writes backrefs) */
 } rs_encoder;
@@ -95,9 +102,11 @@ void rs_encoder_finish(rs_encoder *e, const void **buf, size_t *len);
 /* Before the engine call that sends the buffer: the staged region's own reference is dropped
  * (the grants keep it alive); after a failed send call rs_encoder_unsend. */
 void rs_encoder_sent(rs_encoder *e);
-/* The caller's encoder for a value of `kind` in a list item: pointer of a function item etc. */
+/* Where the encoder is in the value (rendered lazily: a push only records fmt and its arguments,
+ * which must stay valid until the matching pop). rs_enc_path renders it. */
 void rs_enc_path_push(rs_encoder *e, const char *fmt, ...);
 void rs_enc_path_pop(rs_encoder *e, size_t at);
+const char *rs_enc_path(rs_encoder *e);
 /* Prepares the zero-copy stage for the value (one region for all large private vectors). */
 void rs_enc_prescan(rs_encoder *e, SEXP x);
 
@@ -115,9 +124,20 @@ SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o);
 /* Decodes a LIST [value] buffer (task results, map elements): the value. */
 SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o);
 
-/* Pull-decoding for the worker's task lists: a reader positioned on an item. */
-typedef struct rs_decoder rs_decoder;
-rs_decoder *rs_decoder_new(const void *buf, size_t len, const rs_dec_opts *o); /* R_alloc'd */
+/* Pull-decoding for the worker's task lists: a reader positioned on an item. Lives on the C stack
+ * of its user (no allocation per decode); rs_decoder_init protects one R object (the back-reference
+ * table): the user unprotects it with UNPROTECT(1) when done. */
+typedef struct rs_decoder {
+  wire_reader r;
+  rs_dec_opts o;
+  SEXP refs;        /* containers by ordinal (when the buffer has backrefs) */
+  PROTECT_INDEX refs_pi;
+  int have_refs;
+  uint64_t ncont;
+  char *open;       /* per ordinal: still open (a backref to it is a cycle); R_alloc'd */
+  size_t open_cap;
+} rs_decoder;
+void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o);
 int rs_dec_next(rs_decoder *d, wire_item *it);  /* WIRE_OK or signals an R error */
 SEXP rs_dec_item(rs_decoder *d, wire_item *it); /* the value of an item just read (children too) */
 SEXP rs_dec_next_value(rs_decoder *d);          /* next item's value */

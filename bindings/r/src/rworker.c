@@ -292,7 +292,8 @@ static void run_task(void *p) {
   task_job *j = p;
   rs_worker_handle_errors();
   rs_dec_opts o = { 0, NULL, "task", suiro_current_pool() };
-  rs_decoder *d = rs_decoder_new(j->arg, j->len, &o);
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init(d, j->arg, j->len, &o);
   wire_item it;
   rs_dec_next(d, &it);
   if (it.tag != WIRE_LIST || it.n < 1) Rf_error("malformed task: expected a list [function, arguments...]");
