@@ -618,6 +618,24 @@ SEXP C_collect_all(SEXP tasks, SEXP timeout) {
 
 /* ---- submitting --------------------------------------------------------------------------------- */
 
+/* Every result slot is held (each submitted task holds one until collected): tasks dropped
+ * uncollected give theirs back once garbage-collected and finished, so collect garbage first and
+ * give them a moment; slots held by tasks still referenced are only freed by collecting them.
+ * 1: give up (the caller returns "full"); 0: wait on. *since: when the slots first ran out. */
+static int slots_exhausted(suiro_pool *p, double *since) {
+  uint32_t total;
+  if (suiro_free_slots(p, &total) > 0) {
+    *since = 0;
+    return 0;
+  }
+  if (*since == 0) {
+    *since = suiro_now();
+    R_gc();
+    return 0;
+  }
+  return suiro_now() - *since > 2.0;
+}
+
 void rs_write_task(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *verb); /* rfunc.c */
 
 typedef struct submit_job {
@@ -638,6 +656,7 @@ static SEXP submit_run(void *p) {
   rs_encoder_finish(&j->e, &buf, &len);
   suiro_task t;
   double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
+  double gcs = 0;
   for (;;) {
     double left = deadline - suiro_now();
     double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
@@ -646,6 +665,7 @@ static SEXP submit_run(void *p) {
     /* not sent: the cleanup takes the grants back */
     if (st != SUIRO_TIMEOUT && st != SUIRO_FULL) return rs_outcome(st, j->verb);
     if (j->timeout >= 0 && suiro_now() >= deadline) return rs_sentinel("full");
+    if (st == SUIRO_FULL && slots_exhausted(j->rp->p, &gcs)) return rs_sentinel("full");
     R_CheckUserInterrupt();
   }
   rs_encoder_sent(&j->e); /* the task's message owns its grants now */
@@ -726,6 +746,7 @@ static SEXP batch_run(void *p) {
   j->n = (size_t)n;
   rs_encoder_sent(&j->e); /* from here the cleanup revokes message by message */
   double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
+  double gcs = 0;
   while (j->accepted < j->n) {
     size_t got = 0;
     double left = deadline - suiro_now();
@@ -734,6 +755,7 @@ static SEXP batch_run(void *p) {
     j->accepted += got;
     if (st == SUIRO_OK) break;
     if ((st != SUIRO_TIMEOUT && st != SUIRO_FULL) || (j->timeout >= 0 && suiro_now() >= deadline)) break;
+    if (st == SUIRO_FULL && slots_exhausted(j->rp->p, &gcs)) break; /* the rest would wait for collects */
     R_CheckUserInterrupt();
   }
   j->out = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)j->accepted));

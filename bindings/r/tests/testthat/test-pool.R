@@ -145,3 +145,17 @@ test_that("status reports workers and counts; pools grow and shrink", {
   expect_identical(suiro_pool_status(p)$workers, 2)
   expect_true(suiro_pool_retire(p, 1, timeout = 10))
 })
+
+test_that("result slots: a batch larger than the free slots is cut short, a full pool says so", {
+  p <- local_pool(workers = 1, result_slots = 64)
+  ts <- suiro_submit_batch(p, function(i) i, lapply(1:100, list))
+  expect_lte(length(ts), 64)
+  expect_gte(length(ts), 1)
+  held <- ts
+  expect_true(suiro_is_sentinel(suiro_submit(p, function() 1, .timeout = 0.2)))
+  expect_identical(unlist(suiro_collect_all(held, timeout = 10)), seq_along(held))
+  expect_identical(suiro_collect(suiro_submit(p, function() "again"), timeout = 5), "again")
+  # tasks dropped uncollected give their slots back
+  for (i in 1:200) suiro_submit(p, function() 0)
+  expect_identical(suiro_collect(suiro_submit(p, function() "still"), timeout = 10), "still")
+})
