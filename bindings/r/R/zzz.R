@@ -7,3 +7,6 @@
 }
 
 `%||%` <- function(a, b) if (is.null(a)) b else a
+
+# The engine's monotonic clock in seconds (for benchmarks and timing loops).
+now <- function() .Call(C_now)

@@ -48,11 +48,13 @@ SEXP C_submit_batch(SEXP pool, SEXP fn, SEXP arglists, SEXP timeout);
 SEXP C_pool_info(SEXP pool);
 SEXP C_pool_addr(SEXP pool);
 SEXP C_zc_active(void);
+SEXP C_now(void);
 SEXP C_random(SEXP m, SEXP n);
 SEXP C_rng_draws(SEXP seed, SEXP index, SEXP kind, SEXP count, SEXP lo, SEXP hi);
 SEXP C_is_view(SEXP x);
 SEXP C_view_stats(void);
 SEXP C_view_region(SEXP x);
+SEXP C_memcpy_ms(SEXP bytes, SEXP reps);
 SEXP C_worker_set_handler(SEXP h);
 SEXP C_worker_note_error(SEXP cond, SEXP calls);
 SEXP C_worker_run(SEXP token);
@@ -100,11 +102,13 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_pool_info, 1),
   CALLDEF(C_pool_addr, 1),
   CALLDEF(C_zc_active, 0),
+  CALLDEF(C_now, 0),
   CALLDEF(C_random, 2),
   CALLDEF(C_rng_draws, 6),
   CALLDEF(C_is_view, 1),
   CALLDEF(C_view_stats, 0),
   CALLDEF(C_view_region, 1),
+  CALLDEF(C_memcpy_ms, 2),
   CALLDEF(C_worker_set_handler, 1),
   CALLDEF(C_worker_note_error, 2),
   CALLDEF(C_worker_run, 1),

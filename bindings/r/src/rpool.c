@@ -803,3 +803,5 @@ SEXP C_pool_addr(SEXP pool) { return Rf_ScalarReal((double)(uintptr_t)R_External
 
 /* For tests: whether this process still has a live pool (its large values go to regions). */
 SEXP C_zc_active(void) { return Rf_ScalarLogical(suiro_zc_active()); }
+
+SEXP C_now(void) { return Rf_ScalarReal(suiro_now()); }
