@@ -152,8 +152,17 @@ static int attr_count(SEXP x) {
 /* ---- encoder state ------------------------------------------------------------------------------ */
 
 void rs_encoder_init(rs_encoder *e, const rs_enc_opts *o) {
-  memset(e, 0, sizeof *e);
+  /* field by field: the path segments and buffers need no clearing (a few KB per task) */
   e->o = *o;
+  e->stage = NULL;
+  e->stage_used = e->stage_cap = e->stage_need = 0;
+  e->grants = NULL;
+  e->ngrants = e->capgrants = 0;
+  e->finished = 0;
+  e->plen = 0;
+  e->path[0] = 0;
+  e->depth = 0;
+  e->ncont = 0;
   wire_writer_init(&e->w, e->stack, sizeof e->stack);
 }
 

@@ -40,6 +40,16 @@ static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
 static size_t live_views, live_bytes, fresh_since_gc;
 static size_t gc_after_fresh = (size_t)1 << 30; /* collect after this many new bytes of views */
 
+/* A worker collects garbage after a task once the views it holds exceed this: dropped views
+ * (the arguments of finished tasks) then give their regions back while the pool's recycle list
+ * and free lists can still take them warm (a worker's heap is small: a collection costs ~3 ms,
+ * paid once per 64 MiB of large values). */
+#define WORKER_VIEW_BYTES ((size_t)64 << 20)
+
+void rs_views_after_task(void) {
+  if (live_bytes > WORKER_VIEW_BYTES) R_gc();
+}
+
 static size_t esize(int type) { return type == WIRE_T_C128 ? 16 : type == WIRE_T_I32 ? 4 : type == WIRE_T_U8 ? 1 : 8; }
 
 static void rec_free(SEXP ptr) {
@@ -62,12 +72,25 @@ static view_rec *rec_of(SEXP x) {
   return v;
 }
 
+/* R's collector cannot see the mapped pages a view holds, and runs by how much R allocated: a
+ * program moving large values through views but allocating little would keep dropped views (and
+ * their regions) for a long time, and every new value would need a fresh region (its pages
+ * zeroed by the kernel) instead of a warm one. So a view carries an allocation of its size that
+ * is never touched (no pages behind it, untouched malloc'd memory costs address space only):
+ * R counts it, collects as often as if the data were its own, and dropped views give their
+ * regions back in time to be reused warm. */
+static SEXP pressure(size_t bytes) {
+  if (bytes < ((size_t)64 << 10)) return R_NilValue;
+  return Rf_allocVector(RAWSXP, (R_xlen_t)bytes);
+}
+
 static SEXP make_view(view_rec *v, int type) {
   SEXP ptr = PROTECT(R_MakeExternalPtr(v, R_NilValue, R_NilValue));
   R_RegisterCFinalizerEx(ptr, rec_free, TRUE);
   R_altrep_class_t c = type == WIRE_T_I32 ? cls_int : type == WIRE_T_C128 ? cls_cplx : type == WIRE_T_U8 ? cls_raw : cls_real;
-  SEXP x = R_new_altrep(c, ptr, R_NilValue);
-  UNPROTECT(1);
+  SEXP weight = PROTECT(pressure(v->bytes));
+  SEXP x = R_new_altrep(c, ptr, weight);
+  UNPROTECT(2);
   return x;
 }
 

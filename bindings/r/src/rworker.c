@@ -26,6 +26,7 @@
 #include <R_ext/Parse.h>
 
 int rs_in_worker;
+void rs_views_after_task(void); /* rview.c */
 static int host_is_r;
 static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
 static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
@@ -385,6 +386,7 @@ static void error_parts(char **cls, char **msg, char **tb) {
 static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
   if (fn == SUIRO_FN_MAP) {
     rs_map_runner(arg, len, out);
+    rs_views_after_task();
     return 0;
   }
   rs_encoder e;
@@ -413,6 +415,7 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   }
   rs_encoder_cleanup(&e);
   vmaxset(vmax);
+  rs_views_after_task();
   return rc;
 }
 
