@@ -177,3 +177,25 @@ test_that("a map waits with a timeout and stays collectable", {
   err <- tryCatch(suiro_collect(suiro_map(p, 1:2, "no_such_function", .template = 1)), error = identity)
   expect_match(conditionMessage(err), "element 1: cannot find function \"no_such_function\"")
 })
+
+test_that("a seeded map draws the same numbers in R, Lua and Python", {
+  root <- need_root()
+  p <- local_pool(workers = 2)
+  r <- suiro_collect(suiro_map(p, seq_len(50), function(i) suiro_random() + suiro_random(1, 1000), .template = numeric(1), .seed = 7))
+  lua <- tempfile(fileext = ".lua")
+  writeLines(c('local suiro = require "suiro"',
+               'local p <close> = suiro.pool { workers = 2 }',
+               'local m = p:map(function(i) return suiro.random() + suiro.random(1, 1000) end, suiro.range(1, 50), { template = "f64", seed = 7 }):collect()',
+               'for i = 1, #m do print(string.format("%.17g", m[i])) end'), lua)
+  out <- system2(lua_exe(), c("run", lua), stdout = TRUE, stderr = TRUE)
+  expect_identical(out, sprintf("%.17g", r))
+  py <- tempfile(fileext = ".py")
+  writeLines(c("import suiro",
+               "with suiro.pool(2) as p:",
+               "    m = p.map('suiro_seed_f.f', range(1, 51), template='f64', seed=7).collect()",
+               "    for v in m: print('%.17g' % v)"), py)
+  writeLines(c("import suiro", "def f(i):", "    return suiro.random() + suiro.random(1, 1000)"), file.path(tempdir(), "suiro_seed_f.py"))
+  out <- system2("/usr/bin/python3", py, stdout = TRUE, stderr = TRUE,
+                 env = paste0("PYTHONPATH=", file.path(root, "bindings", "python"), ":", tempdir()))
+  expect_identical(out, sprintf("%.17g", r), label = paste(out, collapse = "\n"))
+})
