@@ -351,26 +351,30 @@ typedef struct rtask {
 } rtask;
 
 static void task_fin(SEXP x) {
-  SEXP tag = R_ExternalPtrTag(x);
-  if (TYPEOF(tag) != RAWSXP) return;
-  rtask *k = (rtask *)RAW(tag);
+  rtask *k = R_ExternalPtrAddr(x);
+  if (!k) return;
+  R_ClearExternalPtr(x);
   if (k->state == 0 && k->rp && k->rp->p) suiro_task_release(k->rp->p, k->t);
-  k->state = 2;
   if (k->rp) rs_pool_unref(k->rp);
-  k->rp = NULL;
+  free(k);
 }
 
+/* A task: an external pointer to its state (malloc'd: no R allocation for it), the pool object
+ * in its protected slot, freed by its finalizer. */
 static SEXP task_new(SEXP pool, rpool *rp, suiro_task t) {
-  SEXP tag = PROTECT(Rf_allocVector(RAWSXP, sizeof(rtask)));
-  rtask *k = (rtask *)RAW(tag);
+  rtask *k = malloc(sizeof *k);
+  if (!k) {
+    suiro_task_release(rp->p, t);
+    Rf_error("out of memory for a task");
+  }
   k->t = t;
   k->rp = rp;
   k->state = 0;
   rp->refs++;
-  SEXP x = PROTECT(R_MakeExternalPtr(NULL, tag, pool));
+  SEXP x = PROTECT(R_MakeExternalPtr(k, R_NilValue, pool));
   R_RegisterCFinalizerEx(x, task_fin, FALSE);
   Rf_setAttrib(x, R_ClassSymbol, cls_task);
-  UNPROTECT(2);
+  UNPROTECT(1);
   return x;
 }
 
@@ -378,9 +382,9 @@ static rtask *task_of(SEXP x, const char *verb, int argi) {
   if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task"))
     Rf_error("%s: argument %d must be a suiro_task%s, got %s", verb, argi, !strcmp(verb, "suiro_collect") ? " or a suiro_map" : "",
              Rf_isNull(Rf_getAttrib(x, R_ClassSymbol)) ? Rf_type2char(TYPEOF(x)) : CHAR(STRING_ELT(Rf_getAttrib(x, R_ClassSymbol), 0)));
-  SEXP tag = R_ExternalPtrTag(x);
-  if (TYPEOF(tag) != RAWSXP) Rf_error("%s: not a task", verb);
-  return (rtask *)RAW(tag);
+  rtask *k = R_ExternalPtrAddr(x);
+  if (!k) Rf_error("%s: the task is gone", verb);
+  return k;
 }
 
 SEXP C_task_pool(SEXP task) { return R_ExternalPtrProtected(task); }
@@ -408,8 +412,7 @@ static SEXP result_value(const suiro_result *r) {
 SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
 
 SEXP C_collect(SEXP task, SEXP timeout) {
-  if (TYPEOF(task) == EXTPTRSXP && R_ExternalPtrTag(task) == R_NilValue && Rf_inherits(task, "suiro_map"))
-    return C_map_collect(task, timeout);
+  if (TYPEOF(task) == EXTPTRSXP && Rf_inherits(task, "suiro_map")) return C_map_collect(task, timeout);
   rtask *k = task_of(task, "suiro_collect", 1);
   if (k->state == 1) Rf_error("suiro_collect: this task was collected already");
   if (!k->rp || !k->rp->p) return rs_sentinel("closed");
@@ -447,7 +450,8 @@ static void tasks_of(SEXP tasks, const char *verb, suiro_task *out, rtask **ks, 
     SEXP x = VECTOR_ELT(tasks, i);
     if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task"))
       Rf_error("%s: tasks[[%.0f]] is not a suiro_task", verb, (double)i + 1);
-    rtask *k = (rtask *)RAW(R_ExternalPtrTag(x));
+    rtask *k = R_ExternalPtrAddr(x);
+    if (!k) Rf_error("%s: tasks[[%.0f]] is gone", verb, (double)i + 1);
     if (k->state == 1) Rf_error("%s: tasks[[%.0f]] was collected already", verb, (double)i + 1);
     if (!k->rp || !k->rp->p) Rf_error("%s: tasks[[%.0f]]'s pool is stopped", verb, (double)i + 1);
     if (rp && k->rp != rp) Rf_error("%s: tasks[[%.0f]] belongs to another pool than tasks[[1]]", verb, (double)i + 1);
