@@ -62,6 +62,23 @@ project "suiro"
   buildoptions(common_c)
   per_config("lib")
 
+-- libsuiro.so for host applications that link dynamically: the same sources, the soname of the
+-- major version, and only the public API exported (engine/libsuiro.map).
+project "suiro_shared"
+  kind "SharedLib"
+  targetname "suiro"
+  files { root .. "/engine/src/*.c" }
+  includedirs { root .. "/engine/include", root .. "/engine/src" }
+  buildoptions(common_c)
+  links { "pthread", "m" }
+  linkoptions { "-pthread", "-Wl,-soname,libsuiro.so.0", "-Wl,--version-script=" .. root .. "/engine/libsuiro.map" }
+  per_config("lib/shared") -- apart from libsuiro.a, which everything in the tree links statically
+  for _, name in ipairs(order) do
+    configuration(name)
+      objdir(root .. "/" .. configs[name].dir .. "/obj/shared")
+  end
+  configuration({})
+
 -- C tests: one executable per tests/c/test_*.c; each test case runs in its own process.
 for _, f in ipairs(os.matchfiles(root .. "/tests/c/test_*.c")) do
   local name = path.getbasename(f)
@@ -111,7 +128,8 @@ project "embed_example"
 
 -- The Lua binding as a module for stock lua5.4: build/lib/suiro/core.so (require "suiro.core").
 local lua_inc = "/usr/include/lua5.4"
-local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lcodec.c", root .. "/lua/lworker.c",
+local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lenc.c", root .. "/lua/ldec.c", root .. "/lua/lrecord.c",
+                      root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
                       root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c" }
 

@@ -36,7 +36,10 @@ static const char *const kind_names[] = { "plain", "date", "timestamp", "factor"
 static const char *const unit_names[] = { "s", "ms", "us", "ns" };
 
 static int type_from_name(lua_State *L, int idx) {
-  const char *s = luaL_checkstring(L, idx);
+  const char *s = lua_tostring(L, idx);
+  if (lua_type(L, idx) != LUA_TSTRING)
+    return luaL_error(L, "suiro.array: argument 1 (the element type) must be a string such as \"f64\", got %s",
+                      luaL_typename(L, idx));
   for (int t = 1; t <= WIRE_T_MAX; t++)
     if (strcmp(s, type_names[t]) == 0) return t;
   return luaL_error(L, "suiro.array: unknown element type \"%s\" (f64, f32, i64, i32, u8, bool, c128)", s);
@@ -84,7 +87,9 @@ static void gc_pressure(lua_State *L, size_t bytes) {
 }
 
 static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
-  if (n < 0) luaL_error(L, "suiro.array: length must be >= 0");
+  if (n < 0) luaL_error(L, "suiro.array: length must be >= 0, got %I", (lua_Integer)n);
+  if ((uint64_t)n > WIRE_MAX_COUNT) /* what a value can count (wire), checked before any allocation */
+    luaL_error(L, "suiro.array: %I elements are too many (at most 2^48 - 1)", (lua_Integer)n);
   size_t es = wire_type_size(type);
   if (!es) luaL_error(L, "suiro.array: bad element type %d", type);
   if ((uint64_t)n > (SIZE_MAX / 2) / es) luaL_error(L, "suiro.array: %I elements of %d bytes are too many", (lua_Integer)n, (int)es);
@@ -288,6 +293,28 @@ static int32_t factor_code(lua_State *L, int aidx, int v) {
 
 /* Stores the value at v as element i of the array a at stack index aidx. suiro.NA stores the
  * type's NA (f64, i32, i64, c128, bool; factors also take nil); f32 and u8 have none. */
+/* Element v for slot i of a numeric array: a number (strings are not numbers here), or raises
+ * naming the element. */
+static lua_Number elem_number(lua_State *L, const larray *a, int v, int64_t i) {
+  if (lua_type(L, v) != LUA_TNUMBER)
+    luaL_error(L, "suiro.array: element %I: a %s array holds numbers, got %s", (lua_Integer)i + 1,
+               type_names[a->type], luaL_typename(L, v));
+  return lua_tonumber(L, v);
+}
+
+static lua_Integer elem_integer(lua_State *L, const larray *a, int v, int64_t i) {
+  int ok = 0;
+  lua_Integer x = lua_type(L, v) == LUA_TNUMBER ? lua_tointegerx(L, v, &ok) : 0;
+  if (!ok) {
+    if (lua_type(L, v) == LUA_TNUMBER)
+      luaL_error(L, "suiro.array: element %I: %s does not fit in %s (an integer type)", (lua_Integer)i + 1,
+                 lua_tostring(L, v), type_names[a->type]);
+    luaL_error(L, "suiro.array: element %I: a %s array holds integers, got %s", (lua_Integer)i + 1,
+               type_names[a->type], luaL_typename(L, v));
+  }
+  return x;
+}
+
 static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
   if (a->kind == LARRAY_FACTOR) {
     ((int32_t *)a->data)[i] = factor_code(L, aidx, v);
@@ -304,18 +331,18 @@ static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
     }
   }
   switch (a->type) {
-  case WIRE_T_F64: ((double *)a->data)[i] = luaL_checknumber(L, v); break;
-  case WIRE_T_F32: ((float *)a->data)[i] = (float)luaL_checknumber(L, v); break;
-  case WIRE_T_I64: ((int64_t *)a->data)[i] = luaL_checkinteger(L, v); break;
+  case WIRE_T_F64: ((double *)a->data)[i] = elem_number(L, a, v, i); break;
+  case WIRE_T_F32: ((float *)a->data)[i] = (float)elem_number(L, a, v, i); break;
+  case WIRE_T_I64: ((int64_t *)a->data)[i] = elem_integer(L, a, v, i); break;
   case WIRE_T_I32: {
-    lua_Integer x = luaL_checkinteger(L, v);
-    if (x < INT32_MIN || x > INT32_MAX) luaL_error(L, "suiro.array: %I does not fit in i32", x);
+    lua_Integer x = elem_integer(L, a, v, i);
+    if (x < INT32_MIN || x > INT32_MAX) luaL_error(L, "suiro.array: element %I: %I does not fit in i32", (lua_Integer)i + 1, x);
     ((int32_t *)a->data)[i] = (int32_t)x;
     break;
   }
   case WIRE_T_U8: {
-    lua_Integer x = luaL_checkinteger(L, v);
-    if (x < 0 || x > 255) luaL_error(L, "suiro.array: %I does not fit in u8", x);
+    lua_Integer x = elem_integer(L, a, v, i);
+    if (x < 0 || x > 255) luaL_error(L, "suiro.array: element %I: %I does not fit in u8", (lua_Integer)i + 1, x);
     ((uint8_t *)a->data)[i] = (uint8_t)x;
     break;
   }
@@ -340,7 +367,11 @@ static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
 }
 
 static int64_t check_index(lua_State *L, const larray *a, int idx) {
-  lua_Integer i = luaL_checkinteger(L, idx);
+  int ok;
+  lua_Integer i = lua_tointegerx(L, idx, &ok);
+  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "suiro.array: an index must be an integer, got %s",
+               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
   if (i < 1 || i > a->n) luaL_error(L, "suiro.array: index %I out of range 1..%I", i, (lua_Integer)a->n);
   return i - 1;
 }
@@ -551,8 +582,10 @@ static int l_new(lua_State *L) {
     fill_from(L, a, 2, n);
     return 1;
   }
-  lua_Integer n = luaL_checkinteger(L, 2);
-  larray_new(L, type, n);
+  if (!lua_isinteger(L, 2))
+    return luaL_error(L, "suiro.array: argument 2 must be a length (an integer) or a table of values, got %s",
+                      lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+  larray_new(L, type, lua_tointeger(L, 2));
   return 1;
 }
 
@@ -563,8 +596,10 @@ static int l_typed_new(lua_State *L) {
     larray_new(L, type, lua_tointeger(L, 1));
     return 1;
   }
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
+  if (!lua_istable(L, 1))
+    return luaL_error(L, "suiro.%s: argument 1 must be a length (an integer) or a table of values, got %s",
+                      type_names[type], lua_type(L, 1) == LUA_TNUMBER ? lua_tostring(L, 1) : luaL_typename(L, 1));
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
   larray *a = larray_new(L, type, n);
   fill_from(L, a, 1, n);
   return 1;

@@ -254,8 +254,8 @@ static int l_frame(lua_State *L) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "nrow") == 0) {
       lua_getfield(L, 1, "nrow");
-      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-        return luaL_error(L, "suiro.frame: nrow must be a non-negative integer, got %s", luaL_tolstring(L, -1, NULL));
+      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 || (uint64_t)lua_tointeger(L, -1) > WIRE_MAX_COUNT)
+        return luaL_error(L, "suiro.frame: nrow must be an integer in 0..2^48 - 1, got %s", luaL_tolstring(L, -1, NULL));
       nrow = lua_tointeger(L, -1);
       fixed = 1;
       lua_pop(L, 1);

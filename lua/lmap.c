@@ -209,18 +209,28 @@ static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf 
 /* The element count of a table input: its n field (a table.pack table) or its length, checked. */
 static uint64_t table_count(lua_State *L, int t) {
   lua_getfield(L, t, "n");
-  lua_Integer n;
+  lua_Integer n, len = (lua_Integer)lua_rawlen(L, t);
   if (lua_isnil(L, -1)) {
-    n = (lua_Integer)lua_rawlen(L, t);
+    n = len;
   } else {
     if (!lua_isinteger(L, -1))
-      luaL_error(L, "pool:map: the input's n field must be an integer, got %s", luaL_typename(L, -1));
+      luaL_error(L, "pool:map: argument 2: field n must be an integer, got %s", luaL_typename(L, -1));
     n = lua_tointeger(L, -1);
-    lua_Integer len = (lua_Integer)lua_rawlen(L, t);
     if (n < 0 || n < len || n - len > ((lua_Integer)1 << 24))
-      luaL_error(L, "pool:map: the input's n field (%I) does not describe a table of %I elements", n, len);
+      luaL_error(L, "pool:map: argument 2: field n = %I does not describe a list of %I elements", n, len);
   }
   lua_pop(L, 1);
+  /* a list: keys 1..n (and n itself); a record here is a mistake */
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    int isn = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "n");
+    if (!isn && !(lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= n)) {
+      lua_pushvalue(L, -1);
+      const char *k = luaL_tolstring(L, -1, NULL);
+      luaL_error(L, "pool:map: argument 2 must be a list (keys 1..%I), has key %s", n, k);
+    }
+  }
   return (uint64_t)n;
 }
 
@@ -228,19 +238,21 @@ static uint64_t table_count(lua_State *L, int t) {
 static int l_map_new(lua_State *L) {
   lpool *lp = lsuiro_checkpool(L, 1);
   int ft = lua_type(L, 2);
-  int is_call = ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call);
-  if (ft != LUA_TFUNCTION && ft != LUA_TSTRING && !is_call)
-    return luaL_error(L, "pool:map: argument 1 must be a function, a \"module.fn\" reference or a call spec, got %s",
+  if (ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call))
+    return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference; a call spec "
+                         "carries its own arguments (map over a function that calls it)");
+  if (ft != LUA_TFUNCTION && ft != LUA_TSTRING)
+    return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference, got %s",
                       luaL_typename(L, 2));
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
   lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
-  lcodec_ctx c = { L, lp, "pool:map", NULL, 0, 0, 0 };
+  lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
   growbuf *fn = push_growbuf(L);      /* 5 */
   growbuf *data = push_growbuf(L);    /* 6 */
   growbuf *offs = push_growbuf(L);    /* 7 */
-  if (ft == LUA_TSTRING) lcodec_check_fnref(L, 2, "pool:map");
+  if (ft == LUA_TSTRING) lfunc_check_ref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
   suiro_plan_spec s;
   suiro_plan_spec_init(&s);
@@ -272,9 +284,11 @@ static int l_map_new(lua_State *L) {
       s.in_kind = SUIRO_IN_VALUES;
       uint64_t zero = 0;
       gb_put(L, offs, &zero, 8);
+      c.verb = "pool:map";
+      c.element = 1;
       for (uint64_t i = 1; i <= n; i++) {
         lua_rawgeti(L, 3, (lua_Integer)i);
-        c.verb = "pool:map: element";
+        c.list = (lua_Integer)i; /* messages name the element: argument 2[i] */
         encode_one(&c, lua_gettop(L), data);
         lua_pop(L, 1);
         uint64_t end = data->len;
@@ -410,7 +424,7 @@ static int wait_run(lua_State *L, lmap *lm, int self, double timeout) {
 static void raise_failure(lua_State *L, lmap *lm) {
   suiro_error_info e;
   if (!suiro_map_failure(lm->m, &e)) return;
-  lcodec_push_error_info(L, &e);
+  lerror_push_info(L, &e);
   lua_error(L);
 }
 
@@ -527,6 +541,20 @@ static void push_element(lua_State *L, lmap *lm, uint64_t i) {
   lua_settop(L, top + 1);
 }
 
+/* Whether the map's pool (user value 1 of the map at self) was stopped: then every verb answers
+ * nil, "closed" (finished results included: a handle outlives its pool only to say so). */
+static int pool_stopped(lua_State *L, lmap *lm, int self) {
+  if (lm->closed) return 1;
+  lua_getiuservalue(L, self, 1);
+  lpool *lp = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!lp || lp->closed || !lp->p) {
+    lm->closed = 1;
+    lm->started = 0;
+  }
+  return lm->closed;
+}
+
 static int push_closed(lua_State *L) {
   lua_pushnil(L);
   lua_pushliteral(L, "closed");
@@ -576,7 +604,7 @@ static double map_timeout(lua_State *L, int arg) {
 static int l_map_collect(lua_State *L) {
   lmap *lm = checkmap(L, 1);
   if (lm->collected && !lm->prepared) return luaL_error(L, "map:collect: the results were collected already");
-  if (lm->closed) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return push_closed(L);
   if (!lm->m) return luaL_error(L, "map:collect: this map was freed");
   if (!lm->started && !lm->finished) return luaL_error(L, "map:collect: this prepared map is not running (pm:run())");
   return finish_run(L, lm, map_timeout(L, 2));
@@ -584,7 +612,7 @@ static int l_map_collect(lua_State *L) {
 
 static int l_map_cancel(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  int running = lm->m && lm->started && !lm->closed;
+  int running = !pool_stopped(L, lm, 1) && lm->m && lm->started;
   if (running) suiro_map_cancel(lm->m);
   lua_pushboolean(L, running);
   return 1;
@@ -593,7 +621,7 @@ static int l_map_cancel(lua_State *L) {
 /* m:kill(): the workers running the map are killed and replaced; collect raises class "cancelled". */
 static int l_map_kill(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->closed) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return push_closed(L);
   int running = lm->m && lm->started;
   if (running && suiro_map_kill(lm->m) != SUIRO_OK) return luaL_error(L, "map:kill: %s", suiro_last_error());
   lua_pushboolean(L, running);
@@ -602,7 +630,7 @@ static int l_map_kill(lua_State *L) {
 
 static int l_map_ready(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->closed) {
+  if (pool_stopped(L, lm, 1)) {
     lua_pushboolean(L, 1); /* collect answers at once: nil, "closed" */
     return 1;
   }
@@ -640,7 +668,7 @@ static int l_map_next(lua_State *L) {
       push_element(L, lm, i);
       return 2;
     }
-    if (lm->closed || !lm->m) return luaL_error(L, "map:results: the map's pool was stopped");
+    if (pool_stopped(L, lm, lua_upvalueindex(1)) || !lm->m) return luaL_error(L, "map:results: the map's pool was stopped");
     if (!lm->stream) { /* hand out everything, in index order, once the run is over */
       if (lm->started) {
         int w = wait_run(L, lm, lua_upvalueindex(1), -1);
@@ -681,7 +709,9 @@ static int l_map_next(lua_State *L) {
 
 static int l_map_results(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->closed) return luaL_error(L, "map:results: the map's pool was stopped");
+  if (pool_stopped(L, lm, 1)) return luaL_error(L, "map:results: the map's pool was stopped");
+  if (lm->prepared && !lm->started && !lm->finished)
+    return luaL_error(L, "map:results: this prepared map is not running (pm:run())");
   if (!lm->m)
     return luaL_error(L, lm->collected ? "map:results: the results were collected already" : "map:results: this map was freed");
   lm->collected = 1;
@@ -693,7 +723,7 @@ static int l_map_results(lua_State *L) {
 /* pm:run([xs], [timeout]) -> results: runs a prepared map, swapping its input when given. */
 static int l_map_run(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (lm->closed) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return push_closed(L);
   if (!lm->m) return luaL_error(L, "map:run: this map was freed");
   if (lm->started) return luaL_error(L, "map:run: the previous run is still going");
   lua_getiuservalue(L, 1, 1);

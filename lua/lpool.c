@@ -130,8 +130,8 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
 /* Pushes a task's values, or raises its error object. */
 static int push_result(lua_State *L, const suiro_result *r, int index) {
   if (r->kind == SUIRO_RESULT_VALUE) return lcodec_decode_values(L, r->data, r->len);
-  lcodec_push_error(L, r, index);
-  return lsuiro_raise(L);
+  lerror_push_result(L, r, index);
+  return lerror_raise(L);
 }
 
 /* ---- pool ------------------------------------------------------------------------------------- */
@@ -343,7 +343,7 @@ static int l_submit(lua_State *L) {
   unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  lcodec_ctx c = { L, lp, "submit", NULL, 0, 0, 0 };
+  lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit" };
   lcodec_encode_task(&c, 2, 3, n, &w);
   const void *buf;
   size_t len;
@@ -406,7 +406,7 @@ static int l_submit_batch(lua_State *L) {
   b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
   b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
   if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
-  lcodec_ctx c = { L, lp, "submit_batch", NULL, 0, 0, 0 };
+  lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit_batch" };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
   suiro_status st = SUIRO_OK;
@@ -617,6 +617,25 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
     ts[i - 1] = k->t;
     (*ks)[i - 1] = k;
   }
+  /* the same task twice would be collected twice: name both places (a sort would cost more for
+   * the usual handful of tasks; big lists take the hash path) */
+  if (*n <= 64) {
+    for (lua_Integer i = 1; i < *n; i++)
+      for (lua_Integer j = 0; j < i; j++)
+        if (ts[i] == ts[j]) luaL_error(L, "%s: tasks[%d] is the same task as tasks[%d]", verb, (int)i + 1, (int)j + 1);
+  } else {
+    lua_createtable(L, 0, (int)*n);
+    for (lua_Integer i = 0; i < *n; i++) {
+      lua_pushinteger(L, (lua_Integer)ts[i]);
+      if (lua_rawget(L, -2) != LUA_TNIL)
+        luaL_error(L, "%s: tasks[%d] is the same task as tasks[%d]", verb, (int)i + 1, (int)lua_tointeger(L, -1));
+      lua_pop(L, 1);
+      lua_pushinteger(L, (lua_Integer)ts[i]);
+      lua_pushinteger(L, i + 1);
+      lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+  }
   return ts;
 }
 
@@ -659,8 +678,8 @@ static int l_collect_all(lua_State *L) {
       st = suiro_collect(lp->p, ts[i], &r, 0);
       if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
       *ks[i]->state = 1;
-      lcodec_push_error(L, &r, (int)i + 1);
-      return lsuiro_raise(L);
+      lerror_push_result(L, &r, (int)i + 1);
+      return lerror_raise(L);
     }
   lua_createtable(L, (int)n, 0);
   int out = lua_gettop(L);
@@ -670,7 +689,7 @@ static int l_collect_all(lua_State *L) {
     if (st != SUIRO_OK) return push_outcome(L, st, "pool:collect_all");
     *ks[i]->state = 1;
     if (r.kind != SUIRO_RESULT_VALUE) {
-      lcodec_push_error(L, &r, (int)i + 1);
+      lerror_push_result(L, &r, (int)i + 1);
     } else {
       int top = lua_gettop(L);
       int nv = lcodec_decode_values(L, r.data, r.len);
@@ -699,8 +718,8 @@ static int l_collect_any(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)idx + 1);
   int base = lua_gettop(L);
   if (r.kind != SUIRO_RESULT_VALUE) {
-    lcodec_push_error(L, &r, 0);
-    return lsuiro_raise(L);
+    lerror_push_result(L, &r, 0);
+    return lerror_raise(L);
   }
   lcodec_decode_values(L, r.data, r.len);
   return lua_gettop(L) - base + 1;
@@ -784,6 +803,17 @@ static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
   return 0;
 }
 
+/* The worker is leaving (its engine handle is about to be freed): its borrowed pool answers
+ * "closed" from now on, so finalizers of tasks it left uncollected touch nothing freed. */
+void lsuiro_forget_current_pool(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.current_pool") == LUA_TUSERDATA) {
+    lpool *lp = lua_touserdata(L, -1);
+    lp->p = NULL;
+    lp->closed = 1;
+  }
+  lua_pop(L, 1);
+}
+
 void lsuiro_push_current_pool(lua_State *L) {
   suiro_pool *p = suiro_current_pool();
   if (!p) {
@@ -853,11 +883,15 @@ static int l_worker_exe(lua_State *L) {
     snprintf(dir, sizeof dir, "%s", info.dli_fname);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
-    snprintf(buf, sizeof buf, "%s/../../bin/suiro", dir);
-    char real[PATH_MAX];
-    if (realpath(buf, real) && access(real, X_OK) == 0) {
-      lua_pushstring(L, real);
-      return 1;
+    /* build/lib/suiro/core.so -> build/bin; PREFIX/lib/lua/5.4/suiro/core.so -> PREFIX/bin */
+    static const char *const up[] = { "/../../bin/suiro", "/../../../../bin/suiro" };
+    for (size_t i = 0; i < sizeof up / sizeof *up; i++) {
+      snprintf(buf, sizeof buf, "%s%s", dir, up[i]);
+      char real[PATH_MAX];
+      if (realpath(buf, real) && access(real, X_OK) == 0) {
+        lua_pushstring(L, real);
+        return 1;
+      }
     }
   }
   return luaL_error(L, "cannot find the suiro worker binary (build/bin/suiro); build it with scripts/build "
@@ -1100,7 +1134,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "task_methods");
   lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
   lua_setfield(L, -2, "call_mt");
-  lcodec_open(L);
+  lerror_open(L);
   lua_setfield(L, -2, "error_mt");
   lmap_open(L);
   luaopen_suiro_array(L);

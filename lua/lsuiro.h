@@ -75,8 +75,9 @@ int luaopen_suiro_core(lua_State *L);
 double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);
 lpool *lsuiro_checkpool(lua_State *L, int idx);
 void lsuiro_push_current_pool(lua_State *L);
+void lsuiro_forget_current_pool(lua_State *L);
 
-/* lcodec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
+/* lenc.c, ldec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
  * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
 typedef struct lcodec_ctx {
   lua_State *L;
@@ -84,7 +85,9 @@ typedef struct lcodec_ctx {
   const char *verb;     /* for messages: "submit", "send", ... */
   const void *fn_ptr;   /* the last function looked up (a batch sends one function many times) */
   uint64_t fn_key;
-  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none) */
+  lua_Integer list;     /* submit_batch: the argument list being encoded (1-based; 0 none);
+                           with element set, pool:map's input element */
+  int element;
   int returning;        /* a worker's results: functions cannot go back (the host runs none) */
 } lcodec_ctx;
 
@@ -117,17 +120,49 @@ int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when
 void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
 void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */
 void lcodec_dec_remember(lcodec_dec *d);               /* top of stack: next shareable container */
-/* Pushes the error object for a failed task (kind: SUIRO_RESULT_*); index > 0 overrides its
- * element index (1-based). */
-void lcodec_push_error(lua_State *L, const suiro_result *r, int index);
-void lcodec_push_error_info(lua_State *L, const suiro_error_info *e);
-/* Raises "verb: argument 1: bad function reference ..." unless the string at idx can name a
- * function ("mymod.fn", "pkg::fn"). */
-void lcodec_check_fnref(lua_State *L, int idx, const char *verb);
-/* Raises the value at the top of the stack (an error object). */
-int lsuiro_raise(lua_State *L);
-/* Creates the error metatable (and the codec's registry entries); pushes the metatable. */
-void lcodec_open(lua_State *L);
+/* lerror.c — error objects (suiro.error): a failed task's error, read with the seam's protocol.
+ * lerror_push_result pushes the object for a failed result (index > 0 overrides its 1-based
+ * element index); lerror_raise raises the value at the top; lerror_open makes the metatable. */
+void lerror_push(lua_State *L, const char *cls, size_t cl, const char *msg, size_t ml, const char *tb, size_t tl,
+                 int64_t index);
+void lerror_push_info(lua_State *L, const suiro_error_info *e);
+void lerror_push_result(lua_State *L, const suiro_result *r, int index);
+int lerror_raise(lua_State *L);
+void lerror_open(lua_State *L);
+
+/* lfunc.c — function identity: the content key of the Lua function at idx (its code published to
+ * c->pool on first use); "module.name" of a C function of a loaded module (pushed) or NULL; the
+ * name a table is loaded under (pushed) or NULL; a string function reference checked (raises
+ * "verb: argument 1: bad function reference ..."). */
+uint64_t lfunc_key(lcodec_ctx *c, int idx);
+const char *lfunc_cname(lua_State *L, int idx);
+const char *lfunc_module_name(lua_State *L, int idx);
+void lfunc_check_ref(lua_State *L, int idx, const char *verb);
+
+/* lrecord.c — records' key order (see there): the order of the table at t pushed (or nil), 1 when
+ * it has one; the keys to send, in order (pushes the order and an array it returns); recording an
+ * order (the table at `order`) for t; the byte order of keys. */
+int lrecord_push_order(lua_State *L, int t);
+int lrecord_has_order(lua_State *L, int t);
+wire_str *lrecord_keys(lua_State *L, int t, lua_Integer *count);
+void lrecord_set_order(lua_State *L, int t, int order);
+int lrecord_cmp(const void *a, const void *b);
+
+/* Pushes a new table with weak keys; registry[name], such a table, made on first use. */
+static inline void lsuiro_new_weak_table(lua_State *L) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+}
+static inline void lsuiro_push_weak_table(lua_State *L, const char *name) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, name) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lsuiro_new_weak_table(L);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, name);
+}
 extern int lsuiro_is_cli;
 /* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
  * "interrupted!" / "terminated" error (lpool.c). */

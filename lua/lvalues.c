@@ -249,7 +249,7 @@ static int dict_new(lua_State *L) {
     if (!lua_istable(L, 1) || !lua_istable(L, 2))
       return luaL_error(L, "suiro.dict: arguments must be a table and a table of its keys in order, got %s and %s",
                         luaL_typename(L, 1), luaL_typename(L, 2));
-    lcodec_set_keys(L, 1, 2);
+    lrecord_set_keys(L, 1, 2);
     lua_settop(L, 1);
     return 1;
   }
@@ -278,14 +278,14 @@ static int dict_new(lua_State *L) {
     lua_rawset(L, t);
     lua_pop(L, 1);
   }
-  lcodec_set_keys(L, t, keys); /* raises on a repeated key */
+  lrecord_set_keys(L, t, keys); /* raises on a repeated key */
   lua_settop(L, t);
   return 1;
 }
 
 static int keys_get(lua_State *L) {
   if (!lua_istable(L, 1)) return luaL_error(L, "suiro.keys: argument 1 must be a table, got %s", luaL_typename(L, 1));
-  lcodec_push_keys(L, 1);
+  lrecord_push_keys(L, 1);
   return 1;
 }
 
@@ -307,7 +307,7 @@ static int wire_encode(lua_State *L) {
   lua_pushcfunction(L, writer_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  lcodec_ctx c = { L, NULL, "wire.encode", NULL, 0, 0, 0 };
+  lcodec_ctx c = { .L = L, .pool = NULL, .verb = "wire.encode" };
   lcodec_encode_value(&c, 1, w);
   const void *p;
   size_t len;

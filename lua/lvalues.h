@@ -44,9 +44,9 @@ void lframe_push_parts(lua_State *L, int fidx);      /* pushes the names and the
 void lframe_open(lua_State *L);                      /* frame constructor into the table at the top */
 void lframe_init_mt(lua_State *L);                   /* fills the frame metatable at the top */
 
-/* Ordered records (lcodec.c): the keys of the table at idx in the order they are sent, as a new
+/* Ordered records (lrecord.c): the keys of the table at idx in the order they are sent, as a new
  * sequence; and the recorded key order of a table (keys listed but absent are sent as nil). */
-void lcodec_push_keys(lua_State *L, int idx);
-void lcodec_set_keys(lua_State *L, int t, int keys);
+void lrecord_push_keys(lua_State *L, int idx);
+void lrecord_set_keys(lua_State *L, int t, int keys);
 
 #endif

@@ -354,7 +354,7 @@ static int run_task(lua_State *L) {
     int spec = lua_gettop(L);
     call_spec(L, spec);
     int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
-    lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
+    lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "task result", .returning = 1 };
     lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
     return 0;
   } else {
@@ -370,7 +370,7 @@ static int run_task(lua_State *L) {
       lua_pushvalue(L, fn + i);
       lua_setupvalue(L, fn, i);
     }
-  lcodec_ctx cx = { L, self_pool, "task result", NULL, 0, 0, 1 };
+  lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "task result", .returning = 1 };
   lcodec_encode_values(&cx, fn_at, nr, ra->w);
   return 0;
 }
@@ -383,7 +383,7 @@ static int encode_raised(lua_State *L) {
   const char *msg = lua_tolstring(L, 2, &ml), *tb = lua_tolstring(L, 3, &tl);
   wire_put_list(w, 2);
   wire_put_error(w, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml }, (wire_str){ tb, tl }, -1);
-  lcodec_ctx cx = { L, self_pool, "error value", NULL, 0, 0, 1 };
+  lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "error value", .returning = 1 };
   lcodec_encode_value(&cx, 4, w);
   return 0;
 }
@@ -621,7 +621,7 @@ static int run_map_task(lua_State *L) {
         _Alignas(8) unsigned char stack[256];
         wire_writer w;
         wire_writer_init(&w, stack, sizeof stack);
-        lcodec_ctx cx = { L, self_pool, "element result", NULL, 0, 0, 1 };
+        lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "element result", .returning = 1 };
         lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
         const void *buf;
         size_t blen;
@@ -745,5 +745,7 @@ int lsuiro_worker_run(lua_State *L, const char *token) {
   luaL_requiref(L, "suiro.core", luaopen_suiro_core, 0);
   lua_pop(L, 1);
   suiro_set_executor(first_exec, L);
-  return suiro_worker_run(token);
+  int rc = suiro_worker_run(token);
+  lsuiro_forget_current_pool(L); /* the engine freed its handle; lua_close runs finalizers next */
+  return rc;
 }

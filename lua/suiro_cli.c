@@ -31,8 +31,9 @@ static const char usage[] =
   "  version           print the suiro, Lua and LPeg versions\n"
   "  help, --help      show this message\n";
 
-/* The checkout (or install) root: <root>/bin/suiro or <root>/build/bin/suiro. */
-static void find_root(char *out, size_t cap) {
+/* Where suiro's Lua sources are: <prefix>/share/suiro/lua for an installed suiro (bin/suiro
+ * under prefix), <checkout>/lua for a build (build/bin/suiro). */
+static void find_lua_dir(char *out, size_t cap) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   out[0] = 0;
@@ -41,31 +42,28 @@ static void find_root(char *out, size_t cap) {
   char *slash = strrchr(exe, '/');
   if (!slash) return;
   *slash = 0; /* .../bin */
-  slash = strrchr(exe, '/');
-  if (!slash) return;
-  *slash = 0; /* ... (build or prefix) */
-  char probe[PATH_MAX + 32];
-  snprintf(probe, sizeof probe, "%s/lua/suiro/init.lua", exe);
-  if (access(probe, R_OK) == 0) {
-    snprintf(out, cap, "%s", exe);
-    return;
+  static const char *const up[] = { "/../share/suiro/lua", "/../../lua", "/../lua" };
+  for (size_t i = 0; i < sizeof up / sizeof *up; i++) {
+    char probe[PATH_MAX + 64];
+    snprintf(probe, sizeof probe, "%s%s/suiro/init.lua", exe, up[i]);
+    if (access(probe, R_OK) == 0) {
+      snprintf(out, cap, "%s%s", exe, up[i]);
+      return;
+    }
   }
-  slash = strrchr(exe, '/');
-  if (slash) *slash = 0; /* the checkout, above build/ */
-  snprintf(out, cap, "%s", exe);
 }
 
 /* package.path/cpath: the host's (passed to workers as SUIRO_LUA_PATH) or ours plus the defaults,
  * with the suiro Lua sources first. */
 static void set_paths(lua_State *L) {
-  char root[PATH_MAX];
-  find_root(root, sizeof root);
+  char dir[PATH_MAX];
+  find_lua_dir(dir, sizeof dir);
   const char *env_dir = getenv("SUIRO_LUA_DIR");
+  if (env_dir) snprintf(dir, sizeof dir, "%s", env_dir);
   lua_getglobal(L, "package");
   const char *inherited = getenv("SUIRO_LUA_PATH");
   lua_getfield(L, -1, "path");
-  if (env_dir) lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", env_dir, env_dir, inherited ? inherited : lua_tostring(L, -1));
-  else lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, inherited ? inherited : lua_tostring(L, -1));
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, inherited ? inherited : lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 1);
   const char *inherited_c = getenv("SUIRO_LUA_CPATH");

@@ -5,7 +5,7 @@
  * Region layout (one suiro_buf, recycled warm between maps):
  *   map_hdr | description (the binding's: function and input) | typed output area |
  *   result slots (one per element, untyped results) | heap (untyped results, error messages) |
- *   stream rings (one SPSC ring per runner: completed ranges, in completion order)
+ *   stream rings (one SPSC spsc per runner: completed ranges, in completion order)
  *
  * Ownership
  *   - The creator (host or a worker, for a nested map) writes the description and starts a run;
@@ -18,7 +18,7 @@
  *   - The description is written before the runner tasks are published (release through the
  *     task queue); the results are written before the runner's task result is published
  *     (release), and the creator reads them after collecting every runner (acquire).
- *   - Streaming: a range is pushed to the runner's SPSC ring (ring.c, release publication) after
+ *   - Streaming: a range is pushed to the runner's SPSC ring (spsc.c, release publication) after
  *     its results are written.
  *   - cancel, err_index and done are atomics; err_index is claimed by CAS (the first failure wins)
  *     and its message is written before the runner finishes.
@@ -30,7 +30,7 @@
 
 #include "cursor.h"
 #include "pool.h"
-#include "ring.h"
+#include "spsc.h"
 #include "suiro_bind.h"
 
 #define MAP_MAGIC 0x70616d6f72697573ull /* "suiromap" */
@@ -92,13 +92,13 @@ struct suiro_map {
   uint64_t died_index;   /* element the dead runner was on (UINT64_MAX: unknown) */
   int died_slot, died_pid;
   char died_msg[200];
-  ring_consumer *streams;
+  spsc_consumer *streams;
   unsigned next_stream;
   /* runner side */
   unsigned runner;
   cursor_claimer claimer;
   uint64_t chunk, chunk_end; /* heap chunk owned by this runner */
-  ring_producer stream;
+  spsc_producer stream;
 };
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -139,7 +139,7 @@ static int plan_layout(const suiro_map_opts *o, uint32_t runners, map_layout *l,
   }
   ADD(heap_off, o->heap_bytes);
   l->heap_bytes = o->heap_bytes;
-  if (o->stream) ADD(rings_off, align64(ring_bytes(STREAM_CAP, STREAM_SLOT)) * runners);
+  if (o->stream) ADD(rings_off, align64(spsc_bytes(STREAM_CAP, STREAM_SLOT)) * runners);
 #undef ADD
   if (off > (uint64_t)SIZE_MAX / 2) return -1;
   *total = (size_t)off;
@@ -178,6 +178,7 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
   memset(h, 0, sizeof *h);
   h->magic = MAP_MAGIC;
   h->gen = gen;
+  st_rlx(&h->err_index, NO_ERROR); /* no failure before a run: a prepared map has none */
   h->n = lay.n;
   h->desc_off = lay.desc_off;
   h->desc_bytes = lay.desc_bytes;
@@ -260,11 +261,11 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
   m->died_slot = -1;
   m->died_pid = 0;
   if (l->rings_off) {
-    size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
+    size_t stride = align64(spsc_bytes(STREAM_CAP, STREAM_SLOT));
     for (uint32_t r = 0; r < l->runners; r++) {
       void *mem = m->base + l->rings_off + stride * r;
-      memset(mem, 0, sizeof(ring));
-      ring_consumer_init(&m->streams[r], mem, STREAM_CAP, STREAM_SLOT);
+      memset(mem, 0, sizeof(spsc));
+      spsc_consumer_init(&m->streams[r], mem, STREAM_CAP, STREAM_SLOT);
     }
     m->next_stream = 0;
   }
@@ -423,12 +424,12 @@ int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
   if (!l->rings_off) return 0;
   for (uint32_t k = 0; k < l->runners; k++) {
     uint32_t r = (m->next_stream + k) % l->runners;
-    const ring_slot *s = ring_peek(&m->streams[r]);
+    const spsc_slot *s = spsc_peek(&m->streams[r]);
     if (!s) continue;
     uint64_t v[2];
     memcpy(v, s->data, sizeof v);
-    ring_pop(&m->streams[r]);
-    ring_release(&m->streams[r]);
+    spsc_pop(&m->streams[r]);
+    spsc_release(&m->streams[r]);
     m->next_stream = r + 1;
     if (v[0] > v[1] || v[1] > l->n) continue; /* damaged: skip it */
     *begin = v[0];
@@ -485,7 +486,7 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
 #define INSIDE(off, bytes) ((off) >= sizeof(map_hdr) && (off) <= mapped && (bytes) <= mapped - (off))
   ok = ok && INSIDE(l.desc_off, l.desc_bytes) && INSIDE(l.out_off, l.out_bytes) && INSIDE(l.heap_off, l.heap_bytes);
   if (ok && l.slots_off) ok = l.n <= mapped / sizeof(map_slot) && INSIDE(l.slots_off, l.n * sizeof(map_slot));
-  if (ok && l.rings_off) ok = INSIDE(l.rings_off, align64(ring_bytes(STREAM_CAP, STREAM_SLOT)) * l.runners);
+  if (ok && l.rings_off) ok = INSIDE(l.rings_off, align64(spsc_bytes(STREAM_CAP, STREAM_SLOT)) * l.runners);
 #undef INSIDE
   if (!ok) {
     suiro_map_detach(m);
@@ -494,8 +495,8 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
   m->lay = l;
   m->runner = r;
   if (l.rings_off) {
-    size_t stride = align64(ring_bytes(STREAM_CAP, STREAM_SLOT));
-    ring_producer_init(&m->stream, m->base + l.rings_off + stride * r, STREAM_CAP, STREAM_SLOT);
+    size_t stride = align64(spsc_bytes(STREAM_CAP, STREAM_SLOT));
+    spsc_producer_init(&m->stream, m->base + l.rings_off + stride * r, STREAM_CAP, STREAM_SLOT);
   }
   *runner = r;
   *out = m;
@@ -516,7 +517,7 @@ void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
   uint64_t v[2] = { begin, end };
   /* The creator drains as it streams; if it stops reading, cancelling the map frees us. */
   uint64_t spins = 0;
-  while (ring_push(&m->stream, v, sizeof v, 0) != 0) {
+  while (spsc_push(&m->stream, v, sizeof v, 0) != 0) {
     if (ld_rlx(&m->h->cancel)) return;
     if (++spins > 1000) {
       struct timespec ts = { 0, 50000 };

@@ -4,9 +4,10 @@
 
 #include <pthread.h>
 
+#include "buf.h"
 #include "internal.h"
 #include "park.h"
-#include "shm.h"
+#include "region.h"
 #include "taskq.h"
 
 #define POOL_MAGIC 0x6c6f6f706f726975ull /* "suiropool" */
@@ -196,8 +197,8 @@ static inline int sub_of_rs(const suiro_pool *p, uint32_t rs) {
 }
 
 /* pool.c */
-suiro_status pool_map(suiro_pool *p, suiro_region *r, int sub);
-void pool_unmap(suiro_pool *p);
+suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub);
+void pool_detach(suiro_pool *p);
 void pool_notify_result(suiro_pool *p, int sub);
 /* Wakes every parked worker (stop, retire). */
 void pool_wake_all(suiro_pool *p);
@@ -220,18 +221,29 @@ suiro_status peer_start_monitor(suiro_pool *p);
 void peer_stop_monitor(suiro_pool *p);
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why);
 
-/* pool.c: pools this process created and has not stopped */
-int pool_live_host_pools(void);
-/* The recycle list of the pool a region belongs to (by its name) or of this worker's pool:
- * offer a free region; take one of at least `bytes`. 1 on success. */
+/* pool.c: gives the buffer layer what it needs from pools (buf_env); idempotent. */
+void pool_install_buf_env(void);
+/* pool.c: this process's live host pools (for recycle.c): lock, look, unlock. */
+#define POOL_MAX_HOSTS 64
+void pool_hosts_lock(void);
+void pool_hosts_unlock(void);
+suiro_pool *pool_host(int i);
+/* recycle.c: the recycle list of the pool a region belongs to (by its name) or of this worker's
+ * pool: offer a free region; take one of at least `bytes`. 1 on success. */
 int pool_recycle_push(const char *region_name, uint64_t capacity);
 int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
+/* submit.c: gives back the slots of released tasks that have finished. */
+void pool_reclaim_released(suiro_pool *p);
+static inline void pool_free_slot(suiro_pool *p, uint32_t local) {
+  p->outstanding[local] = 0;
+  p->free_stack[p->nfree++] = local;
+}
+/* events.c: sleeps until a result for this submitter lands, ready(ctx) says so, or a 100 ms slice
+ * (or the deadline) passes; whether a host's face asks to give up (suiro_set_interrupt_check). */
+void pool_park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *), void *ctx);
+int pool_interrupted(const suiro_pool *p);
 
-/* region.c */
-void region_pool_stopped(const char *pool_name, int last_pool);
-size_t buf_mapped_bytes(const suiro_buf *b);
-/* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_start); /* data bytes as mapped here (not the shared header's word) */
+
 
 /* map.c, for plan.c: the description (desc_bytes), output bytes and element count of a map as
  * mapped here, and the slot where its plan's private copy is cached (plan_free frees it). */

@@ -1,7 +1,7 @@
 /*
  * spill.c — values too large for a queue entry or a result slot travel in a shared region.
  *
- * The writer takes a region from its warm free list (region.c), copies the bytes in, and sends the
+ * The writer takes a region from its warm free list (buf.c), copies the bytes in, and sends the
  * region's name inline; the message owns one reference. The reader maps the region (usually
  * mapped already), copies the bytes out and drops that reference, which leaves the region warm in
  * the reader's free list for its own next large value. A message that is never read (a released

@@ -841,6 +841,332 @@ static int elems_read(wire_reader *r, size_t p, size_t item, int type, uint64_t 
   return WIRE_OK;
 }
 
+/* ---- reading: one step per tag --------------------------------------------------------------
+ * wire_next reads the header word and hands the item to the step of its tag; a step checks its
+ * fields and payload, fills the item, says where the next item starts (s->p) and, for a container,
+ * its kind and how many children follow. */
+typedef struct step {
+  const unsigned char *b;
+  size_t len, pos, p;   /* the buffer, the item's header word, the first byte after it */
+  uint64_t h, n;        /* the header word and its 48-bit count */
+  int tag, aux;
+  int kind;             /* out: a container kind when the item has children */
+  uint64_t children;
+} step;
+
+/* The names every step uses (so each reads like the rest of this file). */
+#define STEP_LOCALS                                                                      \
+  const unsigned char *b = s->b;                                                         \
+  size_t len = s->len, pos = s->pos, p = s->p;                                           \
+  uint64_t h = s->h, n = s->n;                                                           \
+  int tag = s->tag, aux = s->aux;                                                        \
+  (void)b; (void)len; (void)pos; (void)h; (void)n; (void)tag; (void)aux
+
+static int read_nil(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in nil");
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_bool(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux > 1 && aux != WIRE_NA_BOOL) return rfail(r, pos + 1, "bool value 0x%02x (0, 1 or 0xFF)", aux);
+  if (n) return rfail(r, pos + 2, "nonzero field in bool");
+  it->flag = aux;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_i48(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in i48");
+  it->tag = WIRE_I64;
+  it->i = (int64_t)h >> 16;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_i64(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in i64");
+  NEED(p, 8, pos, "truncated: i64 needs 8 bytes, %zu remain", len - p);
+  int64_t v = (int64_t)ld64(b + p);
+  if (v >= I48_MIN && v <= I48_MAX)
+    return rfail(r, pos, "non-canonical i64 %lld (fits the 48-bit form)", (long long)v);
+  it->i = v;
+  p += 8;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_f64(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in f64");
+  NEED(p, 8, pos, "truncated: f64 needs 8 bytes, %zu remain", len - p);
+  memcpy(&it->f, b + p, 8);
+  p += 8;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_str_or_bytes(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
+  NEED(p, pad8(n), pos, "truncated: %s of %llu bytes, %zu remain", wire_tag_name(tag),
+       (unsigned long long)n, len - p);
+  if (pad_check(r, p + n, pad8(n) - n)) return WIRE_ERR;
+  it->data = b + p;
+  it->n = n;
+  p += pad8(n);
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_array(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in array", aux);
+  if (elems_read(r, p, pos, aux, n, "array", &p)) return WIRE_ERR;
+  it->type = aux;
+  it->n = n;
+  it->data = b + pos + 8;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_ndarray(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in ndarray", aux);
+  if (n > WIRE_MAX_NDIM)
+    return rfail(r, pos + 2, "ndarray with %llu dimensions (max %d)", (unsigned long long)n,
+                 WIRE_MAX_NDIM);
+  NEED(p, 8 + 8 * n, pos, "truncated: ndarray shape needs %llu bytes, %zu remain",
+       (unsigned long long)(8 + 8 * n), len - p);
+  uint64_t order = ld64(b + p);
+  if (order > 1) return rfail(r, p, "ndarray order %llu (0 = C, 1 = F)", (unsigned long long)order);
+  const uint64_t *dims = (const uint64_t *)(const void *)(b + p + 8);
+  uint64_t count;
+  if (dims_count((int)n, dims, &count) < 0)
+    return rfail(r, p + 8, "ndarray shape exceeds 2^48-1 elements");
+  size_t data = p + 8 + 8 * (size_t)n;
+  if (elems_read(r, data, pos, aux, count, "ndarray", &p)) return WIRE_ERR;
+  it->type = aux;
+  it->flag = (int)order;
+  it->ndim = (int)n;
+  it->dims = dims;
+  it->n = count;
+  it->data = b + data;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_strs(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  p = pos;
+  if (strs_read(r, &p, &it->strs, 0)) return WIRE_ERR;
+  it->n = it->strs.n;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_list_or_dict(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
+  uint64_t per = tag == WIRE_LIST ? 8 : 16; /* the smallest item is one word */
+  if (n > (len - p) / per)
+    return rfail(r, pos, "%s of %llu %s cannot fit in the %zu bytes that remain",
+                 wire_tag_name(tag), (unsigned long long)n, tag == WIRE_LIST ? "items" : "entries",
+                 len - p);
+  it->n = n;
+  s->kind = tag == WIRE_LIST ? K_LIST : K_DICT;
+  s->children = tag == WIRE_LIST ? n : 2 * n;
+  r->ncont++;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_frame(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in frame");
+  NEED(p, 8, pos, "truncated: frame needs a row count, %zu bytes remain", len - p);
+  uint64_t nrow = ld64(b + p);
+  if (nrow > MAXN) return rfail(r, p, "frame row count %llu exceeds 2^48-1", (unsigned long long)nrow);
+  p += 8;
+  if (n > (len - p) / 16)
+    return rfail(r, pos, "frame of %llu columns cannot fit in the %zu bytes that remain",
+                 (unsigned long long)n, len - p);
+  it->n = n;
+  it->nrow = nrow;
+  s->kind = K_FRAME;
+  s->children = 2 * n;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_factor(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux > 1) return rfail(r, pos + 1, "factor ordered flag %d (0 or 1)", aux);
+  NEED(p, pad8(4 * n), pos, "truncated: factor of %llu codes, %zu bytes remain",
+       (unsigned long long)n, len - p);
+  size_t codes = p;
+  if (pad_check(r, p + 4 * n, pad8(4 * n) - 4 * n)) return WIRE_ERR;
+  p += pad8(4 * n);
+  if (strs_read(r, &p, &it->strs, 1)) return WIRE_ERR;
+  int64_t nlev = (int64_t)it->strs.n;
+  for (uint64_t i = 0; i < n; i++) {
+    int32_t c;
+    memcpy(&c, b + codes + 4 * i, 4);
+    if (c < -1 || c >= nlev)
+      return rfail(r, codes + 4 * i, "factor code %d out of range (%lld levels)", c, (long long)nlev);
+  }
+  it->flag = aux;
+  it->n = n;
+  it->data = b + codes;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_date(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux != WIRE_T_I32 && aux != WIRE_T_I64 && aux != WIRE_T_F64)
+    return rfail(r, pos + 1, "bad element type %d in date (i32, i64 or f64)", aux);
+  if (elems_read(r, p, pos, aux, n, "date", &p)) return WIRE_ERR;
+  it->type = aux;
+  it->n = n;
+  it->data = b + pos + 8;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_timestamp(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux != WIRE_T_I64 && aux != WIRE_T_F64)
+    return rfail(r, pos + 1, "bad element type %d in timestamp (i64 or f64)", aux);
+  NEED(p, 8, pos, "truncated: timestamp needs a unit, %zu bytes remain", len - p);
+  uint64_t unit = ld64(b + p);
+  if (unit > WIRE_UNIT_NS) return rfail(r, p, "timestamp unit %llu (0..3)", (unsigned long long)unit);
+  p += 8;
+  if (str_part_read(r, &p, &it->text[0], "time zone")) return WIRE_ERR;
+  size_t data = p;
+  if (elems_read(r, data, pos, aux, n, "timestamp", &p)) return WIRE_ERR;
+  it->type = aux;
+  it->flag = (int)unit;
+  it->n = n;
+  it->data = b + data;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_error(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in error");
+  NEED(p, 8, pos, "truncated: error needs an element index, %zu bytes remain", len - p);
+  int64_t idx = (int64_t)ld64(b + p);
+  if (idx < -1) return rfail(r, p, "error element index %lld (>= 0, or -1)", (long long)idx);
+  p += 8;
+  if (str_part_read(r, &p, &it->text[0], "error class") ||
+      str_part_read(r, &p, &it->text[1], "error message") ||
+      str_part_read(r, &p, &it->text[2], "error traceback"))
+    return WIRE_ERR;
+  it->i = idx;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_call(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux > 1) return rfail(r, pos + 1, "call form %d (0 name, 1 source)", aux);
+  if (n) return rfail(r, pos + 2, "nonzero field in call");
+  if (str_part_read(r, &p, &it->text[0], aux ? "call source" : "call target")) return WIRE_ERR;
+  if (aux == WIRE_CALL_NAME && it->text[0].len == 0)
+    return rfail(r, pos + 8, "call with an empty target name");
+  /* each of the two children takes at least one word */
+  if (len - p < 16) return rfail(r, pos, "truncated: call needs its arguments, %zu bytes remain", len - p);
+  it->flag = aux;
+  s->kind = K_CALL;
+  s->children = 2;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_ref(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  wire_ref *ref = &it->ref;
+  if (wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE)
+    return rfail(r, pos + 1, "bad ref kind 0x%02x", aux);
+  if (n > WIRE_MAX_NDIM)
+    return rfail(r, pos + 2, "ref with %llu dimensions (max %d)", (unsigned long long)n, WIRE_MAX_NDIM);
+  NEED(p, 32 + 8 * n, pos, "truncated: ref needs %llu bytes of fields, %zu remain",
+       (unsigned long long)(32 + 8 * n), len - p);
+  uint64_t order = ld64(b + p + 8);
+  if (order > 1) return rfail(r, p + 8, "ref order %llu (0 = C, 1 = F)", (unsigned long long)order);
+  ref->flags = ld64(b + p);
+  ref->order = (int)order;
+  ref->offset = ld64(b + p + 16);
+  ref->length = ld64(b + p + 24);
+  ref->type = aux;
+  ref->ndim = (int)n;
+  ref->dims = (const uint64_t *)(const void *)(b + p + 32);
+  size_t fields = p;
+  p += 32 + 8 * (size_t)n;
+  if (str_part_read(r, &p, &ref->name, "ref region name")) return WIRE_ERR;
+  char why[128];
+  const char *bad = ref_problem(ref, why, sizeof why);
+  if (bad) return rfail(r, fields, "%s", bad);
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_func(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux < WIRE_LANG_LUA || aux > WIRE_LANG_R)
+    return rfail(r, pos + 1, "function language %d (1 Lua, 2 Python, 3 R)", aux);
+  if (n == 0) return rfail(r, pos + 2, "function without children (needs a name or nil)");
+  NEED(p, 8, pos, "truncated: function needs a key, %zu bytes remain", len - p);
+  uint64_t key = ld64(b + p);
+  p += 8;
+  if (n > (len - p) / 8)
+    return rfail(r, pos, "function of %llu children cannot fit in the %zu bytes that remain",
+                 (unsigned long long)n, len - p);
+  it->flag = aux;
+  it->i = (int64_t)key;
+  it->n = n;
+  s->kind = K_FUNC;
+  s->children = n;
+  r->ncont++;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_backref(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in backref");
+  if (!r->shared) return rfail(r, pos, "back-reference in a buffer whose header announces none");
+  if (n >= r->ncont)
+    return rfail(r, pos, "back-reference to container %llu, only %llu so far", (unsigned long long)n,
+                 (unsigned long long)r->ncont);
+  it->i = (int64_t)n;
+  r->nbackrefs++;
+  s->p = p;
+  return WIRE_OK;
+}
+
+static int read_range(wire_reader *r, wire_item *it, step *s) {
+  STEP_LOCALS;
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in range");
+  NEED(p, 16, pos, "truncated: range needs 16 bytes, %zu remain", len - p);
+  int64_t start = (int64_t)ld64(b + p), step = (int64_t)ld64(b + p + 8);
+  if (step == 0) return rfail(r, pos + 16, "range with step 0");
+  if (!range_fits(start, step, n)) return rfail(r, pos, "range overflows int64");
+  it->i = start;
+  it->step = step;
+  it->n = n;
+  p += 16;
+  s->p = p;
+  return WIRE_OK;
+}
+
+
 int wire_next(wire_reader *r, wire_item *it) {
   if (SUIRO_UNLIKELY(r->status != WIRE_OK)) return r->status;
   wire_level *l = &r->lv[r->depth];
@@ -853,254 +1179,43 @@ int wire_next(wire_reader *r, wire_item *it) {
   uint64_t h = ld64(b + pos);
   int tag = (int)(h & 0xff), aux = (int)((h >> 8) & 0xff);
   uint64_t n = h >> 16;
-  int kind = K_TOP;          /* a container kind when the item has children */
-  uint64_t children = 0;
   it->tag = tag;
   it->pos = pos;
   it->n = 0;
   it->nrow = 0;
 
+  step s = { b, len, pos, p, h, n, tag, aux, K_TOP, 0 };
+  int st;
   switch (tag) {
-  case WIRE_NIL:
-    if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in nil");
-    break;
-  case WIRE_BOOL:
-    if (aux > 1 && aux != WIRE_NA_BOOL) return rfail(r, pos + 1, "bool value 0x%02x (0, 1 or 0xFF)", aux);
-    if (n) return rfail(r, pos + 2, "nonzero field in bool");
-    it->flag = aux;
-    break;
-  case WIRE_I48:
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in i48");
-    it->tag = WIRE_I64;
-    it->i = (int64_t)h >> 16;
-    break;
-  case WIRE_I64: {
-    if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in i64");
-    NEED(p, 8, pos, "truncated: i64 needs 8 bytes, %zu remain", len - p);
-    int64_t v = (int64_t)ld64(b + p);
-    if (v >= I48_MIN && v <= I48_MAX)
-      return rfail(r, pos, "non-canonical i64 %lld (fits the 48-bit form)", (long long)v);
-    it->i = v;
-    p += 8;
-    break;
-  }
-  case WIRE_F64:
-    if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in f64");
-    NEED(p, 8, pos, "truncated: f64 needs 8 bytes, %zu remain", len - p);
-    memcpy(&it->f, b + p, 8);
-    p += 8;
-    break;
-  case WIRE_STR:
-  case WIRE_BYTES: {
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
-    NEED(p, pad8(n), pos, "truncated: %s of %llu bytes, %zu remain", wire_tag_name(tag),
-         (unsigned long long)n, len - p);
-    if (pad_check(r, p + n, pad8(n) - n)) return WIRE_ERR;
-    it->data = b + p;
-    it->n = n;
-    p += pad8(n);
-    break;
-  }
-  case WIRE_ARRAY:
-    if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in array", aux);
-    if (elems_read(r, p, pos, aux, n, "array", &p)) return WIRE_ERR;
-    it->type = aux;
-    it->n = n;
-    it->data = b + pos + 8;
-    break;
-  case WIRE_NDARRAY: {
-    if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in ndarray", aux);
-    if (n > WIRE_MAX_NDIM)
-      return rfail(r, pos + 2, "ndarray with %llu dimensions (max %d)", (unsigned long long)n,
-                   WIRE_MAX_NDIM);
-    NEED(p, 8 + 8 * n, pos, "truncated: ndarray shape needs %llu bytes, %zu remain",
-         (unsigned long long)(8 + 8 * n), len - p);
-    uint64_t order = ld64(b + p);
-    if (order > 1) return rfail(r, p, "ndarray order %llu (0 = C, 1 = F)", (unsigned long long)order);
-    const uint64_t *dims = (const uint64_t *)(const void *)(b + p + 8);
-    uint64_t count;
-    if (dims_count((int)n, dims, &count) < 0)
-      return rfail(r, p + 8, "ndarray shape exceeds 2^48-1 elements");
-    size_t data = p + 8 + 8 * (size_t)n;
-    if (elems_read(r, data, pos, aux, count, "ndarray", &p)) return WIRE_ERR;
-    it->type = aux;
-    it->flag = (int)order;
-    it->ndim = (int)n;
-    it->dims = dims;
-    it->n = count;
-    it->data = b + data;
-    break;
-  }
-  case WIRE_STRS:
-    p = pos;
-    if (strs_read(r, &p, &it->strs, 0)) return WIRE_ERR;
-    it->n = it->strs.n;
-    break;
-  case WIRE_LIST:
-  case WIRE_DICT: {
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
-    uint64_t per = tag == WIRE_LIST ? 8 : 16; /* the smallest item is one word */
-    if (n > (len - p) / per)
-      return rfail(r, pos, "%s of %llu %s cannot fit in the %zu bytes that remain",
-                   wire_tag_name(tag), (unsigned long long)n, tag == WIRE_LIST ? "items" : "entries",
-                   len - p);
-    it->n = n;
-    kind = tag == WIRE_LIST ? K_LIST : K_DICT;
-    children = tag == WIRE_LIST ? n : 2 * n;
-    r->ncont++;
-    break;
-  }
-  case WIRE_FRAME: {
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in frame");
-    NEED(p, 8, pos, "truncated: frame needs a row count, %zu bytes remain", len - p);
-    uint64_t nrow = ld64(b + p);
-    if (nrow > MAXN) return rfail(r, p, "frame row count %llu exceeds 2^48-1", (unsigned long long)nrow);
-    p += 8;
-    if (n > (len - p) / 16)
-      return rfail(r, pos, "frame of %llu columns cannot fit in the %zu bytes that remain",
-                   (unsigned long long)n, len - p);
-    it->n = n;
-    it->nrow = nrow;
-    kind = K_FRAME;
-    children = 2 * n;
-    break;
-  }
-  case WIRE_FACTOR: {
-    if (aux > 1) return rfail(r, pos + 1, "factor ordered flag %d (0 or 1)", aux);
-    NEED(p, pad8(4 * n), pos, "truncated: factor of %llu codes, %zu bytes remain",
-         (unsigned long long)n, len - p);
-    size_t codes = p;
-    if (pad_check(r, p + 4 * n, pad8(4 * n) - 4 * n)) return WIRE_ERR;
-    p += pad8(4 * n);
-    if (strs_read(r, &p, &it->strs, 1)) return WIRE_ERR;
-    int64_t nlev = (int64_t)it->strs.n;
-    for (uint64_t i = 0; i < n; i++) {
-      int32_t c;
-      memcpy(&c, b + codes + 4 * i, 4);
-      if (c < -1 || c >= nlev)
-        return rfail(r, codes + 4 * i, "factor code %d out of range (%lld levels)", c, (long long)nlev);
-    }
-    it->flag = aux;
-    it->n = n;
-    it->data = b + codes;
-    break;
-  }
-  case WIRE_DATE:
-    if (aux != WIRE_T_I32 && aux != WIRE_T_I64 && aux != WIRE_T_F64)
-      return rfail(r, pos + 1, "bad element type %d in date (i32, i64 or f64)", aux);
-    if (elems_read(r, p, pos, aux, n, "date", &p)) return WIRE_ERR;
-    it->type = aux;
-    it->n = n;
-    it->data = b + pos + 8;
-    break;
-  case WIRE_TIMESTAMP: {
-    if (aux != WIRE_T_I64 && aux != WIRE_T_F64)
-      return rfail(r, pos + 1, "bad element type %d in timestamp (i64 or f64)", aux);
-    NEED(p, 8, pos, "truncated: timestamp needs a unit, %zu bytes remain", len - p);
-    uint64_t unit = ld64(b + p);
-    if (unit > WIRE_UNIT_NS) return rfail(r, p, "timestamp unit %llu (0..3)", (unsigned long long)unit);
-    p += 8;
-    if (str_part_read(r, &p, &it->text[0], "time zone")) return WIRE_ERR;
-    size_t data = p;
-    if (elems_read(r, data, pos, aux, n, "timestamp", &p)) return WIRE_ERR;
-    it->type = aux;
-    it->flag = (int)unit;
-    it->n = n;
-    it->data = b + data;
-    break;
-  }
-  case WIRE_ERROR: {
-    if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in error");
-    NEED(p, 8, pos, "truncated: error needs an element index, %zu bytes remain", len - p);
-    int64_t idx = (int64_t)ld64(b + p);
-    if (idx < -1) return rfail(r, p, "error element index %lld (>= 0, or -1)", (long long)idx);
-    p += 8;
-    if (str_part_read(r, &p, &it->text[0], "error class") ||
-        str_part_read(r, &p, &it->text[1], "error message") ||
-        str_part_read(r, &p, &it->text[2], "error traceback"))
-      return WIRE_ERR;
-    it->i = idx;
-    break;
-  }
-  case WIRE_CALL:
-    if (aux > 1) return rfail(r, pos + 1, "call form %d (0 name, 1 source)", aux);
-    if (n) return rfail(r, pos + 2, "nonzero field in call");
-    if (str_part_read(r, &p, &it->text[0], aux ? "call source" : "call target")) return WIRE_ERR;
-    if (aux == WIRE_CALL_NAME && it->text[0].len == 0)
-      return rfail(r, pos + 8, "call with an empty target name");
-    /* each of the two children takes at least one word */
-    if (len - p < 16) return rfail(r, pos, "truncated: call needs its arguments, %zu bytes remain", len - p);
-    it->flag = aux;
-    kind = K_CALL;
-    children = 2;
-    break;
-  case WIRE_REF: {
-    wire_ref *ref = &it->ref;
-    if (wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE)
-      return rfail(r, pos + 1, "bad ref kind 0x%02x", aux);
-    if (n > WIRE_MAX_NDIM)
-      return rfail(r, pos + 2, "ref with %llu dimensions (max %d)", (unsigned long long)n, WIRE_MAX_NDIM);
-    NEED(p, 32 + 8 * n, pos, "truncated: ref needs %llu bytes of fields, %zu remain",
-         (unsigned long long)(32 + 8 * n), len - p);
-    uint64_t order = ld64(b + p + 8);
-    if (order > 1) return rfail(r, p + 8, "ref order %llu (0 = C, 1 = F)", (unsigned long long)order);
-    ref->flags = ld64(b + p);
-    ref->order = (int)order;
-    ref->offset = ld64(b + p + 16);
-    ref->length = ld64(b + p + 24);
-    ref->type = aux;
-    ref->ndim = (int)n;
-    ref->dims = (const uint64_t *)(const void *)(b + p + 32);
-    size_t fields = p;
-    p += 32 + 8 * (size_t)n;
-    if (str_part_read(r, &p, &ref->name, "ref region name")) return WIRE_ERR;
-    char why[128];
-    const char *bad = ref_problem(ref, why, sizeof why);
-    if (bad) return rfail(r, fields, "%s", bad);
-    break;
-  }
-  case WIRE_FUNC: {
-    if (aux < WIRE_LANG_LUA || aux > WIRE_LANG_R)
-      return rfail(r, pos + 1, "function language %d (1 Lua, 2 Python, 3 R)", aux);
-    if (n == 0) return rfail(r, pos + 2, "function without children (needs a name or nil)");
-    NEED(p, 8, pos, "truncated: function needs a key, %zu bytes remain", len - p);
-    uint64_t key = ld64(b + p);
-    p += 8;
-    if (n > (len - p) / 8)
-      return rfail(r, pos, "function of %llu children cannot fit in the %zu bytes that remain",
-                   (unsigned long long)n, len - p);
-    it->flag = aux;
-    it->i = (int64_t)key;
-    it->n = n;
-    kind = K_FUNC;
-    children = n;
-    r->ncont++;
-    break;
-  }
-  case WIRE_BACKREF:
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in backref");
-    if (!r->shared) return rfail(r, pos, "back-reference in a buffer whose header announces none");
-    if (n >= r->ncont)
-      return rfail(r, pos, "back-reference to container %llu, only %llu so far", (unsigned long long)n,
-                   (unsigned long long)r->ncont);
-    it->i = (int64_t)n;
-    r->nbackrefs++;
-    break;
-  case WIRE_RANGE: {
-    if (aux) return rfail(r, pos + 1, "nonzero aux byte in range");
-    NEED(p, 16, pos, "truncated: range needs 16 bytes, %zu remain", len - p);
-    int64_t start = (int64_t)ld64(b + p), step = (int64_t)ld64(b + p + 8);
-    if (step == 0) return rfail(r, pos + 16, "range with step 0");
-    if (!range_fits(start, step, n)) return rfail(r, pos, "range overflows int64");
-    it->i = start;
-    it->step = step;
-    it->n = n;
-    p += 16;
-    break;
-  }
+  case WIRE_NIL: st = read_nil(r, it, &s); break;
+  case WIRE_BOOL: st = read_bool(r, it, &s); break;
+  case WIRE_I48: st = read_i48(r, it, &s); break;
+  case WIRE_I64: st = read_i64(r, it, &s); break;
+  case WIRE_F64: st = read_f64(r, it, &s); break;
+  case WIRE_STR: st = read_str_or_bytes(r, it, &s); break;
+  case WIRE_BYTES: st = read_str_or_bytes(r, it, &s); break;
+  case WIRE_ARRAY: st = read_array(r, it, &s); break;
+  case WIRE_NDARRAY: st = read_ndarray(r, it, &s); break;
+  case WIRE_STRS: st = read_strs(r, it, &s); break;
+  case WIRE_LIST: st = read_list_or_dict(r, it, &s); break;
+  case WIRE_DICT: st = read_list_or_dict(r, it, &s); break;
+  case WIRE_FRAME: st = read_frame(r, it, &s); break;
+  case WIRE_FACTOR: st = read_factor(r, it, &s); break;
+  case WIRE_DATE: st = read_date(r, it, &s); break;
+  case WIRE_TIMESTAMP: st = read_timestamp(r, it, &s); break;
+  case WIRE_ERROR: st = read_error(r, it, &s); break;
+  case WIRE_CALL: st = read_call(r, it, &s); break;
+  case WIRE_REF: st = read_ref(r, it, &s); break;
+  case WIRE_FUNC: st = read_func(r, it, &s); break;
+  case WIRE_BACKREF: st = read_backref(r, it, &s); break;
+  case WIRE_RANGE: st = read_range(r, it, &s); break;
   default:
     return rfail(r, pos, "bad tag 0x%02x", tag);
   }
+  if (st != WIRE_OK) return st;
+  p = s.p;
+  int kind = s.kind;
+  uint64_t children = s.children;
 
   if (l->kind > K_LIST) {
     char msg[128];

@@ -478,7 +478,7 @@ static void *watch_host(void *arg) {
       /* The host is gone: nobody will collect our results. A host that was SIGKILLed left its
        * pools, regions and anchor behind; its workers are the first to know, so they remove it all
        * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
-      shm_reap_owner(watched_pid, watched_start);
+      region_reap_owner(watched_pid, watched_start);
       _exit(0);
     }
   }
@@ -545,7 +545,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   suiro_pool *p = calloc(1, sizeof *p);
-  if (!p || pool_map(p, r, 1 + slot) != SUIRO_OK) {
+  if (!p || pool_attach(p, r, 1 + slot) != SUIRO_OK) {
     fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
     return 2;
   }
@@ -558,6 +558,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   if (start_host_watch(h) != 0) return 0; /* host already gone */
+  pool_install_buf_env();
   buf_set_worker(name, h->host_pid, h->host_start);
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
@@ -637,7 +638,7 @@ int suiro_worker_run(const char *token) {
   current = NULL;
   buf_set_worker(NULL, 0, 0);
   leave(p, SUIRO_WORKER_EXITED);
-  pool_unmap(p);
+  pool_detach(p);
   suiro_region_close(r, 0);
   free(p);
   return 0;

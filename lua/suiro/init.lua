@@ -17,6 +17,17 @@ local M = {
   reap = core.reap,
 }
 
+local here = debug.getinfo(1, "S").source:sub(2) -- this file, as positions name it
+local function checked(f, ...)
+  local ok, v = pcall(f, ...)
+  if not ok then
+    -- a message raised by the core on our behalf names this file: the user's line is what counts
+    if type(v) == "string" and v:sub(1, #here) == here then v = v:gsub("^[^\n]-:%d+: ", "", 1) end
+    error(v, 3)
+  end
+  return v
+end
+
 local pool_methods = core.pool_methods
 local task_methods = core.task_methods
 
@@ -35,7 +46,7 @@ M.keys = core.keys         -- suiro.keys(t): the keys of a record in the order t
 --   suiro.frame { names = { "x", "y" }, columns = { cx, cy } }   names and columns side by side
 --   suiro.frame { x = cx, y = cy }                               by name (columns sorted by name)
 -- and suiro.frame(names, columns_by_name).
-function M.frame(spec, by_name)
+local function frame(spec, by_name)
   if by_name ~= nil or type(spec) ~= "table" then return core.frame(spec, by_name) end
   local names, columns = rawget(spec, "names"), rawget(spec, "columns")
   if names ~= nil and columns ~= nil and type(names) == "table" and type(columns) == "table" then
@@ -63,6 +74,7 @@ function M.frame(spec, by_name)
   table.sort(keys)
   return core.frame(keys, spec)
 end
+function M.frame(spec, by_name) return checked(frame, spec, by_name) end
 --- suiro.wire: one value to a wire buffer and back (a debugging and interop aid)
 M.wire = {
   encode = core.wire_encode, -- suiro.wire.encode(v) -> string
@@ -88,9 +100,9 @@ local function seconds(v, what)
   if type(v) == "string" then
     local s, err = parse().try_duration(v)
     if s then return s end
-    error(what .. ": " .. err, 3)
+    error(what .. ": " .. err, 0)
   end
-  error(what .. " must be a number of seconds or a duration string, got " .. tostring(v), 3)
+  error(what .. " must be a number of seconds or a duration string, got " .. tostring(v), 0)
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -105,17 +117,6 @@ end
 
 -- Calls f(...) and re-raises its error at the caller of the API function (level 3: the user's
 -- line), so a misuse names the script line, not this file.
-local here = debug.getinfo(1, "S").source:sub(2) -- this file, as positions name it
-local function checked(f, ...)
-  local ok, v = pcall(f, ...)
-  if not ok then
-    -- a message raised by the core on our behalf names this file: the user's line is what counts
-    if type(v) == "string" and v:sub(1, #here) == here then v = v:gsub("^[^\n]-:%d+: ", "", 1) end
-    error(v, 3)
-  end
-  return v
-end
-
 --- suiro.lua { exe = path, argv = {...}, env = {...} } : Lua workers (the default).
 function M.lua(opts) return checked(function() return config().launcher("lua", opts) end) end
 --- suiro.python { python = path, env = {...} } : Python workers (needs the Python binding).
@@ -199,7 +200,7 @@ function M.pool(opts)
   return checked(function()
     local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
     local ok, p = pcall(start_pool, o)
-    if not ok then error("suiro.pool: " .. tostring(p), 0) end
+    if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1), 0) end
     return p
   end)
 end
@@ -211,37 +212,48 @@ local map_keys = { template = true, seed = true, progress = true, timeout = true
 
 local function map_spec(opts, verb)
   opts = opts or {}
-  if type(opts) ~= "table" then error(verb .. ": options must be a table, got " .. type(opts), 3) end
+  if type(opts) ~= "table" then error(verb .. ": options must be a table, got " .. type(opts), 0) end
   for k in pairs(opts) do
     if not map_keys[k] then parse().check_keys(opts, map_keys, verb .. " options") end
   end
   local progress = opts.progress
   if progress ~= nil and type(progress) ~= "boolean" and type(progress) ~= "function" then
-    error(verb .. ": progress must be true or a function(done, n), got " .. type(progress), 3)
+    error(verb .. ": progress must be true or a function(done, n), got " .. type(progress), 0)
   end
   if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
-    error(verb .. ": seed must be an integer, got " .. tostring(opts.seed), 3)
+    error(verb .. ": seed must be an integer, got " .. tostring(opts.seed), 0)
+  end
+  local template
+  if opts.template ~= nil then
+    if type(opts.template) ~= "string" then
+      error(verb .. ": template must be a string such as \"f64\", got " .. type(opts.template), 0)
+    end
+    local t, err = parse().try_template(opts.template)
+    if not t then error(verb .. ": template: " .. err, 0) end
+    template = t
   end
   return {
-    template = opts.template ~= nil and parse().template(opts.template) or nil,
+    template = template,
     seed = opts.seed,
     stream = opts.stream and true or false,
     progress = progress,
-    timeout_s = seconds(opts.timeout, "timeout"),
+    timeout_s = seconds(opts.timeout, verb .. ": timeout"),
   }
 end
 
 --- pool:map(f, xs, { template = "f64", seed = 42, progress = true, timeout = "1m", stream = false })
 --- xs: a table, a suiro.array or a suiro.range. Returns a map: m:collect(), m:results(), m:cancel().
 function pool_methods:map(f, xs, opts)
-  return checked(core.map_new, self, f, xs, map_spec(opts, "pool:map"))
+  return checked(function() return core.map_new(self, f, xs, map_spec(opts, "pool:map")) end)
 end
 
 --- pool:map_prepare(f, xs, opts): stages f and xs once; pm:run([new_xs]) runs it, as often as wanted.
 function pool_methods:map_prepare(f, xs, opts)
-  local spec = map_spec(opts, "pool:map_prepare")
-  spec.prepare = true
-  return checked(core.map_new, self, f, xs, spec)
+  return checked(function()
+    local spec = map_spec(opts, "pool:map_prepare")
+    spec.prepare = true
+    return core.map_new(self, f, xs, spec)
+  end)
 end
 
 --- suiro.range(a, b [, step]): the integers a..b, never materialised (a map input).
@@ -255,11 +267,18 @@ M.random = core.random
 local function await(self, timeout)
   local co = coroutine.running()
   if managed[co] then
+    if timeout ~= nil then timeout = checked(seconds, timeout, "await: timeout") end
     local res = table.pack(coroutine.yield(AWAIT, self, timeout))
     if res[1] then return table.unpack(res, 2, res.n) end
     error(res[2], 0)
   end
-  return self:collect(timeout)
+  local res = table.pack(pcall(self.collect, self, timeout))
+  if not res[1] then
+    local e = res[2]
+    if type(e) == "string" and e:sub(1, #here) == here then e = e:gsub("^[^\n]-:%d+: ", "", 1) end
+    error(e, 2)
+  end
+  return table.unpack(res, 2, res.n)
 end
 core.map_methods.await = await
 
@@ -354,51 +373,56 @@ function M.run(fn, ...)
     end
   end
 
+  local outer = M._spawn_hook -- a run inside a run: its coroutines are its own
   M._spawn_hook = function(f, ...)
+    if type(f) ~= "function" then error("suiro.spawn: argument 1 must be a function, got " .. type(f), 3) end
     local co = coroutine.create(f)
     managed[co] = true
     runnable[#runnable + 1] = { co, table.pack(...) }
     return co
   end
-
-  while true do
-    while #runnable > 0 do
-      local batch = runnable
-      runnable = {}
-      for _, item in ipairs(batch) do step(item[1], item[2]) end
-    end
-    if nwaiting == 0 then break end
-    -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
-    local pools, seen = {}, {}
-    for task in pairs(waiting) do
-      local p = pool_of(task)
-      if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
-    end
-    core.arm_events(pools)
-    local progressed = false
-    local now = core.now()
-    local next_deadline = math.huge
-    for task, w in pairs(waiting) do
-      if task:ready() then
-        waiting[task] = nil
-        nwaiting = nwaiting - 1
-        runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
-        progressed = true
-      elseif w.deadline and now >= w.deadline then
-        waiting[task] = nil
-        nwaiting = nwaiting - 1
-        runnable[#runnable + 1] = { w.co, table.pack(true, nil, "timeout") }
-        progressed = true
-      elseif w.deadline and w.deadline < next_deadline then
-        next_deadline = w.deadline
+  local function loop()
+    while true do
+      while #runnable > 0 do
+        local batch = runnable
+        runnable = {}
+        for _, item in ipairs(batch) do step(item[1], item[2]) end
+      end
+      if nwaiting == 0 then break end
+      -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
+      local pools, seen = {}, {}
+      for task in pairs(waiting) do
+        local p = pool_of(task)
+        if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
+      end
+      core.arm_events(pools)
+      local progressed = false
+      local now = core.now()
+      local next_deadline = math.huge
+      for task, w in pairs(waiting) do
+        if task:ready() then
+          waiting[task] = nil
+          nwaiting = nwaiting - 1
+          runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
+          progressed = true
+        elseif w.deadline and now >= w.deadline then
+          waiting[task] = nil
+          nwaiting = nwaiting - 1
+          runnable[#runnable + 1] = { w.co, table.pack(true, nil, "timeout") }
+          progressed = true
+        elseif w.deadline and w.deadline < next_deadline then
+          next_deadline = w.deadline
+        end
+      end
+      if not progressed then
+        local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
+        core.wait_events(pools, wait)
       end
     end
-    if not progressed then
-      local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
-      core.wait_events(pools, wait)
-    end
   end
-  M._spawn_hook = nil
+  local ok, err = pcall(loop)
+  M._spawn_hook = outer
+  if not ok then error(err, 0) end
   return table.unpack(result, 2, result.n)
 end
 
@@ -431,7 +455,10 @@ function M.open(path)
         error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
       end
       local ok, p = pcall(start_pool, o)
-      if not ok then error(('%s: pool "%s": %s'):format(path, name, tostring(p)), 2) end
+      if not ok then
+        local msg = tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1)
+        error(('%s: pool "%s": %s'):format(path, name, msg), 2)
+      end
       created[#created + 1] = p
       rawset(t, name, p)
       return p

@@ -1,11 +1,11 @@
-/* test_queues.c — the SPSC ring and the task queue under real concurrency (threads, so that
+/* test_queues.c — the SPSC spsc and the task queue under real concurrency (threads, so that
  * ThreadSanitizer sees every access; the same code runs across processes in pools). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "harness.h"
-#include "ring.h"
+#include "spsc.h"
 #include "taskq.h"
 
 static void *aligned_zero(size_t n) {
@@ -15,80 +15,80 @@ static void *aligned_zero(size_t n) {
   return p;
 }
 
-/* ---- ring ---------------------------------------------------------------------------------- */
+/* ---- spsc ---------------------------------------------------------------------------------- */
 
-TEST(ring_fifo_and_full) {
-  void *mem = aligned_zero(ring_bytes(8, 64));
-  ring_producer p;
-  ring_consumer c;
-  ring_producer_init(&p, mem, 8, 64);
-  ring_consumer_init(&c, mem, 8, 64);
-  CHECK(ring_peek(&c) == NULL);
-  for (uint32_t i = 0; i < 8; i++) CHECK_EQ(ring_push(&p, &i, sizeof i, i), 0);
+TEST(spsc_fifo_and_full) {
+  void *mem = aligned_zero(spsc_bytes(8, 64));
+  spsc_producer p;
+  spsc_consumer c;
+  spsc_producer_init(&p, mem, 8, 64);
+  spsc_consumer_init(&c, mem, 8, 64);
+  CHECK(spsc_peek(&c) == NULL);
+  for (uint32_t i = 0; i < 8; i++) CHECK_EQ(spsc_push(&p, &i, sizeof i, i), 0);
   uint32_t x = 99;
-  CHECK_EQ(ring_push(&p, &x, sizeof x, 0), -1); /* full */
+  CHECK_EQ(spsc_push(&p, &x, sizeof x, 0), -1); /* full */
   char big[100] = { 0 };
   for (uint32_t i = 0; i < 3; i++) {
-    const ring_slot *s = ring_peek(&c);
+    const spsc_slot *s = spsc_peek(&c);
     CHECK(s != NULL);
     CHECK_EQ(s->len, 4);
     uint32_t v;
     memcpy(&v, s->data, 4);
     CHECK_EQ(v, i);
     CHECK_EQ(s->flags, i);
-    ring_pop(&c);
+    spsc_pop(&c);
   }
-  CHECK_EQ(ring_push(&p, &x, sizeof x, 0), -1); /* not released yet: still full */
-  ring_release(&c);
-  CHECK_EQ(ring_push(&p, &x, sizeof x, 0), 0);
-  CHECK_EQ(ring_push(&p, big, sizeof big, 0), -1); /* larger than a slot */
-  CHECK_EQ(ring_available(&c), 6);
+  CHECK_EQ(spsc_push(&p, &x, sizeof x, 0), -1); /* not released yet: still full */
+  spsc_release(&c);
+  CHECK_EQ(spsc_push(&p, &x, sizeof x, 0), 0);
+  CHECK_EQ(spsc_push(&p, big, sizeof big, 0), -1); /* larger than a slot */
+  CHECK_EQ(spsc_available(&c), 6);
   free(mem);
 }
 
-struct ring_ctx { void *mem; uint64_t n; uint64_t sum; };
+struct spsc_ctx { void *mem; uint64_t n; uint64_t sum; };
 
-static void *ring_producer_thread(void *arg) {
-  struct ring_ctx *x = arg;
-  ring_producer p;
-  ring_producer_init(&p, x->mem, 64, 64);
+static void *spsc_producer_thread(void *arg) {
+  struct spsc_ctx *x = arg;
+  spsc_producer p;
+  spsc_producer_init(&p, x->mem, 64, 64);
   uint64_t i = 0;
   while (i < x->n) {
     /* batches of up to 7, one publication each */
     int k = 0;
-    ring_slot *s;
-    while (k < 7 && i < x->n && (s = ring_reserve(&p)) != NULL) {
+    spsc_slot *s;
+    while (k < 7 && i < x->n && (s = spsc_reserve(&p)) != NULL) {
       s->len = 8;
       s->flags = 0;
       memcpy(s->data, &i, 8);
-      ring_push_commit(&p);
+      spsc_push_commit(&p);
       i++;
       k++;
     }
-    ring_publish(&p);
+    spsc_publish(&p);
   }
   return NULL;
 }
 
-TEST(ring_threads_in_order) {
-  struct ring_ctx x = { aligned_zero(ring_bytes(64, 64)), 2000000, 0 };
+TEST(spsc_threads_in_order) {
+  struct spsc_ctx x = { aligned_zero(spsc_bytes(64, 64)), 2000000, 0 };
   pthread_t th;
-  pthread_create(&th, NULL, ring_producer_thread, &x);
-  ring_consumer c;
-  ring_consumer_init(&c, x.mem, 64, 64);
+  pthread_create(&th, NULL, spsc_producer_thread, &x);
+  spsc_consumer c;
+  spsc_consumer_init(&c, x.mem, 64, 64);
   uint64_t expect = 0;
   while (expect < x.n) {
-    const ring_slot *s;
+    const spsc_slot *s;
     int k = 0;
-    while ((s = ring_peek(&c)) != NULL && k < 5) {
+    while ((s = spsc_peek(&c)) != NULL && k < 5) {
       uint64_t v;
       memcpy(&v, s->data, 8);
       CHECK_EQ(v, expect);
       expect++;
-      ring_pop(&c);
+      spsc_pop(&c);
       k++;
     }
-    ring_release(&c);
+    spsc_release(&c);
   }
   pthread_join(th, NULL);
   free(x.mem);

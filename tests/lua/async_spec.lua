@@ -26,18 +26,32 @@ describe("suiro.run", function()
   end)
 
   it("awaits out of order without blocking the others", function()
+    -- the slow task finishes only after the fast coroutine has resumed (it waits for a file that
+    -- coroutine writes), so a scheduler that blocked on the first await would never get there:
+    -- the slow task then gives up after 10 s and reports it
+    local flag = os.tmpname()
+    os.remove(flag)
     local order = {}
     suiro.run(function()
       suiro.spawn(function()
-        pool:submit(function() local t = os.clock() while os.clock() - t < 0.2 do end end):await()
-        order[#order + 1] = "slow"
+        local r = pool:submit(function(path)
+          local t0 = os.time()
+          while not io.open(path) do
+            if os.time() - t0 > 10 then return "gave up" end
+            os.execute("sleep 0.01")
+          end
+          return "done"
+        end, flag):await()
+        order[#order + 1] = "slow " .. r
       end)
       suiro.spawn(function()
         pool:submit(function() return 1 end):await()
         order[#order + 1] = "fast"
+        io.open(flag, "w"):close()
       end)
     end)
-    assert.are.same({ "fast", "slow" }, order)
+    os.remove(flag)
+    assert.are.same({ "fast", "slow done" }, order)
   end)
 
   it("propagates a task error into the awaiting coroutine", function()

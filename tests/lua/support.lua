@@ -10,4 +10,11 @@ function M.sh(cmd)
   return (out:gsub("exit=%d+%s*$", "")), code
 end
 
+-- The checkout the specs run in (busted runs from the repository root).
+do
+  local f = io.popen("pwd")
+  M.root = f:read("l")
+  f:close()
+end
+
 return M

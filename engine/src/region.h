@@ -1,6 +1,6 @@
-/* shm.h — named shared-memory regions (see shm.c). */
-#ifndef SUIRO_SHM_H
-#define SUIRO_SHM_H
+/* region.h — named shared-memory regions and their owners (see region.c). */
+#ifndef SUIRO_REGION_H
+#define SUIRO_REGION_H
 
 #include <sys/mman.h>
 
@@ -19,18 +19,18 @@ struct suiro_region {
 /* Creates a region whose name carries owner_pid/owner_start (the process whose death makes the
  * region an orphan) and then `tag` (letters, may be empty) before a counter:
  * /suiro_<pid>_<start>_<tag><counter>. suiro_region_create uses the calling process, no tag. */
-suiro_status shm_create_owned(size_t size, int owner_pid, uint64_t owner_start, const char *tag,
+suiro_status region_create_owned(size_t size, int owner_pid, uint64_t owner_start, const char *tag,
                               suiro_region **out);
 /* The calling process's identity as written into region names. */
-void shm_self_identity(int *pid, uint64_t *start);
+void region_identity(int *pid, uint64_t *start);
 /* Unlinks every region whose name starts with /<prefix> (prefix without the slash). */
-int shm_unlink_prefix(const char *prefix);
-/* Makes sure this process holds its liveness anchor (once per process; see shm.c). */
-suiro_status shm_hold_anchor(void);
-void shm_release_anchor(void); /* one hold less; the anchor goes with the last */
+int region_unlink_prefix(const char *prefix);
+/* Makes sure this process holds its liveness anchor (once per process; see region.c). */
+suiro_status region_hold_anchor(void);
+void region_release_anchor(void); /* one hold less; the anchor goes with the last */
 /* 1 while the owner of names /suiro_<pid>_<start>_* lives (holds its anchor), 0 once it is gone. */
-int shm_owner_alive(unsigned pid, uint64_t start);
+int region_owner_alive(unsigned pid, uint64_t start);
 /* Unlinks everything of a dead owner (nothing while it lives); returns how many. */
-int shm_reap_owner(int pid, uint64_t start);
+int region_reap_owner(int pid, uint64_t start);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * ring.c — single-producer single-consumer ring of fixed-size slots in shared memory.
+ * spsc.c — a single-producer single-consumer ring of fixed-size slots in shared memory (the map
+ * streams of completed ranges).
  *
  * Each index lives on its own cache line and is written by one side only: the producer owns
  * `tail`, the consumer owns `head`. Each side keeps a private cached copy of the other's index and
@@ -7,39 +8,39 @@
  * state a message costs no cross-core traffic beyond the slot itself.
  *
  * Memory ordering
- *   producer: slot writes (plain), then tail = t with release (ring_publish) — one store per batch.
+ *   producer: slot writes (plain), then tail = t with release (spsc_publish) — one store per batch.
  *   consumer: tail loaded with acquire before reading slots; after reading, head = h with release
- *             (ring_release) — one store per batch.
+ *             (spsc_release) — one store per batch.
  *   producer: head loaded with acquire before overwriting a slot, pairing with that release.
  * Ownership: slots in [head, tail) belong to the consumer, the rest to the producer.
  */
-#include "ring.h"
+#include "spsc.h"
 
 #include <string.h>
 
-static void ring_common(void *mem, ring **r) { *r = mem; }
+static void spsc_common(void *mem, spsc **r) { *r = mem; }
 
-void ring_producer_init(ring_producer *p, void *mem, uint32_t cap, uint32_t slot_size) {
-  ring_common(mem, &p->r);
+void spsc_producer_init(spsc_producer *p, void *mem, uint32_t cap, uint32_t slot_size) {
+  spsc_common(mem, &p->r);
   p->cap = cap;
   p->slot_size = slot_size;
   p->tail = ld_rlx(&p->r->tail);
   p->head_cache = ld_acq(&p->r->head);
 }
 
-void ring_consumer_init(ring_consumer *c, void *mem, uint32_t cap, uint32_t slot_size) {
-  ring_common(mem, &c->r);
+void spsc_consumer_init(spsc_consumer *c, void *mem, uint32_t cap, uint32_t slot_size) {
+  spsc_common(mem, &c->r);
   c->cap = cap;
   c->slot_size = slot_size;
   c->head = ld_rlx(&c->r->head);
   c->tail_cache = ld_acq(&c->r->tail);
 }
 
-static inline ring_slot *slot_at(ring *r, uint32_t cap, uint32_t slot_size, uint64_t pos) {
-  return (ring_slot *)(r->slots + (size_t)(pos & (cap - 1)) * slot_size);
+static inline spsc_slot *slot_at(spsc *r, uint32_t cap, uint32_t slot_size, uint64_t pos) {
+  return (spsc_slot *)(r->slots + (size_t)(pos & (cap - 1)) * slot_size);
 }
 
-ring_slot *ring_reserve(ring_producer *p) {
+spsc_slot *spsc_reserve(spsc_producer *p) {
   if (p->tail - p->head_cache >= p->cap) {
     p->head_cache = ld_acq(&p->r->head);
     if (p->tail - p->head_cache >= p->cap) return NULL;
@@ -47,19 +48,19 @@ ring_slot *ring_reserve(ring_producer *p) {
   return slot_at(p->r, p->cap, p->slot_size, p->tail);
 }
 
-int ring_push(ring_producer *p, const void *data, uint32_t len, uint32_t flags) {
-  if (len > p->slot_size - sizeof(ring_slot)) return -1;
-  ring_slot *s = ring_reserve(p);
+int spsc_push(spsc_producer *p, const void *data, uint32_t len, uint32_t flags) {
+  if (len > p->slot_size - sizeof(spsc_slot)) return -1;
+  spsc_slot *s = spsc_reserve(p);
   if (!s) return -1;
   s->len = len;
   s->flags = flags;
   memcpy(s->data, data, len);
-  ring_push_commit(p);
-  ring_publish(p);
+  spsc_push_commit(p);
+  spsc_publish(p);
   return 0;
 }
 
-const ring_slot *ring_peek(ring_consumer *c) {
+const spsc_slot *spsc_peek(spsc_consumer *c) {
   if (c->head == c->tail_cache) {
     c->tail_cache = ld_acq(&c->r->tail);
     if (c->head == c->tail_cache) return NULL;
@@ -67,7 +68,7 @@ const ring_slot *ring_peek(ring_consumer *c) {
   return slot_at(c->r, c->cap, c->slot_size, c->head);
 }
 
-uint64_t ring_available(ring_consumer *c) {
+uint64_t spsc_available(spsc_consumer *c) {
   c->tail_cache = ld_acq(&c->r->tail);
   return c->tail_cache - c->head;
 }
