@@ -6,10 +6,13 @@
  *   rcodec.c  R values <-> wire values (suiro_wire.h), the R conventions of docs/wire-format.md
  *   rview.c   read-only ALTREP views over shared regions (suiro_buf)
  *   rpool.c   pools, tasks, collect, outcomes and errors
+ *   rfunc.c   what a task runs: functions as code keys, task lists, names resolved
  *   rworker.c the R worker: the executor for tasks and map runners, the function cache
  *   rmap.c    parallel maps (plans, templates, results)
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
  *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
+ *   rrandom.c suiro_random(): the per-element streams of seeded maps
+ *   rcompat.c what the engine's stderr and _exit go through inside R (rcompat.h)
  *
  * Everything here runs on R's main thread except the watcher in rasync.c (see its header).
  * Only public engine headers are used: suiro.h, suiro_wire.h, suiro_bind.h, suiro_embed.h.
@@ -165,20 +168,12 @@ SEXP rs_view_stats(void);
 
 extern int rs_in_worker;
 SEXP rs_current_pool(void);
-double rs_random_unit(void);
 int rs_template_from_string(const char *spec, suiro_template *t, char *err, size_t cap);
 void rs_map_runner(const void *arg, size_t len, suiro_out *out);
 
 /* the serialize()/unserialize() fallbacks for R-only objects */
 SEXP rs_serialize(SEXP x);
 SEXP rs_unserialize(SEXP raw);
-
-/* function identity: an R closure's code (formals, body) as bytes and its content key */
-typedef struct rs_fn_env {
-  int kind;   /* 0 global, 1 namespace (name), 2 copied local environment */
-  SEXP ns;    /* namespace name (CHARSXP) for kind 1 and for kind 2's parent */
-  SEXP vars;  /* kind 2: named list of the captured variables */
-} rs_fn_env;
 
 #define RS_CHECK_INTERRUPT_SLICE 0.1 /* seconds between interrupt checks while waiting */
 
