@@ -188,10 +188,12 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
       uint32_t local;
       taskq_entry *e = taskq_reserve(q, p->tail);
       if (!e) break;
-      if (alloc_slot(p, &local) != 0 &&
-          (run || wait_released_slot(p, &local, deadline) != 0)) { /* wait with nothing unpublished */
-        st = suiro_set_error(SUIRO_FULL, "submit_batch: all %u result slots hold uncollected tasks", s->nresults);
-        goto out;
+      if (alloc_slot(p, &local) != 0) {
+        if (run) break; /* count and announce the tasks of this run first, then wait with none pending */
+        if (wait_released_slot(p, &local, deadline) != 0) {
+          st = suiro_set_error(SUIRO_FULL, "submit_batch: all %u result slots hold uncollected tasks", s->nresults);
+          goto out;
+        }
       }
       const suiro_task_spec *sp = &specs[done + run];
       uint32_t rs = s->result_base + local;
@@ -201,6 +203,12 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
       st = fill_entry(p, e, t, sp->fn, sp->arg, sp->len);
       if (st != SUIRO_OK) {
         p->free_stack[p->nfree++] = local;
+        if (run) { /* the tasks this run published before the failing one are submitted */
+          done += run;
+          p->submitted += run;
+          taskq_set_tail(q, p->tail);
+          pool_maybe_wake(p, q, p->tail);
+        }
         goto out;
       }
       p->gen[local] = gen;

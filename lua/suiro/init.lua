@@ -144,11 +144,32 @@ local function python_worker(l, env)
   return py, l.argv or { py, "-I", script }
 end
 
+-- R workers (bindings/r): Rscript running the R package's worker main, with the checkout's R
+-- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS. They run call specs
+-- ("stats::quantile") and know their host is not R, so results keep to the portable mapping.
+local function r_worker(l, env)
+  local libs = os.getenv("SUIRO_R_LIBS")
+  if not libs then
+    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+    libs = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/build/R-lib"
+  end
+  local f = io.open(libs .. "/suiro/DESCRIPTION", "r")
+  if not f then error("the r launcher needs suiro's R package in " .. libs .. "; build it with scripts/build", 0) end
+  f:close()
+  local rscript = l.exe or l.rscript or "Rscript"
+  local inherited = os.getenv("R_LIBS")
+  env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
+  env.LANG = env.LANG or "C.UTF-8"
+  env.SUIRO_HOST_LANG = "lua"
+  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
+  return rscript, l.argv or { rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
+end
+
 -- Starts a pool from normalised options (suiro.config.pool_options).
 local function start_pool(o)
   local l = o.launcher
-  if l.kind ~= "lua" and l.kind ~= "python" then
-    error("the " .. l.kind .. " launcher needs suiro's R binding, which this build does not include yet", 0)
+  if l.kind ~= "lua" and l.kind ~= "python" and l.kind ~= "r" then
+    error("unknown launcher kind " .. tostring(l.kind), 0)
   end
   local env = {}
   for k, v in pairs(l.env or {}) do env[k] = v end
@@ -158,6 +179,7 @@ local function start_pool(o)
   env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
   local exe, argv = l.exe, l.argv
   if l.kind == "python" then exe, argv = python_worker(l, env) end
+  if l.kind == "r" then exe, argv = r_worker(l, env) end
   return core.pool {
     workers = o.workers,
     max_workers = o.max_workers,
@@ -482,8 +504,14 @@ function M.doctor(out)
   end)
   line(okp, "python", okp and ("workers start and run call specs (%.1f ms)"):format((core.now() - t1) * 1e3)
     or tostring(perr))
-  local r = probe("Rscript -e 'cat(R.version.string)'")
-  line(false, "r", r and (r .. " found; the suiro R binding is not built yet") or "no Rscript on PATH")
+  local t2 = core.now()
+  local okr, rerr = pcall(function()
+    local p <close> = M.pool { workers = 1, launcher = M.r {} }
+    assert(p:submit(M.call { "base::sum", 1, 2 }):collect(10) == 3, "a call spec gave a wrong result")
+  end)
+  local r = not okr and probe("Rscript -e 'cat(R.version.string)'")
+  line(okr, "r", okr and ("workers start and run call specs (%.1f ms)"):format((core.now() - t2) * 1e3)
+    or ((r and (r .. ": ") or "no Rscript on PATH: ") .. tostring(rerr)))
   return ok_all
 end
 

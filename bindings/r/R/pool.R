@@ -1,0 +1,126 @@
+# Pools: suiro_pool(), launchers, stop, status, grow and shrink.
+#
+# Options are checked and normalised by the Lua face's suiro.config (through the embedded Lua
+# state), so R accepts what Lua accepts, with the same messages.
+
+#' @keywords internal
+new_launcher <- function(kind, opts) {
+  opts <- Filter(Negate(is.null), opts)
+  if (!is.null(opts$env)) opts$env <- as.list(opts$env)
+  if (!is.null(opts$argv)) opts$argv <- as.list(opts$argv) # a list of strings, as config scripts give
+  structure(c(list(kind = kind), opts), class = "suiro_launcher")
+}
+
+suiro_r <- function(rscript = NULL, env = NULL) new_launcher("r", list(rscript = rscript, env = env))
+suiro_lua <- function(exe = NULL, argv = NULL, env = NULL) new_launcher("lua", list(exe = exe, argv = argv, env = env))
+suiro_python <- function(python = NULL, argv = NULL, env = NULL)
+  new_launcher("python", list(python = python, argv = argv, env = env))
+
+print.suiro_launcher <- function(x, ...) {
+  opts <- unclass(x)[setdiff(names(x), "kind")]
+  cat("<suiro launcher: ", x$kind, if (length(opts)) paste0(" (", paste(names(opts), collapse = ", "), ")"), ">\n", sep = "")
+  invisible(x)
+}
+
+lang_code <- c(lua = 1L, python = 2L, r = 3L)
+
+# What a launcher starts: the executable, its arguments and the environment added for workers.
+launch_spec <- function(l) {
+  env <- l$env %||% list()
+  if (l$kind == "r") {
+    exe <- l$rscript %||% file.path(R.home("bin"), "Rscript")
+    argv <- c(exe, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()")
+    libs <- unique(c(dirname(getNamespaceInfo("suiro", "path")), .libPaths()))
+    base <- list(R_LIBS = paste(libs, collapse = ":"), LANG = "C.UTF-8",
+                 OPENBLAS_NUM_THREADS = "1", OMP_NUM_THREADS = "1", MKL_NUM_THREADS = "1",
+                 GOTO_NUM_THREADS = "1", SUIRO_HOST_LANG = "r")
+    env <- utils::modifyList(base, env)
+  } else if (l$kind == "lua") {
+    exe <- l$exe %||% (if (nzchar(Sys.getenv("SUIRO_WORKER_EXE"))) Sys.getenv("SUIRO_WORKER_EXE") else unname(Sys.which("suiro")))
+    if (!nzchar(exe))
+      stop("suiro_lua(): no Lua worker executable: pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE",
+           call. = FALSE)
+    argv <- unlist(l$argv) %||% exe
+  } else {
+    exe <- l$python %||% "/usr/bin/python3"
+    script <- Sys.getenv("SUIRO_PY_WORKER")
+    if (is.null(l$argv) && !file.exists(script))
+      stop("suiro_python(): no Python worker script: set SUIRO_PY_WORKER to bindings/python/suiro/_worker.py ",
+           "of a suiro checkout (scripts/rscript does) or pass argv =", call. = FALSE)
+    argv <- unlist(l$argv) %||% c(exe, "-I", script)
+    base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd(), OMP_NUM_THREADS = "1", OPENBLAS_NUM_THREADS = "1",
+                 MKL_NUM_THREADS = "1")
+    if (nzchar(Sys.getenv("PYTHONPATH"))) base$SUIRO_PYTHONPATH <- Sys.getenv("PYTHONPATH")
+    env <- utils::modifyList(base, env)
+  }
+  list(exe = exe, argv = argv, env = env)
+}
+
+suiro_pool <- function(workers = 1L, launcher = suiro_r(), timeout = NULL, start_timeout = NULL, env = NULL,
+                       respawn = NULL, max_workers = NULL, ring_cap = NULL, slot_size = NULL,
+                       result_slots = NULL, result_size = NULL, name = NULL) {
+  if (is.character(launcher) && length(launcher) == 1L) launcher <- new_launcher(launcher, list())
+  if (!inherits(launcher, "suiro_launcher"))
+    stop("suiro_pool: launcher must be suiro_r(), suiro_lua() or suiro_python(), got ", class(launcher)[1], call. = FALSE)
+  opts <- list(workers = workers, launcher = unclass(launcher), timeout = timeout, start_timeout = start_timeout,
+               env = if (!is.null(env)) as.list(env), respawn = respawn, max_workers = max_workers,
+               ring_cap = ring_cap, slot_size = slot_size, result_slots = result_slots,
+               result_size = result_size, name = name)
+  pool_start(normalise_options(Filter(Negate(is.null), opts), "suiro_pool"))
+}
+
+normalise_options <- function(opts, where) {
+  raw <- tryCatch(.Call(C_wire_encode, opts, FALSE), error = function(e)
+    stop(where, ": ", sub("^value", "options", conditionMessage(e)), call. = FALSE))
+  tryCatch(.Call(C_pool_options, raw, where), error = function(e) stop(conditionMessage(e), call. = FALSE))
+}
+
+# Starts a pool from normalised options (suiro.config's form).
+pool_start <- function(o, label = NULL) {
+  l <- o$launcher
+  s <- launch_spec(l)
+  env <- utils::modifyList(s$env, o$env %||% list())
+  spec <- list(workers = o$workers, max_workers = o$max_workers, ring_cap = o$ring_cap,
+               slot_size = o$slot_size, result_slots = o$result_slots, result_size = o$result_size,
+               respawn = o$respawn, start_timeout = o$start_timeout, timeout = o$timeout,
+               exe = s$exe, argv = s$argv,
+               env = if (length(env)) paste0(names(env), "=", unlist(env, use.names = FALSE)),
+               lang = unname(lang_code[[l$kind]]))
+  spec <- Filter(Negate(is.null), spec)
+  info <- list(kind = l$kind, workers = o$workers, name = label %||% o$name)
+  tryCatch(.Call(C_pool_new, spec, info), error = function(e) stop(conditionMessage(e), call. = FALSE))
+}
+
+suiro_pool_stop <- function(pool, timeout = 5) {
+  .Call(C_pool_stop, pool, as.numeric(timeout))
+  invisible(pool)
+}
+
+suiro_pool_status <- function(pool) .Call(C_pool_status, pool)
+
+suiro_pool_spawn <- function(pool, n = 1L) {
+  .Call(C_pool_spawn, pool, as.integer(n))
+  invisible(pool)
+}
+
+suiro_pool_retire <- function(pool, slot, timeout = 5) .Call(C_pool_retire, pool, as.integer(slot), as.numeric(timeout))
+
+print.suiro_pool <- function(x, ...) {
+  info <- attr_info(x)
+  if (!.Call(C_pool_alive, x)) {
+    cat("<suiro pool: ", info$kind %||% "", " workers, stopped>\n", sep = "")
+    return(invisible(x))
+  }
+  st <- suiro_pool_status(x)
+  w <- st$worker
+  states <- if (nrow(w)) paste(sprintf("%d:%s", w$slot, w$state), collapse = " ") else "none"
+  cat(sprintf("<suiro pool %s: %d %s worker%s (%s); %g tasks run>\n",
+              info$name %||% st$name, st$workers, info$kind %||% "r", if (st$workers == 1) "" else "s",
+              states, st$tasks))
+  invisible(x)
+}
+
+attr_info <- function(x) {
+  i <- .Call(C_pool_info, x)
+  if (is.list(i)) i else list(kind = "r", name = i)
+}

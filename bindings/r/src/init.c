@@ -1,0 +1,130 @@
+/*
+ * init.c — registers the package's .Call entry points and ALTREP classes (R_init_suiro).
+ */
+#include "rsuiro.h"
+
+void rs_codec_init(void);
+void rs_pool_init(void);
+void rs_func_init(void);
+void rs_worker_init(void);
+void rs_map_init(void);
+
+SEXP C_async_watch(SEXP pool);
+SEXP C_wire_encode(SEXP x, SEXP rich);
+SEXP C_wire_decode(SEXP raw, SEXP describe);
+SEXP C_embed_set_dir(SEXP dir);
+SEXP C_config_load(SEXP path);
+SEXP C_pool_options(SEXP wire, SEXP where);
+SEXP C_duration(SEXP s);
+SEXP C_template_check(SEXP s);
+SEXP C_fnref_check(SEXP s);
+SEXP C_map_new(SEXP pool, SEXP x, SEXP f, SEXP extras, SEXP proto, SEXP seed, SEXP stream, SEXP prepare, SEXP timeout);
+SEXP C_map_collect(SEXP self, SEXP timeout);
+SEXP C_map_next(SEXP self, SEXP timeout);
+SEXP C_map_run(SEXP self, SEXP x, SEXP timeout);
+SEXP C_map_cancel(SEXP self);
+SEXP C_map_progress(SEXP self);
+SEXP C_map_ready(SEXP self);
+SEXP C_map_info(SEXP self);
+SEXP C_map_pool(SEXP self);
+SEXP C_sentinel(SEXP which);
+SEXP C_is_sentinel(SEXP x);
+SEXP C_pool_new(SEXP spec, SEXP info);
+SEXP C_pool_stop(SEXP pool, SEXP timeout);
+SEXP C_pool_alive(SEXP pool);
+SEXP C_pool_lang(SEXP pool);
+SEXP C_pool_status(SEXP pool);
+SEXP C_pool_spawn(SEXP pool, SEXP n);
+SEXP C_pool_retire(SEXP pool, SEXP slot, SEXP timeout);
+SEXP C_task_pool(SEXP task);
+SEXP C_collect(SEXP task, SEXP timeout);
+SEXP C_task_ready(SEXP task);
+SEXP C_task_cancel(SEXP task);
+SEXP C_task_state(SEXP task);
+SEXP C_collect_any(SEXP tasks, SEXP timeout);
+SEXP C_collect_all(SEXP tasks, SEXP timeout);
+SEXP C_submit(SEXP pool, SEXP fn, SEXP args, SEXP timeout);
+SEXP C_submit_batch(SEXP pool, SEXP fn, SEXP arglists, SEXP timeout);
+SEXP C_pool_info(SEXP pool);
+SEXP C_pool_addr(SEXP pool);
+SEXP C_zc_active(void);
+SEXP C_now(void);
+SEXP C_random(SEXP m, SEXP n);
+SEXP C_rng_draws(SEXP seed, SEXP index, SEXP kind, SEXP count, SEXP lo, SEXP hi);
+SEXP C_is_view(SEXP x);
+SEXP C_view_stats(void);
+SEXP C_view_region(SEXP x);
+SEXP C_memcpy_ms(SEXP bytes, SEXP reps);
+SEXP C_worker_set_handler(SEXP h);
+SEXP C_worker_note_error(SEXP cond, SEXP calls);
+SEXP C_worker_run(SEXP token);
+SEXP C_current_pool(void);
+SEXP C_worker_slot(void);
+
+#define CALLDEF(name, n) { #name, (DL_FUNC)(void (*)(void))&name, n }
+static const R_CallMethodDef calls[] = {
+  CALLDEF(C_async_watch, 1),
+  CALLDEF(C_wire_encode, 2),
+  CALLDEF(C_wire_decode, 2),
+  CALLDEF(C_embed_set_dir, 1),
+  CALLDEF(C_config_load, 1),
+  CALLDEF(C_pool_options, 2),
+  CALLDEF(C_duration, 1),
+  CALLDEF(C_template_check, 1),
+  CALLDEF(C_fnref_check, 1),
+  CALLDEF(C_map_new, 9),
+  CALLDEF(C_map_collect, 2),
+  CALLDEF(C_map_next, 2),
+  CALLDEF(C_map_run, 3),
+  CALLDEF(C_map_cancel, 1),
+  CALLDEF(C_map_progress, 1),
+  CALLDEF(C_map_ready, 1),
+  CALLDEF(C_map_info, 1),
+  CALLDEF(C_map_pool, 1),
+  CALLDEF(C_sentinel, 1),
+  CALLDEF(C_is_sentinel, 1),
+  CALLDEF(C_pool_new, 2),
+  CALLDEF(C_pool_stop, 2),
+  CALLDEF(C_pool_alive, 1),
+  CALLDEF(C_pool_lang, 1),
+  CALLDEF(C_pool_status, 1),
+  CALLDEF(C_pool_spawn, 2),
+  CALLDEF(C_pool_retire, 3),
+  CALLDEF(C_task_pool, 1),
+  CALLDEF(C_collect, 2),
+  CALLDEF(C_task_ready, 1),
+  CALLDEF(C_task_cancel, 1),
+  CALLDEF(C_task_state, 1),
+  CALLDEF(C_collect_any, 2),
+  CALLDEF(C_collect_all, 2),
+  CALLDEF(C_submit, 4),
+  CALLDEF(C_submit_batch, 4),
+  CALLDEF(C_pool_info, 1),
+  CALLDEF(C_pool_addr, 1),
+  CALLDEF(C_zc_active, 0),
+  CALLDEF(C_now, 0),
+  CALLDEF(C_random, 2),
+  CALLDEF(C_rng_draws, 6),
+  CALLDEF(C_is_view, 1),
+  CALLDEF(C_view_stats, 0),
+  CALLDEF(C_view_region, 1),
+  CALLDEF(C_memcpy_ms, 2),
+  CALLDEF(C_worker_set_handler, 1),
+  CALLDEF(C_worker_note_error, 2),
+  CALLDEF(C_worker_run, 1),
+  CALLDEF(C_current_pool, 0),
+  CALLDEF(C_worker_slot, 0),
+  { NULL, NULL, 0 }
+};
+
+void R_init_suiro(DllInfo *dll) {
+  R_registerRoutines(dll, NULL, calls, NULL, NULL);
+  R_useDynamicSymbols(dll, FALSE);
+  R_forceSymbols(dll, TRUE);
+  rs_codec_init();
+  rs_pool_init();
+  rs_func_init();
+  rs_worker_init();
+  rs_map_init();
+  rs_views_init(dll);
+}

@@ -1,0 +1,811 @@
+/*
+ * rpool.c — pools and tasks for R: create, submit, collect (one, any, all), outcomes, errors.
+ *
+ * A pool object is an external pointer to an rpool (rsuiro.h) with class "suiro_pool"; a task is
+ * an external pointer whose tag holds its state (a raw vector) and whose protected slot holds the
+ * pool object, so a pool is never collected while one of its tasks can still be collected. A task
+ * dropped uncollected gives its result slot back (suiro_task_release) from its finalizer.
+ *
+ * The task protocol is suiro_bind.h section 1: the argument is a LIST [function, args...]; to R
+ * workers the function item is FUNC(R) [name or nil, environment, argument names] (rworker.c
+ * reads it); to Lua and Python workers a "module.fn" STR or a CALL spec.
+ *
+ * Waits are sliced (RS_CHECK_INTERRUPT_SLICE) so that R_CheckUserInterrupt can stop them; nothing
+ * is held across the check, so an interrupt loses nothing (the task stays collectable).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rsuiro.h"
+
+static SEXP cls_pool, cls_task;
+static SEXP sentinels[4]; /* timeout, closed, peer_gone, full */
+static SEXP sym_stop;
+
+void rs_pool_init(void) {
+  cls_pool = Rf_mkString("suiro_pool");
+  R_PreserveObject(cls_pool);
+  cls_task = Rf_mkString("suiro_task");
+  R_PreserveObject(cls_task);
+  sym_stop = Rf_install("stop");
+  const char *names[] = { "suiro_timeout", "suiro_closed", "suiro_peer_gone", "suiro_full" };
+  for (int i = 0; i < 4; i++) {
+    SEXP s = PROTECT(Rf_allocVector(VECSXP, 0));
+    SEXP cls = PROTECT(Rf_allocVector(STRSXP, 2));
+    SET_STRING_ELT(cls, 0, Rf_mkChar(names[i]));
+    SET_STRING_ELT(cls, 1, Rf_mkChar("suiro_sentinel"));
+    Rf_setAttrib(s, R_ClassSymbol, cls);
+    MARK_NOT_MUTABLE(s);
+    R_PreserveObject(s);
+    sentinels[i] = s;
+    UNPROTECT(2);
+  }
+}
+
+SEXP rs_sentinel(const char *which) {
+  if (!strcmp(which, "timeout")) return sentinels[0];
+  if (!strcmp(which, "closed")) return sentinels[1];
+  if (!strcmp(which, "peer_gone")) return sentinels[2];
+  return sentinels[3];
+}
+
+SEXP C_sentinel(SEXP which) { return rs_sentinel(CHAR(STRING_ELT(which, 0))); }
+
+SEXP C_is_sentinel(SEXP x) {
+  for (int i = 0; i < 4; i++)
+    if (x == sentinels[i]) return Rf_ScalarLogical(1);
+  return Rf_ScalarLogical(0);
+}
+
+SEXP rs_outcome(suiro_status st, const char *verb) {
+  switch (st) {
+  case SUIRO_TIMEOUT: return sentinels[0];
+  case SUIRO_CLOSED: return sentinels[1];
+  case SUIRO_PEER_GONE: return sentinels[2];
+  case SUIRO_FULL: return sentinels[3];
+  default: Rf_error("%s: %s", verb, suiro_last_error());
+  }
+}
+
+/* ---- conditions --------------------------------------------------------------------------------- */
+
+static SEXP mk_cond(const char *cls, int nfields, const char **names, SEXP *values) {
+  SEXP x = PROTECT(Rf_allocVector(VECSXP, nfields));
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, nfields));
+  for (int i = 0; i < nfields; i++) {
+    SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+    SET_VECTOR_ELT(x, i, values[i]);
+  }
+  Rf_setAttrib(x, R_NamesSymbol, nm);
+  SEXP c = PROTECT(Rf_allocVector(STRSXP, 4));
+  SET_STRING_ELT(c, 0, Rf_mkChar(cls));
+  SET_STRING_ELT(c, 1, Rf_mkChar("suiro_error"));
+  SET_STRING_ELT(c, 2, Rf_mkChar("error"));
+  SET_STRING_ELT(c, 3, Rf_mkChar("condition"));
+  Rf_setAttrib(x, R_ClassSymbol, c);
+  UNPROTECT(3);
+  return x;
+}
+
+static SEXP wstr(wire_str s) {
+  /* messages come from any language: keep what R can hold (NUL bytes end the text) */
+  size_t n = s.len;
+  const char *z = memchr(s.ptr, 0, n);
+  if (z) n = (size_t)(z - s.ptr);
+  return Rf_ScalarString(Rf_mkCharLenCE(s.ptr, (int)n, CE_UTF8));
+}
+
+static void __attribute__((noreturn)) raise(SEXP cond) {
+  PROTECT(cond);
+  SEXP call = PROTECT(Rf_lang2(sym_stop, cond));
+  Rf_eval(call, R_BaseEnv);
+  UNPROTECT(2);
+  Rf_error("unreachable");
+}
+
+void rs_signal_error_info(const suiro_error_info *e) {
+  SEXP idx = PROTECT(e->index < 0 ? Rf_ScalarInteger(NA_INTEGER) : Rf_ScalarReal((double)e->index + 1));
+  if (e->cls.len == strlen(SUIRO_CLASS_WORKER_DIED) && !memcmp(e->cls.ptr, SUIRO_CLASS_WORKER_DIED, e->cls.len)) {
+    const char *names[] = { "message", "call", "slot", "pid", "index" };
+    SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, PROTECT(Rf_ScalarInteger(e->slot)),
+                    PROTECT(Rf_ScalarInteger(e->pid)), idx };
+    raise(mk_cond("suiro_error_worker_died", 5, names, vals));
+  }
+  if (e->cls.len == strlen(SUIRO_CLASS_CANCELLED) && !memcmp(e->cls.ptr, SUIRO_CLASS_CANCELLED, e->cls.len)) {
+    const char *names[] = { "message", "call", "index" };
+    SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, idx };
+    raise(mk_cond("suiro_error_cancelled", 3, names, vals));
+  }
+  const char *names[] = { "message", "call", "remote_class", "traceback", "index", "slot", "pid" };
+  SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, PROTECT(wstr(e->cls)), PROTECT(wstr(e->traceback)), idx,
+                  PROTECT(Rf_ScalarInteger(e->slot)), PROTECT(Rf_ScalarInteger(e->pid)) };
+  raise(mk_cond("suiro_error_remote", 7, names, vals));
+}
+
+void rs_signal_failure(const suiro_result *r, int64_t index) {
+  suiro_error_info e;
+  if (suiro_result_error(r, &e) != 0) Rf_error("suiro: a result that is not a failure");
+  if (index >= 0 && e.index < 0) e.index = index;
+  rs_signal_error_info(&e);
+}
+
+/* ---- pools -------------------------------------------------------------------------------------- */
+
+void rs_pool_unref(rpool *rp) {
+  if (--rp->refs > 0) return;
+  if (rp->p && rp->owner) suiro_pool_stop(rp->p, 5);
+  if (rp->fn_last) R_ReleaseObject(rp->fn_last);
+  free(rp);
+}
+
+void rs_async_stop(rpool *rp); /* rasync.c */
+
+static void pool_stop(rpool *rp, double timeout) {
+  if (!rp->p) return;
+  rs_async_stop(rp);
+  if (rp->owner) suiro_pool_stop(rp->p, timeout);
+  rp->p = NULL;
+}
+
+static void pool_fin(SEXP x) {
+  rpool *rp = R_ExternalPtrAddr(x);
+  if (!rp) return;
+  R_ClearExternalPtr(x);
+  pool_stop(rp, 5);
+  rs_pool_unref(rp);
+}
+
+SEXP rs_pool_new_sexp(rpool *rp, SEXP info) {
+  rp->refs++;
+  SEXP x = PROTECT(R_MakeExternalPtr(rp, R_NilValue, info));
+  R_RegisterCFinalizerEx(x, pool_fin, TRUE);
+  Rf_setAttrib(x, R_ClassSymbol, cls_pool);
+  UNPROTECT(1);
+  return x;
+}
+
+rpool *rs_pool_of(SEXP pool, const char *verb, int must_run) {
+  if (TYPEOF(pool) != EXTPTRSXP || !Rf_inherits(pool, "suiro_pool"))
+    Rf_error("%s: argument 1 must be a suiro_pool, got %s", verb,
+             Rf_isNull(Rf_getAttrib(pool, R_ClassSymbol)) ? Rf_type2char(TYPEOF(pool))
+                                                           : CHAR(STRING_ELT(Rf_getAttrib(pool, R_ClassSymbol), 0)));
+  rpool *rp = R_ExternalPtrAddr(pool);
+  if (!rp) Rf_error("%s: the pool is gone", verb);
+  if (must_run && !rp->p) Rf_error("%s: the pool is stopped", verb);
+  return rp;
+}
+
+static const char *str_field(SEXP spec, const char *name) {
+  SEXP nm = Rf_getAttrib(spec, R_NamesSymbol);
+  for (R_xlen_t i = 0; i < XLENGTH(spec); i++)
+    if (!strcmp(CHAR(STRING_ELT(nm, i)), name)) {
+      SEXP v = VECTOR_ELT(spec, i);
+      return TYPEOF(v) == STRSXP && XLENGTH(v) == 1 ? CHAR(STRING_ELT(v, 0)) : NULL;
+    }
+  return NULL;
+}
+
+static SEXP field(SEXP spec, const char *name) {
+  SEXP nm = Rf_getAttrib(spec, R_NamesSymbol);
+  for (R_xlen_t i = 0; i < XLENGTH(spec); i++)
+    if (!strcmp(CHAR(STRING_ELT(nm, i)), name)) return VECTOR_ELT(spec, i);
+  return R_NilValue;
+}
+
+static double num_field(SEXP spec, const char *name, double dflt) {
+  SEXP v = field(spec, name);
+  return v == R_NilValue ? dflt : Rf_asReal(v);
+}
+
+static const char **str_vec(SEXP v) { /* NULL-terminated, R_alloc'd */
+  if (v == R_NilValue) return NULL;
+  R_xlen_t n = XLENGTH(v);
+  const char **out = (const char **)R_alloc((size_t)n + 1, sizeof *out);
+  for (R_xlen_t i = 0; i < n; i++) out[i] = Rf_translateCharUTF8(STRING_ELT(v, i));
+  out[n] = NULL;
+  return out;
+}
+
+/* C_pool_new(spec): spec is the normalised options plus exe, argv, env (KEY=VALUE) and lang,
+ * prepared by R/pool.R from the Lua face's option checks. */
+SEXP C_pool_new(SEXP spec, SEXP info) {
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.workers = (int)num_field(spec, "workers", 1);
+  o.max_workers = (int)num_field(spec, "max_workers", 0);
+  o.ring_cap = (uint32_t)num_field(spec, "ring_cap", o.ring_cap);
+  o.slot_size = (uint32_t)num_field(spec, "slot_size", o.slot_size);
+  o.result_slots = (uint32_t)num_field(spec, "result_slots", o.result_slots);
+  o.result_size = (uint32_t)num_field(spec, "result_size", o.result_size);
+  o.start_timeout = num_field(spec, "start_timeout", o.start_timeout);
+  SEXP rs = field(spec, "respawn");
+  o.respawn = rs == R_NilValue ? 1 : Rf_asLogical(rs) == 1;
+  o.exe = str_field(spec, "exe");
+  o.argv = str_vec(field(spec, "argv"));
+  o.env = str_vec(field(spec, "env"));
+  rpool *rp = calloc(1, sizeof *rp);
+  if (!rp) Rf_error("suiro_pool: out of memory");
+  rp->lang = (int)num_field(spec, "lang", WIRE_LANG_R);
+  double t = num_field(spec, "timeout", -1);
+  rp->timeout = t >= 1e12 || t != t ? -1 : t;
+  rp->owner = 1;
+  suiro_status st = suiro_pool_create(&o, &rp->p);
+  if (st != SUIRO_OK) {
+    free(rp);
+    Rf_error("suiro_pool: %s", suiro_last_error());
+  }
+  return rs_pool_new_sexp(rp, info);
+}
+
+SEXP C_pool_stop(SEXP pool, SEXP timeout) {
+  rpool *rp = rs_pool_of(pool, "suiro_pool_stop", 0);
+  if (!rp->owner) Rf_error("suiro_pool_stop: a worker's own pool cannot be stopped");
+  pool_stop(rp, Rf_asReal(timeout));
+  return R_NilValue;
+}
+
+SEXP C_pool_alive(SEXP pool) {
+  rpool *rp = R_ExternalPtrAddr(pool);
+  return Rf_ScalarLogical(rp && rp->p);
+}
+
+SEXP C_pool_lang(SEXP pool) {
+  rpool *rp = rs_pool_of(pool, "suiro", 0);
+  return Rf_ScalarInteger(rp->lang);
+}
+
+SEXP C_pool_status(SEXP pool) {
+  rpool *rp = rs_pool_of(pool, "suiro_pool_status", 1);
+  suiro_pool_stats s;
+  suiro_worker_info w[64];
+  int n = suiro_pool_status(rp->p, &s, w, 64);
+  if (n < 0) n = 0;
+  const char *wn[] = { "slot", "pid", "state", "tasks", "steals", "parks", "moves" };
+  SEXP df = PROTECT(Rf_allocVector(VECSXP, 7));
+  SEXP dfn = PROTECT(Rf_allocVector(STRSXP, 7));
+  for (int k = 0; k < 7; k++) {
+    SET_STRING_ELT(dfn, k, Rf_mkChar(wn[k]));
+    SET_VECTOR_ELT(df, k, Rf_allocVector(k == 2 ? STRSXP : k < 2 ? INTSXP : REALSXP, n));
+  }
+  for (int i = 0; i < n; i++) {
+    INTEGER(VECTOR_ELT(df, 0))[i] = w[i].slot;
+    INTEGER(VECTOR_ELT(df, 1))[i] = w[i].pid;
+    SET_STRING_ELT(VECTOR_ELT(df, 2), i, Rf_mkChar(suiro_worker_state_name(w[i].state)));
+    REAL(VECTOR_ELT(df, 3))[i] = (double)w[i].tasks;
+    REAL(VECTOR_ELT(df, 4))[i] = (double)w[i].steals;
+    REAL(VECTOR_ELT(df, 5))[i] = (double)w[i].parks;
+    REAL(VECTOR_ELT(df, 6))[i] = (double)w[i].moves;
+  }
+  Rf_setAttrib(df, R_NamesSymbol, dfn);
+  SEXP cls = PROTECT(Rf_mkString("data.frame"));
+  Rf_setAttrib(df, R_ClassSymbol, cls);
+  SEXP rn = PROTECT(Rf_allocVector(INTSXP, 2));
+  INTEGER(rn)[0] = NA_INTEGER;
+  INTEGER(rn)[1] = -n;
+  Rf_setAttrib(df, R_RowNamesSymbol, rn);
+  const char *sn[] = { "workers", "max_workers", "submitted", "collected", "tasks", "steals", "parks",
+                       "host_parks", "deaths", "respawns", "wakes", "moves" };
+  double sv[] = { s.workers, s.max_workers, (double)s.submitted, (double)s.collected, (double)s.tasks,
+                  (double)s.steals, (double)s.parks, (double)s.host_parks, (double)s.deaths, (double)s.respawns,
+                  (double)s.wakes, (double)s.moves };
+  int ns = 12;
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, ns + 2));
+  SEXP on = PROTECT(Rf_allocVector(STRSXP, ns + 2));
+  SET_STRING_ELT(on, 0, Rf_mkChar("name"));
+  SET_VECTOR_ELT(out, 0, Rf_mkString(suiro_pool_name(rp->p)));
+  for (int k = 0; k < ns; k++) {
+    SET_STRING_ELT(on, k + 1, Rf_mkChar(sn[k]));
+    SET_VECTOR_ELT(out, k + 1, Rf_ScalarReal(sv[k]));
+  }
+  SET_STRING_ELT(on, ns + 1, Rf_mkChar("worker"));
+  SET_VECTOR_ELT(out, ns + 1, df);
+  Rf_setAttrib(out, R_NamesSymbol, on);
+  UNPROTECT(6);
+  return out;
+}
+
+SEXP C_pool_spawn(SEXP pool, SEXP n) {
+  rpool *rp = rs_pool_of(pool, "suiro_pool_spawn", 1);
+  if (!rp->owner) Rf_error("suiro_pool_spawn: only the pool's host can grow it");
+  if (suiro_pool_spawn_workers(rp->p, Rf_asInteger(n)) != SUIRO_OK) Rf_error("suiro_pool_spawn: %s", suiro_last_error());
+  return R_NilValue;
+}
+
+SEXP C_pool_retire(SEXP pool, SEXP slot, SEXP timeout) {
+  rpool *rp = rs_pool_of(pool, "suiro_pool_retire", 1);
+  if (!rp->owner) Rf_error("suiro_pool_retire: only the pool's host can shrink it");
+  suiro_status st = suiro_pool_retire(rp->p, Rf_asInteger(slot), Rf_asReal(timeout));
+  if (st != SUIRO_OK && st != SUIRO_TIMEOUT) Rf_error("suiro_pool_retire: %s", suiro_last_error());
+  return Rf_ScalarLogical(st == SUIRO_OK);
+}
+
+/* ---- timeouts ----------------------------------------------------------------------------------- */
+
+int rs_duration(const char *s, double *sec, char *err, size_t cap); /* rembed.c */
+
+double rs_timeout_arg(SEXP t, double dflt, const char *verb) {
+  if (t == R_NilValue) return dflt;
+  if ((TYPEOF(t) == REALSXP || TYPEOF(t) == INTSXP) && XLENGTH(t) == 1) {
+    double v = Rf_asReal(t);
+    if (v != v) Rf_error("%s: timeout is NA", verb);
+    if (v < 0) Rf_error("%s: timeout must be zero or more seconds, got %g", verb, v);
+    return v >= 1e12 ? -1 : v;
+  }
+  if (TYPEOF(t) == STRSXP && XLENGTH(t) == 1 && STRING_ELT(t, 0) != NA_STRING) {
+    double v;
+    char err[256];
+    if (rs_duration(CHAR(STRING_ELT(t, 0)), &v, err, sizeof err) != 0) Rf_error("%s: timeout: %s", verb, err);
+    return v >= 1e12 ? -1 : v;
+  }
+  Rf_error("%s: timeout must be a number of seconds or a duration string such as \"250ms\"", verb);
+}
+
+/* ---- tasks -------------------------------------------------------------------------------------- */
+
+typedef struct rtask {
+  suiro_task t;
+  rpool *rp;
+  int state; /* 0 pending, 1 collected, 2 released */
+} rtask;
+
+static void task_fin(SEXP x) {
+  rtask *k = R_ExternalPtrAddr(x);
+  if (!k) return;
+  R_ClearExternalPtr(x);
+  if (k->state == 0 && k->rp && k->rp->p) suiro_task_release(k->rp->p, k->t);
+  if (k->rp) rs_pool_unref(k->rp);
+  free(k);
+}
+
+/* A task: an external pointer to its state (malloc'd: no R allocation for it), the pool object
+ * in its protected slot, freed by its finalizer. */
+static SEXP task_new(SEXP pool, rpool *rp, suiro_task t) {
+  rtask *k = malloc(sizeof *k);
+  if (!k) {
+    suiro_task_release(rp->p, t);
+    Rf_error("out of memory for a task");
+  }
+  k->t = t;
+  k->rp = rp;
+  k->state = 0;
+  rp->refs++;
+  SEXP x = PROTECT(R_MakeExternalPtr(k, R_NilValue, pool));
+  R_RegisterCFinalizerEx(x, task_fin, FALSE);
+  Rf_setAttrib(x, R_ClassSymbol, cls_task);
+  UNPROTECT(1);
+  return x;
+}
+
+static rtask *task_of(SEXP x, const char *verb, int argi) {
+  if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task"))
+    Rf_error("%s: argument %d must be a suiro_task%s, got %s", verb, argi, !strcmp(verb, "suiro_collect") ? " or a suiro_map" : "",
+             Rf_isNull(Rf_getAttrib(x, R_ClassSymbol)) ? Rf_type2char(TYPEOF(x)) : CHAR(STRING_ELT(Rf_getAttrib(x, R_ClassSymbol), 0)));
+  rtask *k = R_ExternalPtrAddr(x);
+  if (!k) Rf_error("%s: the task is gone", verb);
+  return k;
+}
+
+SEXP C_task_pool(SEXP task) { return R_ExternalPtrProtected(task); }
+
+suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, double timeout) {
+  double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
+  for (;;) {
+    double left = deadline - suiro_now();
+    double slice = timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
+    suiro_status st = suiro_collect(p, t, res, slice);
+    if (st != SUIRO_TIMEOUT || (timeout >= 0 && suiro_now() >= deadline)) return st;
+    R_CheckUserInterrupt();
+  }
+}
+
+/* A collected result: its value, or the condition of a failure. */
+static SEXP result_value(const suiro_result *r) {
+  if (r->kind == SUIRO_RESULT_VALUE) {
+    rs_dec_opts o = { 0, NULL, "result", NULL };
+    return rs_decode_single(r->data, r->len, &o);
+  }
+  rs_signal_failure(r, -1);
+}
+
+SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
+
+SEXP C_collect(SEXP task, SEXP timeout) {
+  if (TYPEOF(task) == EXTPTRSXP && Rf_inherits(task, "suiro_map")) return C_map_collect(task, timeout);
+  rtask *k = task_of(task, "suiro_collect", 1);
+  if (k->state == 1) Rf_error("suiro_collect: this task was collected already");
+  if (!k->rp || !k->rp->p) return rs_sentinel("closed");
+  double t = rs_timeout_arg(timeout, k->rp->timeout, "suiro_collect");
+  suiro_result r;
+  suiro_status st = rs_collect_sliced(k->rp->p, k->t, &r, t);
+  if (st != SUIRO_OK) return rs_outcome(st, "suiro_collect");
+  k->state = 1;
+  return result_value(&r);
+}
+
+SEXP C_task_ready(SEXP task) {
+  rtask *k = task_of(task, "suiro_task_ready", 1);
+  if (k->state != 0 || !k->rp || !k->rp->p) return Rf_ScalarLogical(k->state == 0 ? 1 : 0);
+  return Rf_ScalarLogical(suiro_task_ready(k->rp->p, k->t) != 0);
+}
+
+SEXP C_task_cancel(SEXP task) {
+  rtask *k = task_of(task, "suiro_cancel", 1);
+  if (k->state != 0 || !k->rp || !k->rp->p) return Rf_ScalarLogical(0);
+  return Rf_ScalarLogical(suiro_cancel(k->rp->p, k->t) == 1);
+}
+
+SEXP C_task_state(SEXP task) {
+  rtask *k = task_of(task, "suiro", 1);
+  const char *s = k->state == 1 ? "collected" : k->state == 2 ? "released" : !k->rp || !k->rp->p ? "pool stopped"
+                  : suiro_task_ready(k->rp->p, k->t) ? "ready" : "pending";
+  return Rf_mkString(s);
+}
+
+static void tasks_of(SEXP tasks, const char *verb, suiro_task *out, rtask **ks, rpool **rpp) {
+  R_xlen_t n = XLENGTH(tasks);
+  rpool *rp = NULL;
+  for (R_xlen_t i = 0; i < n; i++) {
+    SEXP x = VECTOR_ELT(tasks, i);
+    if (TYPEOF(x) != EXTPTRSXP || !Rf_inherits(x, "suiro_task"))
+      Rf_error("%s: tasks[[%.0f]] is not a suiro_task", verb, (double)i + 1);
+    rtask *k = R_ExternalPtrAddr(x);
+    if (!k) Rf_error("%s: tasks[[%.0f]] is gone", verb, (double)i + 1);
+    if (k->state == 1) Rf_error("%s: tasks[[%.0f]] was collected already", verb, (double)i + 1);
+    if (!k->rp || !k->rp->p) Rf_error("%s: tasks[[%.0f]]'s pool is stopped", verb, (double)i + 1);
+    if (rp && k->rp != rp) Rf_error("%s: tasks[[%.0f]] belongs to another pool than tasks[[1]]", verb, (double)i + 1);
+    rp = k->rp;
+    out[i] = k->t;
+    ks[i] = k;
+  }
+  *rpp = rp;
+}
+
+SEXP C_collect_any(SEXP tasks, SEXP timeout) {
+  if (TYPEOF(tasks) != VECSXP) Rf_error("suiro_collect_any: argument 1 must be a list of tasks");
+  R_xlen_t n = XLENGTH(tasks);
+  if (n == 0) Rf_error("suiro_collect_any: no tasks given");
+  suiro_task *ts = (suiro_task *)R_alloc((size_t)n, sizeof *ts);
+  rtask **ks = (rtask **)R_alloc((size_t)n, sizeof *ks);
+  rpool *rp;
+  tasks_of(tasks, "suiro_collect_any", ts, ks, &rp);
+  double t = rs_timeout_arg(timeout, rp->timeout, "suiro_collect_any");
+  double deadline = t < 0 ? INFINITY : suiro_now() + t;
+  size_t idx = 0;
+  suiro_result r;
+  suiro_status st;
+  for (;;) {
+    double left = deadline - suiro_now();
+    double slice = t < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
+    st = suiro_collect_any(rp->p, ts, (size_t)n, &idx, &r, slice);
+    if (st != SUIRO_TIMEOUT || (t >= 0 && suiro_now() >= deadline)) break;
+    R_CheckUserInterrupt();
+  }
+  if (st != SUIRO_OK) return rs_outcome(st, "suiro_collect_any");
+  ks[idx]->state = 1;
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
+  SET_STRING_ELT(nm, 0, Rf_mkChar("index"));
+  SET_STRING_ELT(nm, 1, Rf_mkChar("value"));
+  Rf_setAttrib(out, R_NamesSymbol, nm);
+  SET_VECTOR_ELT(out, 0, Rf_ScalarInteger((int)idx + 1));
+  SET_VECTOR_ELT(out, 1, result_value(&r));
+  UNPROTECT(2);
+  return out;
+}
+
+typedef struct all_ctx {
+  SEXP out;      /* protected by the caller */
+  rtask **ks;
+  long failed;   /* 1-based index of the first failed task (0: none), -index: undecodable */
+  char *cls, *msg, *tb; /* its error, copied (signalled once every result was handed over) */
+  int slot, pid;
+  char decode_err[512];
+} all_ctx;
+
+/* collect_all's sink: decodes each result as it is handed over (its bytes are valid only then).
+ * Nothing may unwind through the engine: decoding runs under R_ToplevelExec. */
+typedef struct sink_job {
+  all_ctx *c;
+  size_t i;
+  const suiro_result *r;
+} sink_job;
+
+static void sink_decode(void *p) {
+  sink_job *j = p;
+  rs_dec_opts o = { 0, NULL, "result", NULL };
+  SET_VECTOR_ELT(j->c->out, (R_xlen_t)j->i, rs_decode_single(j->r->data, j->r->len, &o));
+}
+
+static char *dupws(wire_str s) {
+  char *d = malloc(s.len + 1);
+  if (d) {
+    memcpy(d, s.ptr, s.len);
+    d[s.len] = 0;
+  }
+  return d;
+}
+
+static int all_sink(void *ctx, size_t i, const suiro_result *r) {
+  all_ctx *c = ctx;
+  c->ks[i]->state = 1;
+  if (r->kind != SUIRO_RESULT_VALUE) {
+    if (!c->failed) {
+      suiro_error_info e;
+      suiro_result_error(r, &e);
+      c->cls = dupws(e.cls);
+      c->msg = dupws(e.message);
+      c->tb = dupws(e.traceback);
+      c->slot = e.slot;
+      c->pid = e.pid;
+      c->failed = (long)i + 1;
+    }
+    return 0;
+  }
+  sink_job j = { c, i, r };
+  if (!R_ToplevelExec(sink_decode, &j) && !c->failed) {
+    c->failed = -((long)i + 1);
+    snprintf(c->decode_err, sizeof c->decode_err, "%s", R_curErrorBuf());
+  }
+  return 0;
+}
+
+typedef struct all_job {
+  all_ctx c;
+  SEXP tasks;
+  SEXP timeout;
+} all_job;
+
+static SEXP all_run(void *p) {
+  all_job *j = p;
+  SEXP tasks = j->tasks;
+  R_xlen_t n = XLENGTH(tasks);
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, n));
+  SEXP nm = Rf_getAttrib(tasks, R_NamesSymbol);
+  if (nm != R_NilValue) Rf_setAttrib(out, R_NamesSymbol, nm);
+  if (n == 0) {
+    UNPROTECT(1);
+    return out;
+  }
+  suiro_task *ts = (suiro_task *)R_alloc((size_t)n, sizeof *ts);
+  rtask **ks = (rtask **)R_alloc((size_t)n, sizeof *ks);
+  rpool *rp;
+  tasks_of(tasks, "suiro_collect_all", ts, ks, &rp);
+  double t = rs_timeout_arg(j->timeout, rp->timeout, "suiro_collect_all");
+  double deadline = t < 0 ? INFINITY : suiro_now() + t;
+  j->c.out = out;
+  j->c.ks = ks;
+  suiro_status st;
+  for (;;) {
+    double left = deadline - suiro_now();
+    double slice = t < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
+    st = suiro_collect_all(rp->p, ts, (size_t)n, all_sink, &j->c, slice); /* a timeout consumes nothing */
+    if (st != SUIRO_TIMEOUT || (t >= 0 && suiro_now() >= deadline)) break;
+    R_CheckUserInterrupt();
+  }
+  if (st != SUIRO_OK) {
+    UNPROTECT(1);
+    return rs_outcome(st, "suiro_collect_all");
+  }
+  if (j->c.failed > 0) {
+    suiro_error_info e;
+    memset(&e, 0, sizeof e);
+    e.cls = (wire_str){ j->c.cls ? j->c.cls : "remote", j->c.cls ? strlen(j->c.cls) : 6 };
+    e.message = (wire_str){ j->c.msg ? j->c.msg : "", j->c.msg ? strlen(j->c.msg) : 0 };
+    e.traceback = (wire_str){ j->c.tb ? j->c.tb : "", j->c.tb ? strlen(j->c.tb) : 0 };
+    e.index = j->c.failed - 1;
+    e.slot = j->c.slot;
+    e.pid = j->c.pid;
+    rs_signal_error_info(&e); /* the cleanup frees the copies */
+  }
+  if (j->c.failed < 0) Rf_error("suiro_collect_all: tasks[[%ld]]: %s", -j->c.failed, j->c.decode_err);
+  UNPROTECT(1);
+  return out;
+}
+
+static void all_clean(void *p) {
+  all_job *j = p;
+  free(j->c.cls);
+  free(j->c.msg);
+  free(j->c.tb);
+}
+
+SEXP C_collect_all(SEXP tasks, SEXP timeout) {
+  if (TYPEOF(tasks) != VECSXP) Rf_error("suiro_collect_all: argument 1 must be a list of tasks");
+  all_job j;
+  memset(&j, 0, sizeof j);
+  j.tasks = tasks;
+  j.timeout = timeout;
+  return R_ExecWithCleanup(all_run, &j, all_clean, &j);
+}
+
+/* ---- submitting --------------------------------------------------------------------------------- */
+
+/* Every result slot is held (each submitted task holds one until collected): tasks dropped
+ * uncollected give theirs back once garbage-collected and finished, so collect garbage first and
+ * give them a moment; slots held by tasks still referenced are only freed by collecting them.
+ * 1: give up (the caller returns "full"); 0: wait on. *since: when the slots first ran out. */
+static int slots_exhausted(suiro_pool *p, double *since) {
+  uint32_t total;
+  if (suiro_free_slots(p, &total) > 0) {
+    *since = 0;
+    return 0;
+  }
+  if (*since == 0) {
+    *since = suiro_now();
+    R_gc();
+    return 0;
+  }
+  return suiro_now() - *since > 2.0;
+}
+
+void rs_write_task(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *verb); /* rfunc.c */
+
+typedef struct submit_job {
+  rs_encoder e;
+  SEXP pool, fn, args;
+  rpool *rp;
+  double timeout;
+  const char *verb;
+  SEXP out;
+} submit_job;
+
+static SEXP submit_run(void *p) {
+  submit_job *j = p;
+  rs_enc_prescan(&j->e, j->args);
+  rs_write_task(&j->e, j->rp, j->fn, j->args, j->verb);
+  const void *buf;
+  size_t len;
+  rs_encoder_finish(&j->e, &buf, &len);
+  suiro_task t;
+  double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
+  double gcs = 0;
+  for (;;) {
+    double left = deadline - suiro_now();
+    double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
+    suiro_status st = suiro_submit(j->rp->p, SUIRO_FN_BINDING, buf, len, &t, slice);
+    if (st == SUIRO_OK) break;
+    /* not sent: the cleanup takes the grants back */
+    if (st != SUIRO_TIMEOUT && st != SUIRO_FULL) return rs_outcome(st, j->verb);
+    if (j->timeout >= 0 && suiro_now() >= deadline) return rs_sentinel("full");
+    if (st == SUIRO_FULL && slots_exhausted(j->rp->p, &gcs)) return rs_sentinel("full");
+    R_CheckUserInterrupt();
+  }
+  rs_encoder_sent(&j->e); /* the task's message owns its grants now */
+  j->out = task_new(j->pool, j->rp, t);
+  return j->out;
+}
+
+static void submit_clean(void *p) { rs_encoder_cleanup(&((submit_job *)p)->e); }
+
+static rs_enc_opts enc_opts_for(rpool *rp) {
+  rs_enc_opts o;
+  o.rich = rp->lang == WIRE_LANG_R;
+  o.zc = suiro_zc_active();
+  o.peer = rp->lang == WIRE_LANG_R ? "R workers" : rp->lang == WIRE_LANG_LUA ? "lua workers" : "python workers";
+  return o;
+}
+
+SEXP C_submit(SEXP pool, SEXP fn, SEXP args, SEXP timeout) {
+  submit_job j;
+  j.rp = rs_pool_of(pool, "suiro_submit", 1);
+  rs_enc_opts o = enc_opts_for(j.rp);
+  j.pool = pool;
+  j.fn = fn;
+  j.args = args;
+  j.verb = "suiro_submit";
+  j.timeout = rs_timeout_arg(timeout, j.rp->timeout, "suiro_submit");
+  rs_encoder_init(&j.e, &o);
+  return R_ExecWithCleanup(submit_run, &j, submit_clean, &j);
+}
+
+typedef struct batch_job {
+  rs_encoder e;
+  SEXP pool, fn, arglists;
+  rpool *rp;
+  double timeout;
+  unsigned char *arena;
+  size_t alen, acap;
+  suiro_task_spec *specs; /* set once every message is encoded */
+  suiro_task *ts;
+  size_t n, accepted;
+  int handed;             /* task objects made for the accepted ones */
+  SEXP out;
+} batch_job;
+
+static SEXP batch_run(void *p) {
+  batch_job *j = p;
+  R_xlen_t n = XLENGTH(j->arglists);
+  rs_enc_prescan(&j->e, j->arglists);
+  size_t *offs = (size_t *)R_alloc((size_t)n + 1, sizeof *offs);
+  char what[64];
+  for (R_xlen_t i = 0; i < n; i++) {
+    SEXP a = VECTOR_ELT(j->arglists, i);
+    if (TYPEOF(a) != VECSXP) Rf_error("suiro_submit_batch: args[[%.0f]] must be a list of arguments", (double)i + 1);
+    snprintf(what, sizeof what, "suiro_submit_batch: args[[%.0f]]", (double)i + 1);
+    wire_writer_reset(&j->e.w);
+    j->e.depth = 0;
+    rs_write_task(&j->e, j->rp, j->fn, a, what);
+    const void *buf;
+    size_t len;
+    rs_encoder_finish(&j->e, &buf, &len);
+    if (j->alen + len > j->acap) {
+      size_t cap = j->acap ? j->acap * 2 : 4096;
+      while (cap < j->alen + len) cap *= 2;
+      unsigned char *na = realloc(j->arena, cap);
+      if (!na) Rf_error("suiro_submit_batch: out of memory");
+      j->arena = na;
+      j->acap = cap;
+    }
+    memcpy(j->arena + j->alen, buf, len);
+    offs[i] = j->alen;
+    j->alen += len; /* lengths are multiples of 8: every buffer stays 8-aligned */
+  }
+  offs[n] = j->alen;
+  j->specs = (suiro_task_spec *)R_alloc((size_t)n ? (size_t)n : 1, sizeof *j->specs);
+  for (R_xlen_t i = 0; i < n; i++)
+    j->specs[i] = (suiro_task_spec){ SUIRO_FN_BINDING, j->arena + offs[i], offs[i + 1] - offs[i] };
+  j->ts = (suiro_task *)R_alloc((size_t)n ? (size_t)n : 1, sizeof *j->ts);
+  j->n = (size_t)n;
+  rs_encoder_sent(&j->e); /* from here the cleanup revokes message by message */
+  double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
+  double gcs = 0;
+  while (j->accepted < j->n) {
+    size_t got = 0;
+    double left = deadline - suiro_now();
+    double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
+    suiro_status st = suiro_submit_batch(j->rp->p, j->specs + j->accepted, j->n - j->accepted, j->ts + j->accepted, &got, slice);
+    j->accepted += got;
+    if (st == SUIRO_OK) break;
+    if ((st != SUIRO_TIMEOUT && st != SUIRO_FULL) || (j->timeout >= 0 && suiro_now() >= deadline)) break;
+    if (st == SUIRO_FULL && slots_exhausted(j->rp->p, &gcs)) break; /* the rest would wait for collects */
+    R_CheckUserInterrupt();
+  }
+  j->out = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)j->accepted));
+  for (size_t i = 0; i < j->accepted; i++) SET_VECTOR_ELT(j->out, (R_xlen_t)i, task_new(j->pool, j->rp, j->ts[i]));
+  j->handed = 1;
+  SEXP nm = Rf_getAttrib(j->arglists, R_NamesSymbol);
+  if (nm != R_NilValue) {
+    SEXP onm = PROTECT(Rf_allocVector(STRSXP, (R_xlen_t)j->accepted));
+    for (size_t i = 0; i < j->accepted; i++) SET_STRING_ELT(onm, (R_xlen_t)i, STRING_ELT(nm, (R_xlen_t)i));
+    Rf_setAttrib(j->out, R_NamesSymbol, onm);
+    UNPROTECT(1);
+  }
+  UNPROTECT(1);
+  return j->out; /* shorter than the input when the ring stayed full */
+}
+
+static void batch_clean(void *p) {
+  batch_job *j = p;
+  if (j->specs) {
+    for (size_t i = j->accepted; i < j->n; i++) suiro_zc_revoke(j->specs[i].arg, j->specs[i].len);
+    if (!j->handed) /* interrupted before the handles were made: nobody will collect these */
+      for (size_t i = 0; i < j->accepted; i++) suiro_task_release(j->rp->p, j->ts[i]);
+  }
+  rs_encoder_cleanup(&j->e);
+  free(j->arena);
+}
+
+SEXP C_submit_batch(SEXP pool, SEXP fn, SEXP arglists, SEXP timeout) {
+  batch_job j;
+  memset(&j, 0, sizeof j);
+  j.rp = rs_pool_of(pool, "suiro_submit_batch", 1);
+  if (TYPEOF(arglists) != VECSXP) Rf_error("suiro_submit_batch: argument 3 must be a list of argument lists");
+  rs_enc_opts o = enc_opts_for(j.rp);
+  j.pool = pool;
+  j.fn = fn;
+  j.arglists = arglists;
+  j.timeout = rs_timeout_arg(timeout, j.rp->timeout, "suiro_submit_batch");
+  rs_encoder_init(&j.e, &o);
+  return R_ExecWithCleanup(batch_run, &j, batch_clean, &j);
+}
+
+SEXP C_pool_info(SEXP pool) { return R_ExternalPtrProtected(pool); }
+
+SEXP C_pool_addr(SEXP pool) { return Rf_ScalarReal((double)(uintptr_t)R_ExternalPtrAddr(pool)); }
+
+/* For tests: whether this process still has a live pool (its large values go to regions). */
+SEXP C_zc_active(void) { return Rf_ScalarLogical(suiro_zc_active()); }
+
+SEXP C_now(void) { return Rf_ScalarReal(suiro_now()); }

@@ -1,0 +1,180 @@
+/*
+ * rsuiro.h — the R face's internal interface (package suiro's shared library).
+ *
+ * Modules, one concept each:
+ *   init.c    registration of the .Call entry points and the ALTREP classes
+ *   rcodec.c  R values <-> wire values (suiro_wire.h), the R conventions of docs/wire-format.md
+ *   rview.c   read-only ALTREP views over shared regions (suiro_buf)
+ *   rpool.c   pools, tasks, collect, outcomes and errors
+ *   rfunc.c   what a task runs: functions as code keys, task lists, names resolved
+ *   rworker.c the R worker: the executor for tasks and map runners, the function cache
+ *   rmap.c    parallel maps (plans, templates, results)
+ *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
+ *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
+ *   rrandom.c suiro_random(): the per-element streams of seeded maps
+ *   rcompat.c what the engine's stderr and _exit go through inside R (rcompat.h)
+ *
+ * Everything here runs on R's main thread except the watcher in rasync.c (see its header).
+ * Only public engine headers are used: suiro.h, suiro_wire.h, suiro_bind.h, suiro_embed.h.
+ */
+#ifndef RSUIRO_H
+#define RSUIRO_H
+
+#define R_NO_REMAP
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/Altrep.h>
+#include <R_ext/Rdynload.h>
+
+#include "suiro.h"
+#include "suiro_bind.h"
+#include "suiro_wire.h"
+
+/* ---- pools (rpool.c) ---------------------------------------------------------------------------- */
+
+/* A pool as R sees it. The struct outlives the R object while tasks or maps still point at it
+ * (refs counts the pool object and each of them); the engine pool is stopped once. */
+typedef struct rpool {
+  suiro_pool *p;      /* NULL once stopped */
+  int owner;          /* 1: created here (stopped by suiro_pool_stop or at GC); 0: a worker's own */
+  int lang;           /* what the workers run: WIRE_LANG_R, WIRE_LANG_LUA, WIRE_LANG_PYTHON */
+  int refs;
+  double timeout;     /* default collect timeout in seconds (< 0: forever) */
+  struct rwatch *watch; /* rasync.c: the eventfd watcher, NULL until a promise needs it */
+  SEXP fn_last;       /* the last closure sent (preserved) and its key: the submit loop's memo */
+  uint64_t fn_last_key;
+} rpool;
+
+extern SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
+
+rpool *rs_pool_of(SEXP pool, const char *verb, int must_run); /* errors naming the argument */
+SEXP rs_pool_new_sexp(rpool *rp, SEXP info);
+void rs_pool_unref(rpool *rp);
+/* Waits in slices so that R can be interrupted; returns the engine's status. */
+suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, double timeout);
+/* Signals the condition for a failed result (never returns). index: element index or -1. */
+void rs_signal_failure(const suiro_result *r, int64_t index) __attribute__((noreturn));
+void rs_signal_error_info(const suiro_error_info *e) __attribute__((noreturn));
+SEXP rs_sentinel(const char *which); /* "timeout", "closed", "peer_gone", "full" */
+SEXP rs_outcome(suiro_status st, const char *verb); /* sentinel or error */
+double rs_timeout_arg(SEXP t, double dflt, const char *verb);
+
+/* ---- values (rcodec.c) ------------------------------------------------------------------------- */
+
+/* Encoding options: rich = the receiver runs R (R-only forms allowed: attributes, serialized
+ * objects); zc = large vectors may cross by reference (this process has a pool or is a worker). */
+typedef struct rs_enc_opts {
+  int rich;
+  int zc;
+  const char *peer;   /* "lua workers", "python workers", "the host": for messages */
+} rs_enc_opts;
+
+/* Growable wire writers that are freed by a cleanup even when R unwinds (rs_with_writer). */
+typedef struct rs_encoder {
+  wire_writer w;
+  _Alignas(8) unsigned char stack[512];
+  rs_enc_opts o;
+  /* zero-copy staging: private vectors are copied into one region per message */
+  suiro_buf *stage;
+  size_t stage_used, stage_cap, stage_need;
+  suiro_buf **grants; /* regions granted to the message (undone if it is never sent) */
+  size_t ngrants, capgrants;
+  int finished;       /* the message was sent: grants belong to it */
+  /* where in the value the encoder is, for messages: kept as segments (a format and its
+   * arguments) and rendered only when something cannot be sent */
+  struct rs_path_seg {
+    const char *fmt;  /* with %s (up to two) and %.0f (one), in any order */
+    const char *s[2];
+    double d;
+  } seg[WIRE_MAX_DEPTH + 16];
+  size_t plen;        /* segments in use */
+  char path[512];     /* rendered by rs_enc_path */
+  int depth;
+  uint64_t ncont;     /* containers written (BACKREF ordinals; R never writes backrefs) */
+} rs_encoder;
+
+void rs_encoder_init(rs_encoder *e, const rs_enc_opts *o);
+/* Undoes what an unsent message granted and frees the writer (idempotent). */
+void rs_encoder_cleanup(rs_encoder *e);
+/* Writes one R value; on a value that cannot cross signals an R error naming `what` and the
+ * path inside it ("suiro_submit: argument 'x'[['conn']]: an environment cannot be sent to lua
+ * workers"). Safe to unwind from: the caller's cleanup calls rs_encoder_cleanup. */
+void rs_enc_value(rs_encoder *e, SEXP x, const char *what);
+/* The finished buffer (8-aligned). */
+void rs_encoder_finish(rs_encoder *e, const void **buf, size_t *len);
+/* Before the engine call that sends the buffer: the staged region's own reference is dropped
+ * (the grants keep it alive); after a failed send call rs_encoder_unsend. */
+void rs_encoder_sent(rs_encoder *e);
+/* Where the encoder is in the value (rendered lazily: a push only records fmt and its arguments,
+ * which must stay valid until the matching pop). rs_enc_path renders it. */
+void rs_enc_path_push(rs_encoder *e, const char *fmt, ...);
+void rs_enc_path_pop(rs_encoder *e, size_t at);
+const char *rs_enc_path(rs_encoder *e);
+/* Prepares the zero-copy stage for the value (one region for all large private vectors). */
+void rs_enc_prescan(rs_encoder *e, SEXP x);
+
+/* Decoding. region: the buffer lies in that region (a REF_WIRE value or a spilled map value),
+ * so large arrays inside it become views holding the region. where: "result", "argument". */
+typedef struct rs_dec_opts {
+  int describe;       /* refs and foreign functions become descriptors (suiro_wire_decode) */
+  suiro_buf *region;
+  const char *where;
+  suiro_pool *pool;   /* for functions by key (a worker's own pool) */
+} rs_dec_opts;
+
+/* Decodes a whole buffer holding one value. */
+SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o);
+/* Decodes a LIST [value] buffer (task results, map elements): the value. */
+SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o);
+
+/* Pull-decoding for the worker's task lists: a reader positioned on an item. Lives on the C stack
+ * of its user (no allocation per decode); rs_decoder_init protects one R object (the back-reference
+ * table): the user unprotects it with UNPROTECT(1) when done. */
+typedef struct rs_decoder {
+  wire_reader r;
+  rs_dec_opts o;
+  SEXP refs;        /* containers by ordinal (when the buffer has backrefs) */
+  PROTECT_INDEX refs_pi;
+  int have_refs;
+  uint64_t ncont;
+  char *open;       /* per ordinal: still open (a backref to it is a cycle); R_alloc'd */
+  size_t open_cap;
+} rs_decoder;
+void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o);
+int rs_dec_next(rs_decoder *d, wire_item *it);  /* WIRE_OK or signals an R error */
+SEXP rs_dec_item(rs_decoder *d, wire_item *it); /* the value of an item just read (children too) */
+SEXP rs_dec_next_value(rs_decoder *d);          /* next item's value */
+void rs_dec_count_container(rs_decoder *d);     /* a container the caller consumed by hand */
+
+/* Helpers shared by the faces' modules. */
+SEXP rs_mkstr_utf8(const char *s, size_t n, const char *what); /* errors on NUL bytes */
+int rs_is_integer64(SEXP x);
+SEXP rs_integer64(R_xlen_t n);
+SEXP rs_call_fn(const char *pkg, const char *name); /* pkg::name as a function (base/stats...) */
+int rs_inherits(SEXP x, const char *cls);
+
+/* ---- views (rview.c) ---------------------------------------------------------------------------- */
+
+void rs_views_init(DllInfo *dll);
+/* A read-only view over `bytes` at data inside region b (the view owns one reference of b: it
+ * takes the caller's). type: WIRE_T_F64, I64 (an integer64), I32, C128, U8. fresh: the region
+ * is new to this process (counts as memory pressure). */
+SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh);
+/* When x is an unmodified view: its region, data and element type; else 0. */
+int rs_view_info(SEXP x, suiro_buf **b, const void **data, size_t *bytes);
+SEXP rs_view_stats(void);
+
+/* ---- worker (rworker.c), maps (rmap.c), embed (rembed.c), async (rasync.c) -------------------- */
+
+extern int rs_in_worker;
+SEXP rs_current_pool(void);
+int rs_template_from_string(const char *spec, suiro_template *t, char *err, size_t cap);
+void rs_map_runner(const void *arg, size_t len, suiro_out *out);
+
+/* the serialize()/unserialize() fallbacks for R-only objects */
+SEXP rs_serialize(SEXP x);
+SEXP rs_unserialize(SEXP raw);
+
+#define RS_CHECK_INTERRUPT_SLICE 0.1 /* seconds between interrupt checks while waiting */
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * rview.c — read-only ALTREP vectors over shared pages (docs/zero-copy.md; R 4.2.2 facts).
+ *
+ * A view is an ALTREP double, integer, complex or raw vector whose data are `n` elements at
+ * `data` inside a region (suiro_buf). The view owns one reference of the region, given back by
+ * the finalizer of its record (data1: an external pointer), so a region lives while any view of
+ * it is reachable from R, and is recycled after gc() once none is.
+ *
+ * Views are MARK_NOT_MUTABLE: R copies before changing them. Much of base R asks for a writable
+ * pointer even to read (REAL(x)); such a request gets a MAP_PRIVATE mapping of the same pages
+ * (copy-on-write at page granularity, so the shared pages never change whatever C code does), and
+ * from then on the view reads through it. Duplicate makes a new, mutable view of the same pages
+ * (x[1] <- 0 then copies one page, not the vector); such a copy, once handed a writable pointer,
+ * is sent by value. Original views are not mutable, so they keep going by reference.
+ * Serialized_state returns NULL, so serialize()/saveRDS() write views as plain vectors.
+ *
+ * Ownership: the record is freed by its finalizer only; everything runs on R's main thread.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rsuiro.h"
+
+typedef struct view_rec {
+  suiro_buf *buf;      /* one reference, ours */
+  const void *data;    /* the shared bytes */
+  void *priv;          /* private copy-on-write mapping (or malloc'd copy), NULL until asked */
+  void *map_base;      /* what to munmap (NULL: priv is malloc'd) */
+  size_t map_len;
+  R_xlen_t n;
+  size_t bytes;
+  int type;            /* WIRE_T_* */
+  int is_copy;         /* made by Duplicate: R may write into it (through the private mapping) */
+} view_rec;
+
+static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
+static size_t live_views, live_bytes, fresh_since_gc;
+static size_t gc_after_fresh = (size_t)1 << 30; /* collect after this many new bytes of views */
+
+/* A worker collects garbage after a task once the views it holds exceed this: dropped views
+ * (the arguments of finished tasks) then give their regions back while the pool's recycle list
+ * and free lists can still take them warm (a worker's heap is small: a collection costs ~3 ms,
+ * paid once per 64 MiB of large values). */
+#define WORKER_VIEW_BYTES ((size_t)64 << 20)
+
+void rs_views_after_task(void) {
+  if (live_bytes > WORKER_VIEW_BYTES) R_gc();
+}
+
+static size_t esize(int type) { return type == WIRE_T_C128 ? 16 : type == WIRE_T_I32 ? 4 : type == WIRE_T_U8 ? 1 : 8; }
+
+static void rec_free(SEXP ptr) {
+  view_rec *v = R_ExternalPtrAddr(ptr);
+  if (!v) return;
+  R_ClearExternalPtr(ptr);
+  if (v->priv) {
+    if (v->map_base) munmap(v->map_base, v->map_len);
+    else free(v->priv);
+  }
+  suiro_buf_unref(v->buf);
+  live_views--;
+  live_bytes -= v->bytes;
+  free(v);
+}
+
+static view_rec *rec_of(SEXP x) {
+  view_rec *v = R_ExternalPtrAddr(R_altrep_data1(x));
+  if (!v) Rf_error("suiro: a view whose region was released");
+  return v;
+}
+
+/* R's collector cannot see the mapped pages a view holds, and runs by how much R allocated: a
+ * program moving large values through views but allocating little would keep dropped views (and
+ * their regions) for a long time, and every new value would need a fresh region (its pages
+ * zeroed by the kernel) instead of a warm one. So a view carries an allocation of its size that
+ * is never touched (no pages behind it, untouched malloc'd memory costs address space only):
+ * R counts it, collects as often as if the data were its own, and dropped views give their
+ * regions back in time to be reused warm. */
+static SEXP pressure(size_t bytes) {
+  if (bytes < ((size_t)64 << 10)) return R_NilValue;
+  return Rf_allocVector(RAWSXP, (R_xlen_t)bytes);
+}
+
+static SEXP make_view(view_rec *v, int type) {
+  SEXP ptr = PROTECT(R_MakeExternalPtr(v, R_NilValue, R_NilValue));
+  R_RegisterCFinalizerEx(ptr, rec_free, TRUE);
+  R_altrep_class_t c = type == WIRE_T_I32 ? cls_int : type == WIRE_T_C128 ? cls_cplx : type == WIRE_T_U8 ? cls_raw : cls_real;
+  SEXP weight = PROTECT(pressure(v->bytes));
+  SEXP x = R_new_altrep(c, ptr, weight);
+  UNPROTECT(2);
+  return x;
+}
+
+SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh) {
+  view_rec *v = calloc(1, sizeof *v);
+  if (!v) {
+    suiro_buf_unref(b);
+    Rf_error("suiro: out of memory for a view");
+  }
+  v->buf = b;
+  v->data = data;
+  v->n = n;
+  v->type = type;
+  v->bytes = (size_t)n * esize(type);
+  live_views++;
+  live_bytes += v->bytes;
+  if (fresh) {
+    fresh_since_gc += v->bytes;
+    /* R cannot see the mapped pages as memory it allocated: collect now and then so that dropped
+     * views give their regions back */
+    if (fresh_since_gc > gc_after_fresh) {
+      fresh_since_gc = 0;
+      R_gc();
+    }
+  }
+  SEXP x = PROTECT(make_view(v, type));
+  if (type == WIRE_T_I64) Rf_setAttrib(x, R_ClassSymbol, Rf_mkString("integer64"));
+  MARK_NOT_MUTABLE(x);
+  UNPROTECT(1);
+  return x;
+}
+
+int rs_view_info(SEXP x, suiro_buf **b, const void **data, size_t *bytes) {
+  if (!ALTREP(x)) return 0;
+  if (!(R_altrep_inherits(x, cls_real) || R_altrep_inherits(x, cls_int) || R_altrep_inherits(x, cls_cplx) ||
+        R_altrep_inherits(x, cls_raw)))
+    return 0;
+  view_rec *v = R_ExternalPtrAddr(R_altrep_data1(x));
+  /* A view R made by duplicating may have been written (through its private mapping): it goes by
+   * value. An original view is marked not mutable, so R never writes into it even when it asked
+   * for a writable pointer: it still goes by reference. */
+  if (!v || (v->priv && v->is_copy)) return 0;
+  *b = v->buf;
+  *data = v->data;
+  *bytes = v->bytes;
+  return 1;
+}
+
+/* A private copy-on-write mapping of the view's pages (or a copy when the region has no name). */
+static void *privatize(view_rec *v) {
+  if (v->priv) return v->priv;
+  const char *name = suiro_buf_name(v->buf);
+  if (name && v->bytes) {
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd >= 0) {
+      long page = sysconf(_SC_PAGESIZE);
+      const char *region = (const char *)suiro_buf_data(v->buf) - suiro_buf_offset(v->buf);
+      size_t off = (size_t)((const char *)v->data - region);
+      size_t start = off - off % (size_t)page;
+      size_t len = off - start + v->bytes;
+      /* read-only and populated first (no fault per page when read), then writable: a write
+       * copies its page */
+      void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)start);
+      close(fd);
+      if (m != MAP_FAILED && mprotect(m, len, PROT_READ | PROT_WRITE) == 0) {
+        v->map_base = m;
+        v->map_len = len;
+        v->priv = (char *)m + (off - start);
+        return v->priv;
+      }
+      if (m != MAP_FAILED) munmap(m, len);
+    }
+  }
+  v->priv = malloc(v->bytes ? v->bytes : 1);
+  if (!v->priv) Rf_error("suiro: out of memory for a writable copy of a view");
+  if (v->bytes) memcpy(v->priv, v->data, v->bytes);
+  v->map_base = NULL;
+  return v->priv;
+}
+
+/* ---- ALTREP methods ---------------------------------------------------------------------------- */
+
+static R_xlen_t view_length(SEXP x) { return rec_of(x)->n; }
+
+static void *view_dataptr(SEXP x, Rboolean writeable) {
+  view_rec *v = rec_of(x);
+  if (writeable) return privatize(v);
+  return v->priv ? v->priv : (void *)v->data;
+}
+
+static const void *view_dataptr_or_null(SEXP x) {
+  view_rec *v = rec_of(x);
+  return v->priv ? v->priv : v->data;
+}
+
+static SEXP view_serialized_state(SEXP x) { return NULL; /* written as a plain vector */ }
+
+static SEXP view_duplicate(SEXP x, Rboolean deep) {
+  view_rec *v = rec_of(x);
+  if (v->priv) return NULL; /* R copies the (private) data itself */
+  view_rec *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  suiro_buf_hold(v->buf);
+  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1 };
+  live_views++;
+  live_bytes += c->bytes;
+  return make_view(c, v->type); /* R copies the attributes (altrep_DuplicateEX_default) */
+}
+
+static Rboolean view_inspect(SEXP x, int pre, int deep, int pvec, void (*inspect_subtree)(SEXP, int, int, int)) {
+  view_rec *v = rec_of(x);
+  const char *name = suiro_buf_name(v->buf);
+  Rprintf(" suiro view of %.0f %s in %s%s\n", (double)v->n, wire_type_name(v->type), name ? name : "(unnamed region)",
+          v->priv ? " (private copy)" : "");
+  return TRUE;
+}
+
+static double real_elt(SEXP x, R_xlen_t i) { return ((const double *)view_dataptr_or_null(x))[i]; }
+static int int_elt(SEXP x, R_xlen_t i) { return ((const int *)view_dataptr_or_null(x))[i]; }
+static Rbyte raw_elt(SEXP x, R_xlen_t i) { return ((const Rbyte *)view_dataptr_or_null(x))[i]; }
+static Rcomplex cplx_elt(SEXP x, R_xlen_t i) { return ((const Rcomplex *)view_dataptr_or_null(x))[i]; }
+
+static R_xlen_t get_region(SEXP x, R_xlen_t i, R_xlen_t n, void *buf, size_t es) {
+  view_rec *v = rec_of(x);
+  R_xlen_t m = i + n > v->n ? v->n - i : n;
+  if (m <= 0) return 0;
+  memcpy(buf, (const char *)view_dataptr_or_null(x) + (size_t)i * es, (size_t)m * es);
+  return m;
+}
+static R_xlen_t real_region(SEXP x, R_xlen_t i, R_xlen_t n, double *buf) { return get_region(x, i, n, buf, 8); }
+static R_xlen_t int_region(SEXP x, R_xlen_t i, R_xlen_t n, int *buf) { return get_region(x, i, n, buf, 4); }
+static R_xlen_t raw_region(SEXP x, R_xlen_t i, R_xlen_t n, Rbyte *buf) { return get_region(x, i, n, buf, 1); }
+static R_xlen_t cplx_region(SEXP x, R_xlen_t i, R_xlen_t n, Rcomplex *buf) { return get_region(x, i, n, buf, 16); }
+
+static void set_common(R_altrep_class_t c) {
+  R_set_altrep_Length_method(c, view_length);
+  R_set_altrep_Serialized_state_method(c, view_serialized_state);
+  R_set_altrep_Duplicate_method(c, view_duplicate);
+  R_set_altrep_Inspect_method(c, view_inspect);
+  R_set_altvec_Dataptr_method(c, view_dataptr);
+  R_set_altvec_Dataptr_or_null_method(c, view_dataptr_or_null);
+}
+
+void rs_views_init(DllInfo *dll) {
+  cls_real = R_make_altreal_class("suiro_view_real", "suiro", dll);
+  set_common(cls_real);
+  R_set_altreal_Elt_method(cls_real, real_elt);
+  R_set_altreal_Get_region_method(cls_real, real_region);
+  cls_int = R_make_altinteger_class("suiro_view_int", "suiro", dll);
+  set_common(cls_int);
+  R_set_altinteger_Elt_method(cls_int, int_elt);
+  R_set_altinteger_Get_region_method(cls_int, int_region);
+  cls_cplx = R_make_altcomplex_class("suiro_view_cplx", "suiro", dll);
+  set_common(cls_cplx);
+  R_set_altcomplex_Elt_method(cls_cplx, cplx_elt);
+  R_set_altcomplex_Get_region_method(cls_cplx, cplx_region);
+  cls_raw = R_make_altraw_class("suiro_view_raw", "suiro", dll);
+  set_common(cls_raw);
+  R_set_altraw_Elt_method(cls_raw, raw_elt);
+  R_set_altraw_Get_region_method(cls_raw, raw_region);
+}
+
+/* suiro_is_view(x), and counts for tests */
+SEXP C_is_view(SEXP x) {
+  suiro_buf *b;
+  const void *d;
+  size_t n;
+  if (rs_view_info(x, &b, &d, &n)) return Rf_ScalarLogical(1);
+  if (ALTREP(x) && (R_altrep_inherits(x, cls_real) || R_altrep_inherits(x, cls_int) || R_altrep_inherits(x, cls_cplx) ||
+                    R_altrep_inherits(x, cls_raw)))
+    return Rf_ScalarLogical(1); /* a view read through its private copy */
+  return Rf_ScalarLogical(0);
+}
+
+SEXP rs_view_stats(void) {
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, 2));
+  REAL(x)[0] = (double)live_views;
+  REAL(x)[1] = (double)live_bytes;
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
+  SET_STRING_ELT(nm, 0, Rf_mkChar("views"));
+  SET_STRING_ELT(nm, 1, Rf_mkChar("bytes"));
+  Rf_setAttrib(x, R_NamesSymbol, nm);
+  UNPROTECT(2);
+  return x;
+}
+
+SEXP C_view_stats(void) { return rs_view_stats(); }
+
+/* The region name of a view (for tests: which region it maps), NULL otherwise. */
+SEXP C_view_region(SEXP x) {
+  if (!ALTREP(x) || !(R_altrep_inherits(x, cls_real) || R_altrep_inherits(x, cls_int) ||
+                      R_altrep_inherits(x, cls_cplx) || R_altrep_inherits(x, cls_raw)))
+    return R_NilValue;
+  view_rec *v = R_ExternalPtrAddr(R_altrep_data1(x));
+  if (!v) return R_NilValue;
+  const char *name = suiro_buf_name(v->buf);
+  return name ? Rf_mkString(name) : R_NilValue;
+}
+
+/* For benchmarks: one memcpy of `bytes` between two warm buffers, the median of `reps` (ms). */
+SEXP C_memcpy_ms(SEXP bytes, SEXP reps) {
+  size_t n = (size_t)Rf_asReal(bytes);
+  int k = Rf_asInteger(reps);
+  char *a = malloc(n), *b = malloc(n);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    Rf_error("out of memory");
+  }
+  memset(a, 1, n);
+  memset(b, 2, n);
+  double best[64];
+  if (k > 64) k = 64;
+  for (int i = 0; i < k; i++) {
+    double t0 = suiro_now();
+    memcpy(b, a, n);
+    best[i] = (suiro_now() - t0) * 1e3;
+    a[i] = b[n - 1 - i]; /* keep the copies observable */
+  }
+  free(a);
+  free(b);
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && best[j - 1] > best[j]; j--) {
+      double t = best[j];
+      best[j] = best[j - 1];
+      best[j - 1] = t;
+    }
+  return Rf_ScalarReal(k % 2 ? best[k / 2] : (best[k / 2 - 1] + best[k / 2]) / 2);
+}

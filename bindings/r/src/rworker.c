@@ -1,0 +1,467 @@
+/*
+ * rworker.c — the R worker: runs tasks from R hosts (and call specs from anyone).
+ *
+ * `Rscript --vanilla --default-packages=NULL -e 'suiro:::worker_main()' --suiro-worker TOKEN`
+ * enters C_worker_run, which registers the executor and hands the process to the engine
+ * (suiro_worker_run) until the pool stops. Tasks run on R's main thread, each under
+ * R_ToplevelExec so that an R error never unwinds through the engine: it becomes the task's
+ * ERROR payload (class, message, traceback). worker_main installs a global calling handler for
+ * errors, which records the condition and the call stack of errors that reach the top (errors
+ * caught by the task's own tryCatch never get there); a task that succeeds pays nothing for it.
+ *
+ * A task is LIST [function, args...] (suiro_bind.h section 1); the function item is FUNC(R)
+ * (rfunc.c: code by key, environment, argument names), a "pkg::fn" STR, or a CALL spec (a name,
+ * or source text evaluated with the named arguments as variables and the positional ones as
+ * `...`). Code fetched by key is cached for the worker's life.
+ *
+ * Results are encoded rich (every R object crosses) when the task came from R (a FUNC(R) item,
+ * or an R host: SUIRO_HOST_LANG=r), and strictly (the portable mapping) otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rsuiro.h"
+
+#include <R_ext/Parse.h>
+
+int rs_in_worker;
+void rs_views_after_task(void); /* rview.c */
+static int host_is_r;
+static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
+static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
+static SEXP sym_quote, sym_brace, sym_dots;
+
+SEXP rs_resolve_fn(const char *name, size_t len);
+SEXP rs_mkclosure(SEXP formals, SEXP body, SEXP env);
+
+/* The calling handler for errors, established at the start of each task and map runner: R_ToplevelExec
+ * starts with an empty handler stack (so a global handler would not be seen), and evaluating
+ * .addCondHands directly (what withCallingHandlers does inside) costs a fraction of calling
+ * withCallingHandlers itself. The entry lives until the top-level context ends. */
+SEXP C_worker_set_handler(SEXP h) {
+  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
+  SET_VECTOR_ELT(hl, 0, h);
+  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("error"), hl, R_GlobalEnv, R_NilValue,
+                                Rf_ScalarLogical(1)));
+  add_handler = Rf_lang2(Rf_install(".Internal"), inner);
+  R_PreserveObject(add_handler);
+  UNPROTECT(2);
+  return R_NilValue;
+}
+
+void rs_worker_handle_errors(void) {
+  if (add_handler) Rf_eval(add_handler, R_GlobalEnv);
+}
+
+SEXP C_worker_note_error(SEXP cond, SEXP calls) {
+  if (noted_cond) R_ReleaseObject(noted_cond);
+  if (noted_calls) R_ReleaseObject(noted_calls);
+  R_PreserveObject(cond);
+  R_PreserveObject(calls);
+  noted_cond = cond;
+  noted_calls = calls;
+  return R_NilValue;
+}
+
+static void note_clear(void) {
+  if (noted_cond) R_ReleaseObject(noted_cond);
+  if (noted_calls) R_ReleaseObject(noted_calls);
+  noted_cond = noted_calls = NULL;
+}
+
+/* ---- the code cache: key -> closure (with the global environment) or expression ------------- */
+
+typedef struct code_ent {
+  uint64_t key;
+  SEXP obj; /* preserved */
+} code_ent;
+static code_ent *codes;
+static size_t ncodes, codes_cap;
+
+static SEXP code_get(uint64_t key) {
+  if (codes_cap) {
+    for (size_t i = key & (codes_cap - 1);; i = (i + 1) & (codes_cap - 1)) {
+      if (codes[i].key == key) return codes[i].obj;
+      if (!codes[i].key) break;
+    }
+  }
+  suiro_pool *p = suiro_current_pool();
+  void *blob = NULL;
+  size_t len = 0;
+  if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
+    Rf_error("cannot load the task's function (key %016llx): %s", (unsigned long long)key, suiro_last_error());
+  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
+  memcpy(RAW(raw), blob, len);
+  free(blob);
+  SEXP obj = PROTECT(rs_unserialize(raw));
+  if ((ncodes + 1) * 2 > codes_cap) {
+    size_t cap = codes_cap ? codes_cap * 2 : 64;
+    code_ent *t = calloc(cap, sizeof *t);
+    if (!t) Rf_error("out of memory");
+    for (size_t i = 0; i < codes_cap; i++) {
+      if (!codes[i].key) continue;
+      size_t j = codes[i].key & (cap - 1);
+      while (t[j].key) j = (j + 1) & (cap - 1);
+      t[j] = codes[i];
+    }
+    free(codes);
+    codes = t;
+    codes_cap = cap;
+  }
+  size_t j = key & (codes_cap - 1);
+  while (codes[j].key) j = (j + 1) & (codes_cap - 1);
+  R_PreserveObject(obj);
+  codes[j].key = key;
+  codes[j].obj = obj;
+  ncodes++;
+  UNPROTECT(2);
+  return obj;
+}
+
+/* ---- environments and calls --------------------------------------------------------------------- */
+
+static SEXP ns_env(SEXP name) {
+  if (!strcmp(CHAR(name), "base")) return R_BaseNamespace;
+  return R_FindNamespace(Rf_ScalarString(name));
+}
+
+/* The environment a FUNC(R) item's child 2 describes (decoding the captured variables). */
+static SEXP read_env(rs_decoder *d) {
+  wire_item it;
+  rs_dec_next(d, &it);
+  if (it.tag == WIRE_NIL) return R_GlobalEnv;
+  if (it.tag == WIRE_STR) {
+    SEXP nm = PROTECT(rs_mkstr_utf8(it.data, (size_t)it.n, "namespace"));
+    SEXP env = ns_env(nm);
+    UNPROTECT(1);
+    return env;
+  }
+  if (it.tag != WIRE_LIST || it.n != 2) Rf_error("malformed task: a function's environment");
+  rs_dec_count_container(d);
+  SEXP parent = PROTECT(rs_dec_next_value(d));
+  SEXP vars = PROTECT(rs_dec_next_value(d));
+  SEXP penv = TYPEOF(parent) == STRSXP ? ns_env(STRING_ELT(parent, 0)) : R_GlobalEnv;
+  SEXP env = PROTECT(R_NewEnv(penv, TRUE, 29));
+  SEXP nm = Rf_getAttrib(vars, R_NamesSymbol);
+  for (R_xlen_t i = 0; i < XLENGTH(vars); i++) Rf_defineVar(Rf_installTrChar(STRING_ELT(nm, i)), VECTOR_ELT(vars, i), env);
+  UNPROTECT(3);
+  return env;
+}
+
+static SEXP quoted(SEXP v) {
+  int t = TYPEOF(v);
+  if (t == LANGSXP || t == SYMSXP || t == PROMSXP || t == DOTSXP) return Rf_lang2(sym_quote, v);
+  return v;
+}
+
+/* f(args...) with names; args is a VECSXP, names a STRSXP or R_NilValue. */
+static SEXP call_with(SEXP f, SEXP args, SEXP names, SEXP extra_named) {
+  R_xlen_t n = XLENGTH(args), nn = extra_named == R_NilValue ? 0 : XLENGTH(extra_named);
+  SEXP call = PROTECT(Rf_allocVector(LANGSXP, n + nn + 1));
+  SETCAR(call, f);
+  SEXP c = CDR(call);
+  for (R_xlen_t i = 0; i < n; i++, c = CDR(c)) {
+    SETCAR(c, quoted(VECTOR_ELT(args, i)));
+    if (names != R_NilValue && i < XLENGTH(names) && CHAR(STRING_ELT(names, i))[0])
+      SET_TAG(c, Rf_installTrChar(STRING_ELT(names, i)));
+  }
+  SEXP enm = nn ? Rf_getAttrib(extra_named, R_NamesSymbol) : R_NilValue;
+  for (R_xlen_t i = 0; i < nn; i++, c = CDR(c)) {
+    SETCAR(c, quoted(VECTOR_ELT(extra_named, i)));
+    SET_TAG(c, Rf_installTrChar(STRING_ELT(enm, i)));
+  }
+  SEXP r = Rf_eval(call, R_GlobalEnv);
+  UNPROTECT(1);
+  return r;
+}
+
+static SEXP eval_expr(SEXP expr, SEXP env) {
+  if (TYPEOF(expr) == EXPRSXP) {
+    SEXP r = R_NilValue;
+    for (R_xlen_t i = 0; i < XLENGTH(expr); i++) r = Rf_eval(VECTOR_ELT(expr, i), env);
+    return r;
+  }
+  return Rf_eval(expr, env);
+}
+
+/* Source text of a call spec, parsed once into `function(...) { exprs }` (its environment is set
+ * per call). */
+static SEXP sources;
+
+static SEXP source_fn(SEXP src) {
+  if (!sources) {
+    sources = R_NewEnv(R_EmptyEnv, TRUE, 29);
+    R_PreserveObject(sources);
+  }
+  SEXP sym = Rf_installTrChar(STRING_ELT(src, 0));
+  SEXP f = Rf_findVarInFrame3(sources, sym, TRUE);
+  if (f != R_UnboundValue) return f;
+  ParseStatus st;
+  SEXP exprs = PROTECT(R_ParseVector(src, -1, &st, R_NilValue));
+  if (st != PARSE_OK) Rf_error("cannot parse the call's source (R syntax error)");
+  SEXP body = PROTECT(Rf_allocVector(LANGSXP, XLENGTH(exprs) + 1));
+  SETCAR(body, sym_brace);
+  SEXP c = CDR(body);
+  for (R_xlen_t i = 0; i < XLENGTH(exprs); i++, c = CDR(c)) SETCAR(c, VECTOR_ELT(exprs, i));
+  SEXP formals = PROTECT(Rf_cons(R_MissingArg, R_NilValue));
+  SET_TAG(formals, sym_dots);
+  f = PROTECT(rs_mkclosure(formals, body, R_GlobalEnv));
+  Rf_defineVar(sym, f, sources);
+  UNPROTECT(4);
+  return f;
+}
+
+/* Runs a decoded call spec (suiro_call object). */
+static SEXP run_call_spec(SEXP spec) {
+  SEXP target = VECTOR_ELT(spec, 0), source = VECTOR_ELT(spec, 1);
+  SEXP args = VECTOR_ELT(spec, 2), named = VECTOR_ELT(spec, 3);
+  if (TYPEOF(source) == STRSXP) {
+    SEXP tmpl = source_fn(source);
+    SEXP env = PROTECT(R_NewEnv(R_GlobalEnv, TRUE, 29));
+    SEXP nm = Rf_getAttrib(named, R_NamesSymbol);
+    for (R_xlen_t i = 0; i < XLENGTH(named); i++) Rf_defineVar(Rf_installTrChar(STRING_ELT(nm, i)), VECTOR_ELT(named, i), env);
+    SEXP f = PROTECT(rs_mkclosure(FORMALS(tmpl), BODY(tmpl), env));
+    SEXP r = call_with(f, args, R_NilValue, R_NilValue);
+    UNPROTECT(2);
+    return r;
+  }
+  const char *t = CHAR(STRING_ELT(target, 0));
+  SEXP f = PROTECT(rs_resolve_fn(t, strlen(t)));
+  SEXP r = call_with(f, args, R_NilValue, named);
+  UNPROTECT(1);
+  return r;
+}
+
+/* ---- the function of a task or a map --------------------------------------------------------- */
+
+/* Reads the children of a FUNC(R) item f (already read): the function or expression to run, and
+ * the argument names (child 3). A closure gets its copied environment. */
+static SEXP func_r(rs_decoder *d, wire_item *f, SEXP *names) {
+  rs_dec_count_container(d);
+  wire_item nmi;
+  rs_dec_next(d, &nmi);
+  SEXP obj;
+  if (f->i == 0) {
+    if (nmi.tag != WIRE_STR) Rf_error("malformed task: a function by name without its name");
+    obj = rs_resolve_fn(nmi.data, (size_t)nmi.n);
+  } else {
+    obj = code_get((uint64_t)f->i);
+  }
+  PROTECT(obj);
+  SEXP env = PROTECT(read_env(d));
+  *names = rs_dec_next_value(d);
+  PROTECT(*names);
+  if (TYPEOF(obj) == CLOSXP && env != R_GlobalEnv) obj = rs_mkclosure(FORMALS(obj), BODY(obj), env);
+  else if ((TYPEOF(obj) == LANGSXP || TYPEOF(obj) == SYMSXP || TYPEOF(obj) == EXPRSXP) && env != R_GlobalEnv) {
+    /* an expression is evaluated in a child of its environment: keep it next to it */
+    SEXP pair = PROTECT(Rf_allocVector(VECSXP, 2));
+    SET_VECTOR_ELT(pair, 0, obj);
+    SET_VECTOR_ELT(pair, 1, env);
+    obj = pair;
+    UNPROTECT(1);
+  }
+  UNPROTECT(3);
+  return obj;
+}
+
+SEXP rs_runner_function(rs_decoder *d, wire_item *f, SEXP *names, int *rich) {
+  *names = R_NilValue;
+  if (f->tag == WIRE_FUNC && f->flag == WIRE_LANG_R && f->n == 3) {
+    *rich = 1;
+    SEXP fn = func_r(d, f, names);
+    int t = TYPEOF(fn);
+    if (t != CLOSXP && t != BUILTINSXP && t != SPECIALSXP) Rf_error("a map's function must be a function");
+    return fn;
+  }
+  *rich = host_is_r;
+  if (f->tag == WIRE_STR) return rs_resolve_fn(f->data, (size_t)f->n);
+  if (f->tag == WIRE_FUNC)
+    Rf_error("a %s function cannot run on R workers", f->flag == WIRE_LANG_LUA ? "lua" : f->flag == WIRE_LANG_PYTHON ? "python" : "foreign");
+  Rf_error("malformed map: expected a function, got %s", wire_tag_name(f->tag));
+}
+
+/* ---- running a task ----------------------------------------------------------------------------- */
+
+typedef struct task_job {
+  const void *arg;
+  size_t len;
+  rs_encoder *e;
+} task_job;
+
+static void run_task(void *p) {
+  task_job *j = p;
+  rs_worker_handle_errors();
+  rs_dec_opts o = { 0, NULL, "task", suiro_current_pool() };
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init(d, j->arg, j->len, &o);
+  wire_item it;
+  rs_dec_next(d, &it);
+  if (it.tag != WIRE_LIST || it.n < 1) Rf_error("malformed task: expected a list [function, arguments...]");
+  rs_dec_count_container(d);
+  uint64_t nargs = it.n - 1;
+  wire_item f;
+  rs_dec_next(d, &f);
+  SEXP result;
+  int rich = host_is_r;
+  if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_R && f.n == 3) {
+    rich = 1;
+    SEXP names;
+    SEXP obj = PROTECT(func_r(d, &f, &names));
+    PROTECT(names);
+    SEXP args = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)nargs));
+    for (uint64_t i = 0; i < nargs; i++) SET_VECTOR_ELT(args, (R_xlen_t)i, rs_dec_next_value(d));
+    SEXP env = R_GlobalEnv;
+    if (TYPEOF(obj) == VECSXP) { /* an expression with its environment */
+      env = VECTOR_ELT(obj, 1);
+      obj = VECTOR_ELT(obj, 0);
+    }
+    int t = TYPEOF(obj);
+    if (t == LANGSXP || t == SYMSXP || t == EXPRSXP) {
+      SEXP ev = PROTECT(R_NewEnv(env, TRUE, 29));
+      if (XLENGTH(args) && TYPEOF(names) != STRSXP) Rf_error("malformed task: an expression's arguments need names");
+      for (R_xlen_t i = 0; i < XLENGTH(args); i++) Rf_defineVar(Rf_installTrChar(STRING_ELT(names, i)), VECTOR_ELT(args, i), ev);
+      result = eval_expr(obj, ev);
+      UNPROTECT(1);
+    } else {
+      result = call_with(obj, args, names, R_NilValue);
+    }
+    UNPROTECT(3);
+  } else if (f.tag == WIRE_STR) {
+    SEXP fn = PROTECT(rs_resolve_fn(f.data, (size_t)f.n));
+    SEXP args = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)nargs));
+    for (uint64_t i = 0; i < nargs; i++) SET_VECTOR_ELT(args, (R_xlen_t)i, rs_dec_next_value(d));
+    result = call_with(fn, args, R_NilValue, R_NilValue);
+    UNPROTECT(2);
+  } else if (f.tag == WIRE_CALL) {
+    SEXP spec = PROTECT(rs_dec_item(d, &f));
+    result = run_call_spec(spec);
+    UNPROTECT(1);
+  } else if (f.tag == WIRE_FUNC) {
+    Rf_error("a %s function cannot run on R workers (send a \"pkg::fn\" name or a call spec)",
+             f.flag == WIRE_LANG_LUA ? "lua" : f.flag == WIRE_LANG_PYTHON ? "python" : "foreign");
+  } else {
+    Rf_error("malformed task: expected a function, got %s", wire_tag_name(f.tag));
+  }
+  PROTECT(result);
+  j->e->o.rich = rich;
+  j->e->o.peer = rich ? "R" : "a host of another language";
+  wire_put_list(&j->e->w, 1);
+  rs_enc_prescan(j->e, result);
+  rs_enc_value(j->e, result, "result");
+  UNPROTECT(2); /* result, the decoder's table */
+}
+
+/* The failure of the last top-level error: class, message, traceback. */
+static void error_parts(char **cls, char **msg, char **tb) {
+  *cls = *msg = *tb = NULL;
+  if (noted_cond) {
+    SEXP fn = PROTECT(rs_call_fn("suiro", "error_parts"));
+    SEXP call = PROTECT(Rf_lang3(fn, noted_cond, noted_calls ? noted_calls : R_NilValue));
+    SEXP parts = NULL;
+    int err = 0;
+    parts = R_tryEvalSilent(call, R_GlobalEnv, &err);
+    if (!err && TYPEOF(parts) == STRSXP && XLENGTH(parts) == 3) {
+      *cls = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 0)));
+      *msg = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 1)));
+      *tb = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 2)));
+    }
+    UNPROTECT(2);
+  }
+  if (!*msg) {
+    const char *b = R_curErrorBuf();
+    if (!strncmp(b, "Error", 5)) { /* "Error in f(): msg\n" or "Error: msg\n" */
+      const char *c = strstr(b, ": ");
+      if (c) b = c + 2;
+    }
+    *msg = strdup(b);
+    size_t l = strlen(*msg);
+    while (l && (*msg)[l - 1] == '\n') (*msg)[--l] = 0;
+    *cls = strdup("error");
+    *tb = strdup("");
+  }
+  note_clear();
+}
+
+static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
+  if (fn == SUIRO_FN_MAP) {
+    rs_map_runner(arg, len, out);
+    rs_views_after_task();
+    return 0;
+  }
+  rs_encoder e;
+  rs_enc_opts o = { 0, 1, "the host" };
+  rs_encoder_init(&e, &o);
+  task_job j = { arg, len, &e };
+  const void *vmax = vmaxget();
+  int rc = 0;
+  if (R_ToplevelExec(run_task, &j)) {
+    const void *buf;
+    size_t blen;
+    if (wire_writer_finish(&e.w, &buf, &blen) == WIRE_OK) {
+      if (suiro_out_write(out, buf, blen) == 0) rs_encoder_sent(&e);
+      else rc = suiro_out_error(out, "out of memory for the result");
+    } else {
+      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&e.w));
+    }
+  } else {
+    char *cls, *msg, *tb;
+    error_parts(&cls, &msg, &tb);
+    rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
+                        (wire_str){ tb, strlen(tb) }, -1);
+    free(cls);
+    free(msg);
+    free(tb);
+  }
+  rs_encoder_cleanup(&e);
+  vmaxset(vmax);
+  rs_views_after_task();
+  return rc;
+}
+
+/* Error parts for map runners (rmap.c). */
+void rs_error_parts(char **cls, char **msg, char **tb) { error_parts(cls, msg, tb); }
+
+SEXP C_worker_run(SEXP token) {
+  rs_in_worker = 1;
+  const char *h = getenv("SUIRO_HOST_LANG");
+  host_is_r = h && !strcmp(h, "r");
+  suiro_set_executor(exec, NULL);
+  int rc = suiro_worker_run(CHAR(STRING_ELT(token, 0)));
+  rs_in_worker = 0;
+  return Rf_ScalarInteger(rc);
+}
+
+/* ---- the worker's own pool (nested submissions and maps) ---------------------------------------- */
+
+static SEXP current;
+
+SEXP rs_current_pool(void) {
+  suiro_pool *p = suiro_current_pool();
+  if (!p) return R_NilValue;
+  if (current) {
+    rpool *rp = R_ExternalPtrAddr(current);
+    if (rp && rp->p == p) return current;
+    R_ReleaseObject(current);
+  }
+  rpool *rp = calloc(1, sizeof *rp);
+  if (!rp) Rf_error("out of memory");
+  rp->p = p;
+  rp->owner = 0;
+  rp->lang = WIRE_LANG_R;
+  rp->timeout = -1;
+  SEXP info = PROTECT(Rf_mkString("the worker's own pool"));
+  current = rs_pool_new_sexp(rp, info);
+  R_PreserveObject(current);
+  UNPROTECT(1);
+  return current;
+}
+
+SEXP C_current_pool(void) { return rs_current_pool(); }
+SEXP C_worker_slot(void) { return Rf_ScalarInteger(suiro_worker_slot()); }
+
+void rs_worker_init(void) {
+  sym_quote = Rf_install("quote");
+  sym_brace = Rf_install("{");
+  sym_dots = Rf_install("...");
+}

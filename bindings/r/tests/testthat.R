@@ -1,0 +1,4 @@
+library(testthat)
+library(suiro)
+
+test_check("suiro")

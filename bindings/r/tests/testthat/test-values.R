@@ -1,0 +1,103 @@
+# What crosses between R processes: every R object, exactly (rich encoding), and the portable
+# mapping that other languages see (strict encoding), checked through the codec directly.
+
+roundtrip <- function(p, x) suiro_collect(suiro_submit(p, function(v) v, x), timeout = 10)
+
+test_that("between R processes every object crosses exactly", {
+  p <- local_pool(workers = 1)
+  df <- data.frame(
+    lgl = c(TRUE, NA, FALSE), int = c(1L, NA, 3L), dbl = c(0.5, NA, NaN), chr = c("a", NA, "c"),
+    cplx = c(1i, NA, 2), fct = factor(c("a", NA, "b")), ord = factor(c("x", "y", NA), ordered = TRUE),
+    date = as.Date(c(NA, "2000-01-01", "2024-02-29")),
+    when = as.POSIXct(c("2024-01-01 00:00:00", NA, "2000-06-01 12:30:00"), tz = "Europe/Warsaw"),
+    stringsAsFactors = FALSE)
+  df$raw <- as.raw(1:3)
+  df$big <- structure(c(1, NA, 3), class = "integer64")
+  objs <- list(
+    NULL, NA, 1L, NA_integer_, 2.5, NA_real_, "x", NA_character_, 1i, as.raw(1:3),
+    c(a = 1, b = 2), structure(1:3, class = "myclass", extra = list(k = "v")),
+    matrix(1:6, 2, dimnames = list(c("r1", "r2"), c("a", "b", "c"))), array(as.numeric(1:24), 2:4),
+    list(1, "a", list(b = TRUE)), list(a = 1, 2), setNames(list(1, 2), c("", "x")),
+    df, data.frame(x = 1:2, row.names = c("a", "b")), df[c(3, 1), ],
+    y ~ x + log(z), quote(a + b), as.name("sym"), expression(1 + 2),
+    function(x) x + 1, new.env(), Sys.Date(), Sys.time(), as.POSIXct("2024-01-01", tz = "UTC"),
+    factor(character(0)), character(0), integer(0), list(), structure(list(), names = character(0)))
+  for (i in seq_along(objs)) {
+    got <- roundtrip(p, objs[i])
+    if (is.environment(objs[[i]])) {
+      expect_true(is.environment(got[[1]]))
+    } else if (inherits(objs[[i]], "formula")) {
+      expect_identical(format(got[[1]]), format(objs[[i]]))
+      expect_s3_class(got[[1]], "formula") # its environment is a copy
+    } else if (is.function(objs[[i]])) {
+      expect_identical(got[[1]](1), 2)
+    } else {
+      expect_identical(got, objs[i], label = paste("object", i))
+    }
+  }
+  expect_identical(roundtrip(p, df), df)
+})
+
+test_that("integers, doubles and logicals keep their types in both directions", {
+  p <- local_pool(workers = 1)
+  expect_identical(roundtrip(p, 5L), 5L)
+  expect_identical(roundtrip(p, 5), 5)
+  expect_identical(roundtrip(p, TRUE), TRUE)
+  expect_identical(roundtrip(p, c(5L, 6L)), c(5L, 6L))
+  expect_identical(roundtrip(p, -.Machine$integer.max), -.Machine$integer.max)
+  expect_identical(roundtrip(p, 2^60), 2^60)
+  expect_identical(roundtrip(p, structure(c(i64_bits("-9223372036854775807")), class = "integer64")),
+                   structure(c(i64_bits("-9223372036854775807")), class = "integer64"))
+})
+
+test_that("the portable mapping: what other languages see", {
+  dec <- function(x) suiro_wire_decode(suiro_wire_encode(x))
+  # scalars and vectors
+  expect_identical(dec(1L), 1L)
+  expect_identical(dec(c(1L, NA)), c(1L, NA))
+  expect_identical(dec(NA_integer_), NA_integer_)
+  expect_identical(dec("é"), "é")
+  expect_identical(Encoding(dec("é")), "UTF-8")
+  latin <- iconv("caf\u00e9", "UTF-8", "latin1")
+  expect_identical(dec(latin), "caf\u00e9")
+  # named lists are dicts, unnamed lists are lists
+  expect_identical(dec(list(a = 1, b = list(2, "x"))), list(a = 1, b = list(2, "x")))
+  # factors, dates, times, integer64, matrices, frames
+  f <- factor(c("b", NA, "a"), levels = c("b", "a"))
+  expect_identical(dec(f), f)
+  expect_identical(dec(as.Date("2024-03-01")), as.Date("2024-03-01"))
+  t <- as.POSIXct("2024-03-01 10:00:00", tz = "America/New_York")
+  expect_identical(dec(t), t)
+  m <- matrix(c(TRUE, NA, FALSE, TRUE), 2)
+  expect_identical(dec(m), m)
+  df <- data.frame(a = 1:2, b = c("x", "y"))
+  expect_identical(dec(df), df)
+  # the forms other languages cannot take
+  expect_error(suiro_wire_encode(c(a = 1)), "value: a named double vector cannot be sent")
+  expect_error(suiro_wire_encode(list(x = matrix(1:4, 2, dimnames = list(NULL, c("a", "b"))))),
+               "value\\[\\['x'\\]\\]: a matrix with dimnames")
+  expect_error(suiro_wire_encode(list(structure(1, class = "foo"))), "class \"foo\"")
+  expect_error(suiro_wire_encode(data.frame(x = I(list(1, 2)))), "value\\$x: a column of class \"AsIs\"")
+  expect_error(suiro_wire_encode(list(a = list(b = quote(x)))), "value\\[\\['a'\\]\\]\\[\\['b'\\]\\]: a symbol")
+  expect_error(suiro_wire_encode(Reduce(function(a, b) list(a), 1:70, 1)), "nested more than 64")
+  # rich mode takes them all
+  expect_identical(suiro_wire_decode(suiro_wire_encode(c(a = 1), rich = TRUE)), c(a = 1))
+})
+
+test_that("malformed and hostile bytes are refused with the byte they are at", {
+  expect_error(suiro_wire_decode(as.raw(c(0x53, 0x55, 0x49, 0x52, 0x4f, 1, 0, 0, 0x3f, 0, 0, 0, 0, 0, 0, 0))),
+               "bad tag 0x3f at byte 8")
+  expect_error(suiro_wire_decode(as.raw(1:7)), "cannot decode")
+  expect_error(suiro_wire_decode(as.raw(c(0x53, 0x55, 0x49, 0x52, 0x4f, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0))), "version 2")
+  expect_error(suiro_wire_decode(1:3), "argument 1 must be a raw vector")
+  # random corruption of valid buffers never crashes
+  set.seed(1)
+  good <- suiro_wire_encode(list(a = c(1, 2, 3), b = "text", c = list(TRUE, NULL, 1:3)))
+  for (i in 1:300) {
+    bad <- good
+    k <- sample(length(bad), 3)
+    bad[k] <- as.raw(sample(0:255, 3))
+    r <- tryCatch(suiro_wire_decode(bad), error = function(e) "refused")
+    expect_true(identical(r, "refused") || is.list(r))
+  }
+})
