@@ -197,9 +197,32 @@ local function start_pool(o)
   }
 end
 
+M._start_pool = start_pool -- the MPI tier starts the same pools on every host (suiro.mpi)
+
+-- backend = "mpi": the pool on every host of an MPI job (suiro.mpi, docs/mpi.md); "local" (the
+-- default) is this host's pool. The option is taken off before the pool's own options are checked.
+local function backend_of(opts)
+  if type(opts) ~= "table" or rawget(opts, "backend") == nil then return nil, opts end
+  local b = opts.backend
+  if b ~= "mpi" and b ~= "local" then
+    error('suiro.pool: backend must be "local" or "mpi", got ' .. (type(b) == "string" and ('"' .. b .. '"') or type(b)), 0)
+  end
+  local rest = {}
+  for k, v in pairs(opts) do if k ~= "backend" then rest[k] = v end end
+  return b, rest
+end
+
 --- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
 function M.pool(opts)
   return checked(function()
+    local backend
+    backend, opts = backend_of(opts)
+    if backend == "mpi" then
+      local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
+      local ok, p = pcall(require("suiro.mpi").pool, o, start_pool)
+      if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1), 0) end
+      return p
+    end
     local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
     local ok, p = pcall(start_pool, o)
     if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1), 0) end
@@ -242,6 +265,8 @@ local function map_spec(opts, verb)
     timeout_s = seconds(opts.timeout, verb .. ": timeout"),
   }
 end
+
+M._map_spec = map_spec -- the MPI tier checks map options the same way
 
 --- pool:map(f, xs, { template = "f64", seed = 42, progress = true, timeout = "1m", stream = false })
 --- xs: a table, a suiro.array or a suiro.range. Returns a map: m:collect(), m:results(), m:cancel().
