@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,7 @@ static struct {
   int started;
   int rank, size;
   char **names;            /* host name of each rank (HELLO) */
+  int *pids;               /* pid of each rank's process */
   uint32_t next_pool;
   uint64_t next_map, next_task, next_req;
   xpool *pools;
@@ -187,8 +189,31 @@ static struct {
 } R;
 
 static int interrupted(lua_State *L) {
+  if (lpool_signal == SIGTERM && R.size > 1)
+    luaL_error(L, "terminated: Open MPI is ending the job (a rank exited or was killed, or mpirun was stopped; "
+                  "Open MPI 4.1 ends every rank when one dies)");
   if (lpool_signal) luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
   return 0;
+}
+
+/* SIGTERM inside a job comes from Open MPI's runtime ending it, usually because a rank died: say
+ * so on rank 0 (mpirun names the rank below), then let the previous handler (the suiro command
+ * turns it into a Lua error, so pools close) do its work. */
+static struct sigaction old_term;
+static void on_term(int sig) {
+  static const char text[] =
+    "suiro: Open MPI is ending the job (SIGTERM on rank 0): a rank exited or was killed, or mpirun was "
+    "stopped; Open MPI 4.1 ends every rank when one dies (mpirun's message names it)\n";
+  if (R.rank == 0) {
+    ssize_t w = write(2, text, sizeof text - 1);
+    (void)w;
+  }
+  if (old_term.sa_handler != SIG_DFL && old_term.sa_handler != SIG_IGN && !(old_term.sa_flags & SA_SIGINFO)) {
+    old_term.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
 }
 
 static const char *host_name(int rank) {
@@ -692,6 +717,7 @@ static void handle(msg *m) {
     if (R.names && m->peer > 0 && m->peer < R.size && m->h.len > 0) {
       free(R.names[m->peer]);
       R.names[m->peer] = strndup((const char *)msg_payload(m), (size_t)m->h.len);
+      R.pids[m->peer] = (int)m->h.a;
     }
     break;
   case MSG_POOL_UP: {
@@ -1646,6 +1672,8 @@ static int l_status(lua_State *L) {
     lua_setfield(L, -2, "rank");
     lua_pushstring(L, host_name(r));
     lua_setfield(L, -2, "host");
+    lua_pushinteger(L, R.pids[r]);
+    lua_setfield(L, -2, "pid");
     uint64_t sent, recvd;
     comm_traffic(r, &sent, &recvd);
     lua_pushinteger(L, (lua_Integer)sent);
@@ -1700,7 +1728,17 @@ static int l_start(lua_State *L) {
     R.rank = comm_rank();
     R.size = comm_size();
     R.names = calloc((size_t)R.size, sizeof *R.names);
+    R.pids = calloc((size_t)R.size, sizeof *R.pids);
+    if (!R.names || !R.pids) return luaL_error(L, "suiro.mpi: out of memory");
+    R.pids[R.rank] = (int)getpid();
     if (R.rank == 0) comm_set_intercept(intercept);
+    if (R.size > 1) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = on_term;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGTERM, &sa, &old_term);
+    }
     atexit(shutdown_all); /* os.exit() without closing the state still ends the job cleanly */
     if (R.rank == 0 && R.size > 1) {
       double deadline = suiro_now() + 60;

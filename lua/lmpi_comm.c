@@ -55,6 +55,7 @@ typedef struct partial {
 static struct {
   pthread_t th;
   int started, ready, failed, stop, done;
+  int abandon; /* stop without MPI_Finalize (the job is ending: a peer is gone) */
   int rank, size;
   char host[MPI_MAX_PROCESSOR_NAME + 1];
   char err[512];
@@ -378,7 +379,7 @@ static void *comm_main(void *arg) {
   free(pend);
   for (int r = 0; r < size; r++) free(parts[r].m);
   free(parts);
-  if (!C.lost[0]) MPI_Finalize();
+  if (!C.lost[0] && !C.abandon) MPI_Finalize();
   pthread_mutex_lock(&C.q_lock);
   C.done = 1;
   pthread_cond_broadcast(&C.q_cond);
@@ -424,11 +425,17 @@ void comm_stop(double timeout) {
   if (!C.ready || C.stop) return;
   pthread_mutex_lock(&C.q_lock);
   C.stop = 1;
+  if (lpool_signal || C.lost[0]) { /* the job is being torn down: finalizing would wait for the dead */
+    C.abandon = 1;
+    if (timeout > 0.5) timeout = 0.5;
+  }
   pthread_mutex_unlock(&C.q_lock);
   wake_thread();
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_sec += (time_t)timeout;
+  long ns = dl.tv_nsec + (long)((timeout - (double)(time_t)timeout) * 1e9);
+  dl.tv_sec += (time_t)timeout + ns / 1000000000L;
+  dl.tv_nsec = ns % 1000000000L;
   pthread_mutex_lock(&C.q_lock);
   int rc = 0;
   while (!C.done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&C.q_cond, &C.q_lock, &dl);

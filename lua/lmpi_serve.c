@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lmpi.h"
 
@@ -788,9 +789,9 @@ int lmpi_serve(lua_State *L, int handlers) {
   handlers = lua_absindex(L, handlers);
   snprintf(S.host, sizeof S.host, "%s", comm_host());
   S.rank = comm_rank();
-  send_text(MSG_HELLO, 0, 0, 0, S.host);
+  send_text(MSG_HELLO, 0, 0, (uint64_t)getpid(), S.host);
   int exit_asked = 0;
-  while (!exit_asked && !comm_lost()) {
+  while (!exit_asked && !comm_lost() && !lpool_signal) {
     int busy = 0;
     msg *m;
     while (!exit_asked && (m = comm_recv())) {

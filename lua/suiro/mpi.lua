@@ -83,6 +83,14 @@ function M.start()
   return rank, size, host
 end
 
+--- this process's pid
+function M.pid()
+  local f = io.open("/proc/self/stat", "r")
+  local pid = f and f:read("n")
+  if f then f:close() end
+  return pid
+end
+
 local function hostname()
   local f = io.open("/proc/sys/kernel/hostname", "r")
   local h = f and f:read("l")
@@ -293,8 +301,8 @@ function mpool:map_prepare(f, xs, opts)
   if not self._x then return self._local:map_prepare(f, xs, opts) end
   local pool = self
   local pm = { _xs = xs }
-  function pm:run(new_xs, timeout)
-    local m = pool:map(f, new_xs or self._xs, opts)
+  function pm.run(prepared, new_xs, timeout)
+    local m = pool:map(f, new_xs or prepared._xs, opts)
     return m:collect(timeout)
   end
   function pm.free() end
@@ -304,12 +312,12 @@ end
 --- pool:status(): the local pool's status, and hosts = { { host =, rank =, workers = {...} }, ... }
 function mpool:status()
   local st = self._local:status()
-  local hosts = { { host = self._host, rank = 0, workers = st.workers, live = st.live } }
+  local hosts = { { host = self._host, rank = 0, pid = M.pid(), workers = st.workers, live = st.live } }
   if self._x then
     for _, h in ipairs(C.status(self._x)) do
       local s = h.status or {}
       hosts[#hosts + 1] = {
-        host = h.host, rank = h.rank, workers = s.workers or {}, live = s.live or 0,
+        host = h.host, rank = h.rank, pid = h.pid, workers = s.workers or {}, live = s.live or 0,
         bytes_sent = h.bytes_sent, bytes_received = h.bytes_received, error = h.error,
       }
     end
@@ -324,11 +332,39 @@ for _, k in ipairs { "spawn", "retire", "eventfd", "event_ack", "set_timeout" } 
   mpool[k] = function(self, ...) return self._local[k](self._local, ...) end
 end
 
---- the MPI library and this job, for suiro doctor: a line, or nil and why not
-function M.describe()
+--- suiro doctor's check: runs a map on a 2-rank job on this machine. Returns ok, detail.
+function M.doctor()
   local path = M.module_path()
-  if not readable(path) then return nil, "the MPI module is not built (scripts/build needs libopenmpi-dev)" end
-  return path
+  if not readable(path) then
+    return false, "the MPI module is not built (scripts/setup installs libopenmpi-dev; then scripts/build)"
+  end
+  local probe = io.popen("command -v mpirun 2>/dev/null")
+  local mpirun = probe and probe:read("l")
+  if probe then probe:close() end
+  if not mpirun or mpirun == "" then return false, "mpirun not found (apt-get install openmpi-bin)" end
+  if M.in_job() then return true, "running inside an MPI job (rank " .. M.rank() .. ")" end
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write([[
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi", workers = 1 }
+local r = pool:map(function(x) return x end, suiro.range(1, 1000), { template = "f64" }):collect(30)
+print("mpi-probe", #pool:status().hosts, r:sum(), require("suiro.mpi").load().version())
+]])
+  f:close()
+  local t0 = core.now()
+  local cmd = ("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 60 %s --oversubscribe -np 2 " ..
+    "--mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s run %s 2>&1"):format(
+    mpirun, core.worker_exe(), script)
+  local p = io.popen(cmd)
+  local out = p and p:read("a") or ""
+  if p then p:close() end
+  os.remove(script)
+  local hosts, sum, version = out:match("mpi%-probe\t(%d+)\t([%d.]+)\t([^\n]*)")
+  if hosts == "2" and tonumber(sum) == 500500 then
+    return true, ("%s: 2 ranks ran a map (%.0f ms with mpirun)"):format(version, (core.now() - t0) * 1e3)
+  end
+  return false, "a 2-rank job failed: " .. (out:gsub("%s+", " "):sub(1, 300))
 end
 
 return M
