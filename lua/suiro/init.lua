@@ -205,7 +205,8 @@ local function backend_of(opts)
   if type(opts) ~= "table" or rawget(opts, "backend") == nil then return nil, opts end
   local b = opts.backend
   if b ~= "mpi" and b ~= "local" then
-    error('suiro.pool: backend must be "local" or "mpi", got ' .. (type(b) == "string" and ('"' .. b .. '"') or type(b)), 0)
+    local got = type(b) == "string" and ('"' .. b .. '"') or type(b)
+    error('suiro.pool: backend must be "local" or "mpi", got ' .. got, 0)
   end
   local rest = {}
   for k, v in pairs(opts) do if k ~= "backend" then rest[k] = v end end
@@ -220,7 +221,9 @@ function M.pool(opts)
     if backend == "mpi" then
       local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
       local ok, p = pcall(require("suiro.mpi").pool, o, start_pool)
-      if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1), 0) end
+      if not ok then
+        error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1), 0)
+      end
       return p
     end
     local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
@@ -537,6 +540,9 @@ function M.doctor(out)
   local r = not okr and probe("Rscript -e 'cat(R.version.string)'")
   line(okr, "r", okr and ("workers start and run call specs (%.1f ms)"):format((core.now() - t2) * 1e3)
     or ((r and (r .. ": ") or "no Rscript on PATH: ") .. tostring(rerr)))
+  -- the MPI tier (optional: its absence does not fail the doctor)
+  local okc, okm, mdetail = pcall(function() return require("suiro.mpi").doctor() end)
+  line(okc and okm, "mpi", okc and mdetail or tostring(okm))
   return ok_all
 end
 
