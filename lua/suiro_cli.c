@@ -205,6 +205,9 @@ static int run_file(int argc, char **argv) {
   }
   const char *file = argv[2];
   lua_State *L = new_state();
+  signal_L = L;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   int mrc = mpi_prologue(L);
   if (mrc >= 0) {
     lua_close(L);
@@ -221,9 +224,6 @@ static int run_file(int argc, char **argv) {
   if (st == LUA_OK) {
     int n = 0;
     for (int i = 3; i < argc; i++, n++) lua_pushstring(L, argv[i]);
-    signal_L = L;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     st = docall(L, n);
   }
   if (st != LUA_OK) {
