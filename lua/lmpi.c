@@ -186,6 +186,7 @@ static struct {
   uint64_t region_bytes, region_count, use_clock;
   char lost[600];
   int exited;
+  int waiting_tasks;       /* remote tasks whose result has not arrived */
 } R;
 
 static int interrupted(lua_State *L) {
@@ -745,7 +746,8 @@ static void handle(msg *m) {
   }
   case MSG_TRESULT: {
     xtask *t = task_find(m->h.id);
-    if (!t) break;
+    if (!t || t->arrived) break;
+    if (!t->closed) R.waiting_tasks--;
     if (t->released) {
       task_free(t);
       break;
@@ -783,8 +785,12 @@ static void handle(msg *m) {
 static void pump(lua_State *L) {
   msg *m;
   while ((m = comm_recv())) handle(m);
-  for (xmap *x = R.all_maps; x; x = x->next)
+  int busy = R.waiting_tasks > 0;
+  for (xmap *x = R.all_maps; x; x = x->next) {
     if (!x->finished && x->nlocal + (x->listed ? 1 : 0) > 0) pump_local(L, x);
+    if (!x->finished) busy = 1;
+  }
+  comm_set_eager(busy);
 }
 
 /* Sleeps until a message arrives or a local pool has results, at most `timeout` (and 100 ms, to
@@ -829,7 +835,10 @@ static void close_pool(xpool *x) {
   }
   for (int b = 0; b < TASK_BUCKETS; b++)
     for (xtask *t = R.tasks[b]; t; t = t->hnext)
-      if (t->pool == x) t->closed = 1;
+      if (t->pool == x && !t->closed) {
+        if (!t->arrived) R.waiting_tasks--;
+        t->closed = 1;
+      }
   if (x->nranks > 1) {
     msg *m = msg_new(MSG_POOL_STOP, 0);
     if (m) {
@@ -957,6 +966,8 @@ static int l_submit(lua_State *L) {
   t->host = (int)host;
   t->cancel_ack = -1;
   task_insert(t);
+  R.waiting_tasks++;
+  comm_set_eager(1);
   m->h.pool = x->id;
   m->h.id = t->id;
   comm_send((int)host, m);
@@ -1093,8 +1104,8 @@ static int l_task_tostring(lua_State *L) {
 /* core.task_host(task) -> the rank running it (nil: not a remote task) */
 static int l_task_host(lua_State *L) {
   ltaskx *k = lsuiro_testud(L, 1, &key_xtask);
-  if (!k || !k->t) return 0;
-  lua_pushinteger(L, k->t->host);
+  if (!k || !k->t) lua_pushnil(L);
+  else lua_pushinteger(L, k->t->host);
   return 1;
 }
 

@@ -96,6 +96,8 @@ int comm_inbox_fd(void);
 /* rank 0: messages the communication thread handles itself (dealing map ranges while the Lua
  * state is busy): the hook returns 1 when it took the message. Runs on the comm thread. */
 void comm_set_intercept(int (*hook)(msg *m));
+/* While on, the thread sleeps at most 50 us between polls (replies are expected soon). */
+void comm_set_eager(int on);
 /* Bytes sent to and received from each rank (for status). */
 void comm_traffic(int peer, uint64_t *sent, uint64_t *received);
 /* Sends what is queued, then finalizes MPI and joins the thread (waits at most `timeout`). */

@@ -9,8 +9,10 @@
  *
  * Sending: every message is an MPI_Isend of header + payload (parts of at most 256 MiB, since
  * MPI counts are ints); the thread keeps testing while sends are in flight, so large transfers
- * keep moving, and sleeps (backing off from 10 us to 1 ms) only when nothing is in flight and
- * nothing arrived: spinning in MPI calls would take a CPU from the workers.
+ * keep moving, and sleeps (backing off from 10 us to 1 ms on rank 0 and 200 us on the serving
+ * ranks, whose requests come unannounced, or to 50 us while the Lua side has work in flight and
+ * waits for replies) only when nothing is in flight and nothing arrived: spinning in MPI calls
+ * would take a CPU from the workers.
  * Receiving: MPI_Iprobe(any source, any tag) then MPI_Recv; one tag sequence per sender, so
  * messages from one rank arrive in the order it sent them (MPI's non-overtaking rule), which
  * the protocol relies on (a function's code before the task that names it).
@@ -26,10 +28,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,8 +42,11 @@
 #define TAG_HEAD 1
 #define TAG_PART 2
 #define PART_MAX ((size_t)256 << 20)
+#define PROBE_BURST 8     /* probes before deciding nothing arrived */
 #define IDLE_MIN_US 10
-#define IDLE_MAX_US 1000
+#define IDLE_MAX_US 1000  /* rank 0, nothing expected: a message waits at most this long */
+#define SERVE_MAX_US 200  /* ranks 1..K-1: rank 0's next request may come at any time */
+#define EAGER_MAX_US 50   /* replies expected (work in flight): round trips stay short */
 
 typedef struct pending {
   MPI_Request req;
@@ -68,6 +75,7 @@ static struct {
   int wake_fd;  /* wakes this thread: outbox, stop */
   int in_fd;    /* readable while the inbox holds messages */
   int (*intercept)(msg *m);
+  _Atomic int eager;      /* set by the Lua side while it has work in flight */
   uint64_t *sent, *recvd; /* per rank */
 } C = { .q_lock = PTHREAD_MUTEX_INITIALIZER, .q_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1, .in_fd = -1 };
 
@@ -95,6 +103,7 @@ const char *comm_version(void) { return C.version; }
 const char *comm_lost(void) { return C.lost[0] ? C.lost : NULL; }
 int comm_inbox_fd(void) { return C.in_fd; }
 void comm_set_intercept(int (*hook)(msg *m)) { C.intercept = hook; }
+void comm_set_eager(int on) { atomic_store_explicit(&C.eager, on ? 1 : 0, memory_order_relaxed); }
 
 void comm_traffic(int peer, uint64_t *sent, uint64_t *received) {
   *sent = *received = 0;
@@ -188,6 +197,8 @@ static void dispatch(msg *m) {
 
 static void *comm_main(void *arg) {
   (void)arg;
+  /* our sleeps are the latency of every message: the default 50 us timer slack would double them */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   int provided = 0;
   int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
   if (rc != MPI_SUCCESS) {
@@ -281,8 +292,10 @@ static void *comm_main(void *arg) {
         i++;
       }
     }
-    /* 3. what arrived */
-    for (int k = 0; k < 64 && !C.lost[0]; k++) {
+    /* 3. what arrived. Open MPI polls its sockets only every few progress calls, so a burst of
+     * probes before sleeping sees a message that has arrived (one probe per wake-up would add
+     * several sleeps to every hop). */
+    for (int k = 0, misses = 0; k < 64 && !C.lost[0]; k++) {
       int flag = 0;
       MPI_Status stt;
       rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &stt);
@@ -290,7 +303,10 @@ static void *comm_main(void *arg) {
         mpi_failed("a probe", rc, -1);
         break;
       }
-      if (!flag) break;
+      if (!flag) {
+        if (++misses >= PROBE_BURST) break;
+        continue;
+      }
       busy = 1;
       int count = 0;
       MPI_Get_count(&stt, MPI_BYTE, &count);
@@ -367,7 +383,10 @@ static void *comm_main(void *arg) {
       sched_yield();
       continue;
     }
-    idle_us = idle_us ? (idle_us * 2 > IDLE_MAX_US ? IDLE_MAX_US : idle_us * 2) : IDLE_MIN_US;
+    unsigned cap = atomic_load_explicit(&C.eager, memory_order_relaxed) ? EAGER_MAX_US
+                   : rank == 0                                            ? IDLE_MAX_US
+                                                                          : SERVE_MAX_US;
+    idle_us = idle_us ? (idle_us * 2 > cap ? cap : idle_us * 2) : IDLE_MIN_US;
     struct pollfd pfd = { .fd = C.wake_fd, .events = POLLIN };
     struct timespec ts = { 0, (long)idle_us * 1000 };
     if (ppoll(&pfd, 1, &ts, NULL) > 0) {

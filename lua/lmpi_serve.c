@@ -239,7 +239,7 @@ static sregion *find_region(const char *name, size_t nl, uint64_t off, uint64_t 
 typedef struct grants {
   suiro_buf **b;
   size_t n, cap;
-  char err[320];
+  char err[240];
 } grants;
 
 static int local_ref(void *ud, const wire_ref *r, wire_writer *w) {
@@ -855,6 +855,7 @@ int lmpi_serve(lua_State *L, int handlers) {
     }
     busy |= poll_chunks();
     busy |= poll_tasks();
+    comm_set_eager(S.chunks != NULL || S.ntasks > 0);
     if (!busy && !exit_asked) sleep_for_events();
   }
   while (S.pools) drop_pool(L, handlers, S.pools);

@@ -105,7 +105,7 @@ end
 function M.serve()
   local suiro = require "suiro"
   local rank, _, host = M.start()
-  local ok, lost = C.serve {
+  local done, ok, lost = pcall(C.serve, {
     pool_new = function(_, options)
       local o = suiro.wire.decode(options)
       o.env = o.env or {}
@@ -115,7 +115,9 @@ function M.serve()
     end,
     pool_stop = function(p) p:stop() end,
     status = function(p) return p:status() end,
-  }
+  })
+  -- ended by a signal (Open MPI's runtime ending the job): rank 0 says why, we go quietly
+  if not done then return false, tostring(ok):find("terminated", 1, true) and 143 or 130 end
   if lost then io.stderr:write(("suiro (rank %d, host %s): %s\n"):format(rank, host, lost)) end
   return ok
 end
@@ -123,7 +125,10 @@ end
 --- what the suiro command runs before a script inside a job: rank 0 brings MPI up (so the
 --- serving ranks always end cleanly), the others serve and never run the script
 function M.cli_main()
-  if M.rank() ~= 0 then return M.serve() and 0 or 1 end
+  if M.rank() ~= 0 then
+    local ok, code = M.serve()
+    return ok and 0 or code or 1
+  end
   M.start()
   return nil
 end
