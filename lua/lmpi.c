@@ -331,14 +331,14 @@ static void ship_ref(void *ud, const wire_ref *r) {
   g->last_use = ++R.use_clock;
   for (int h = 1; h < c->x->nranks; h++) {
     if ((c->host >= 0 && c->host != h) || g->sent[h]) continue;
-    msg *m = msg_new(MSG_REGION, sizeof g->id + (size_t)g->id.length);
+    /* the bytes go straight from the region's pages (no copy into the message) */
+    msg *m = msg_new_ext(MSG_REGION, sizeof g->id, g->view.data, (size_t)g->id.length, g->view.buf);
     if (!m) {
       c->err = 1;
       snprintf(c->msg, sizeof c->msg, "out of memory for a value of %llu bytes", (unsigned long long)g->id.length);
       return;
     }
     memcpy(msg_payload(m), &g->id, sizeof g->id);
-    memcpy(msg_payload(m) + sizeof g->id, g->view.data, (size_t)g->id.length);
     comm_send(h, m);
     g->sent[h] = 1;
   }

@@ -65,6 +65,11 @@ typedef struct msg {
   struct msg *next;
   int peer;          /* destination (outbox) or source (inbox) rank */
   int parts_left;    /* comm thread: sends of this message still in flight */
+  /* outgoing only: the payload's tail sent from memory the message does not hold (the pages of a
+   * large value), kept alive by a reference to its region until the send completes */
+  const unsigned char *ext;
+  size_t ext_len;
+  suiro_buf *ext_buf;
   msg_hdr h;         /* the payload follows, 8-aligned */
 } msg;
 
@@ -74,6 +79,9 @@ static inline size_t align8z(size_t x) { return (x + 7) & ~(size_t)7; }
 /* A new message with room for `payload` bytes (h.len set, header fields zero); NULL when out of
  * memory. */
 msg *msg_new(uint32_t type, size_t payload);
+/* The same with `inline_len` bytes (a multiple of 8) in the message and then `ext_len` bytes sent
+ * from ext, which lives in region b (a reference is taken for the message). */
+msg *msg_new_ext(uint32_t type, size_t inline_len, const void *ext, size_t ext_len, suiro_buf *b);
 void msg_free(msg *m);
 
 /* ---- the communication thread (lmpi_comm.c) ------------------------------------------------- */

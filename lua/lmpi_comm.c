@@ -93,7 +93,22 @@ msg *msg_new(uint32_t type, size_t payload) {
   return m;
 }
 
-void msg_free(msg *m) { free(m); }
+msg *msg_new_ext(uint32_t type, size_t inline_len, const void *ext, size_t ext_len, suiro_buf *b) {
+  if (inline_len % 8) return NULL;
+  msg *m = msg_new(type, inline_len);
+  if (!m) return NULL;
+  m->h.len = inline_len + ext_len;
+  m->ext = ext;
+  m->ext_len = ext_len;
+  m->ext_buf = b;
+  if (b) suiro_buf_hold(b);
+  return m;
+}
+
+void msg_free(msg *m) {
+  if (m && m->ext_buf) suiro_buf_unref(m->ext_buf);
+  free(m);
+}
 
 int comm_started(void) { return C.ready; }
 int comm_rank(void) { return C.rank; }
@@ -131,12 +146,13 @@ void comm_send(int peer, msg *m) {
 }
 
 void comm_send_all(const msg *m) {
-  size_t bytes = sizeof *m + align8z(m->h.len);
+  size_t bytes = sizeof *m + align8z(m->h.len - m->ext_len);
   for (int r = 0; r < C.size; r++) {
     if (r == C.rank) continue;
     msg *c = malloc(bytes);
     if (!c) continue; /* out of memory: that host will time out its wait */
     memcpy(c, m, bytes);
+    if (c->ext_buf) suiro_buf_hold(c->ext_buf);
     comm_send(r, c);
   }
 }
@@ -250,27 +266,41 @@ static void *comm_main(void *arg) {
       out = out->next;
       busy = 1;
       size_t total = sizeof(msg_hdr) + align8z(m->h.len);
-      size_t nparts = (total + PART_MAX - 1) / PART_MAX;
       if (m->peer < 0 || m->peer >= size || C.lost[0]) {
         msg_free(m);
         continue;
       }
+      /* what travels: header + inline payload, then the external tail and its padding, each cut
+       * into parts of at most PART_MAX (the first part is the head) */
+      static const unsigned char zeros[8];
+      struct { const unsigned char *p; size_t n; } seg[3] = {
+        { (const unsigned char *)&m->h, sizeof(msg_hdr) + (size_t)m->h.len - m->ext_len },
+        { m->ext, m->ext_len },
+        { zeros, align8z(m->ext_len) - m->ext_len },
+      };
+      if (!m->ext) seg[0].n = total;
+      size_t nparts = 0;
+      for (int g = 0; g < 3; g++) nparts += (seg[g].n + PART_MAX - 1) / PART_MAX;
       if (npend + nparts > cappend) {
         while (npend + nparts > cappend) cappend *= 2;
         pend = realloc(pend, cappend * sizeof *pend); /* small; failure here is fatal anyway */
       }
-      m->parts_left = (int)nparts;
-      unsigned char *p = (unsigned char *)&m->h;
-      for (size_t k = 0; k < nparts; k++) {
-        size_t off = k * PART_MAX, n = total - off < PART_MAX ? total - off : PART_MAX;
-        rc = MPI_Isend(p + off, (int)n, MPI_BYTE, m->peer, k ? TAG_PART : TAG_HEAD, MPI_COMM_WORLD, &pend[npend].req);
-        if (rc != MPI_SUCCESS) {
-          mpi_failed("a send", rc, m->peer);
-          m->parts_left -= (int)(nparts - k);
-          break;
+      int posted = 0, ok = 1;
+      for (int g = 0; g < 3 && ok; g++) {
+        for (size_t off = 0; off < seg[g].n && ok; off += PART_MAX) {
+          size_t n = seg[g].n - off < PART_MAX ? seg[g].n - off : PART_MAX;
+          rc = MPI_Isend((void *)(seg[g].p + off), (int)n, MPI_BYTE, m->peer, posted ? TAG_PART : TAG_HEAD,
+                         MPI_COMM_WORLD, &pend[npend].req);
+          if (rc != MPI_SUCCESS) {
+            mpi_failed("a send", rc, m->peer);
+            ok = 0;
+            break;
+          }
+          pend[npend++].m = m;
+          posted++;
         }
-        pend[npend++].m = m;
       }
+      m->parts_left = posted; /* counted down as the sends complete */
       pthread_mutex_lock(&C.q_lock);
       sent[m->peer] += total;
       pthread_mutex_unlock(&C.q_lock);
