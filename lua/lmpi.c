@@ -1007,7 +1007,12 @@ static int l_task_collect(lua_State *L) {
       lua_pushliteral(L, "closed");
       return 2;
     }
-    if (R.lost[0]) return luaL_error(L, "task:collect: host %s (rank %d): %s", host_name(t->host), t->host, R.lost);
+    if (R.lost[0]) { /* class host_lost, as the maps' */
+      char text[800];
+      int n = snprintf(text, sizeof text, "host %s (rank %d): %s", host_name(t->host), t->host, R.lost);
+      lerror_push(L, "host_lost", 9, text, n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, "", 0, -1);
+      return lua_error(L);
+    }
     double left = deadline - suiro_now();
     if (left <= 0) {
       lua_pushnil(L);

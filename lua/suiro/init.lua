@@ -546,4 +546,15 @@ function M.doctor(out)
   return ok_all
 end
 
+-- Under mpirun with stock lua5.4 (the suiro command does this before the script runs): rank 0
+-- brings MPI up, the other ranks serve rank 0 and never return to the script.
+package.loaded.suiro = M
+if package.preload["suiro.core"] == nil and (tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "") or 1) > 1 then
+  local mpi = require "suiro.mpi"
+  if not mpi.serving then
+    local code = mpi.cli_main()
+    if code then os.exit(code, true) end
+  end
+end
+
 return M

@@ -55,7 +55,9 @@ function M.load()
   -- lua5.4, suiro.core's symbols are made global first so that there is still one engine.
   if package.preload["suiro.core"] == nil then
     local core_path = package.searchpath("suiro.core", package.cpath)
-    if core_path then package.loadlib(core_path, "*") end
+    -- another spelling of the same file: package.loadlib reuses the handle require made (local)
+    -- for the same path instead of opening it again with global symbols
+    if core_path then package.loadlib((core_path:gsub("/([^/]+)$", "/./%1")), "*") end
   end
   -- Open MPI loads plugins that expect libmpi's symbols globally
   local ok, err = package.loadlib(path, "*")
@@ -103,6 +105,7 @@ end
 
 --- runs this rank as a server until rank 0 ends the job; returns true on a clean end
 function M.serve()
+  M.serving = true
   local suiro = require "suiro"
   local rank, _, host = M.start()
   local done, ok, lost = pcall(C.serve, {
