@@ -151,7 +151,28 @@ else
   bad doctor_reports_mpi "$(grep mpi "$out/doctor.out" || tail -3 "$out/doctor.out")"
 fi
 
-# 6. two hosts in network namespaces
+# 6. stock lua5.4 under mpirun (require "suiro" brings MPI up), and Python workers on every host
+if LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;" LUA_CPATH="$root/build/lib/?.so;;" \
+     timeout -k 5 60 mpirun -x LUA_PATH -x LUA_CPATH --oversubscribe -np 3 "${local_mca[@]}" lua5.4 "$out/hosts.lua" x \
+     >"$out/stock.out" 2>&1 && grep -q "^hosts 3	1	x$" "$out/stock.out"; then
+  ok stock_lua
+else
+  bad stock_lua "$(tail -3 "$out/stock.out" | tr '\n' ' ')"
+fi
+cat >"$out/python.lua" <<'EOF'
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi", workers = 1, launcher = suiro.python {} }
+local tasks = {}
+for i = 1, 6 do tasks[i] = pool:submit(suiro.call { "operator.mul", i, 10 }) end
+print("python " .. table.concat(pool:collect_all(tasks, 60), " ") .. " on " .. #pool:status().hosts)
+EOF
+if mpirun3 "$out/python.lua" >"$out/python.out" 2>&1 && grep -q "^python 10 20 30 40 50 60 on 3$" "$out/python.out"; then
+  ok python_workers_on_every_host
+else
+  bad python_workers_on_every_host "$(tail -3 "$out/python.out" | tr '\n' ' ')"
+fi
+
+# 7. two hosts in network namespaces
 tests/mpi/netns.sh "$out/netns" >"$out/netns.out" 2>&1
 sed 's/^/  /' "$out/netns.out" | grep -E '^  (ok|FAIL)'
 line=$(grep -E '^netns: [0-9]+ passed, [0-9]+ failed$' "$out/netns.out" | tail -1)
