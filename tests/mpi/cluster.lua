@@ -136,6 +136,18 @@ test("a large argument goes once per host, and again when it changes", function(
   for _, t in ipairs(t2) do eq(t:collect(60), 1000001.0, "the changed value") end
 end)
 
+test("a map function's captured large value goes once per host", function()
+  local table_ = suiro.array("f64", 500000) -- 4 MB, captured
+  for i = 1, #table_ do table_[i] = i end
+  local before = sent_to(1)
+  for _ = 1, 3 do
+    local r = pool:map(function(i) return table_[i] end, suiro.range(1, 500000), { template = "f64" }):collect(60)
+    eq(r:sum(), 125000250000.0, "sum")
+  end
+  local delta = sent_to(1) - before
+  assert(delta > 4e6 and delta < 6e6, "bytes sent to rank 1 for three maps: " .. delta)
+end)
+
 test("large results come back from every host", function()
   local arrays = pool:map(function(i)
     local a = suiro.array("f64", 100000)

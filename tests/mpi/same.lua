@@ -81,6 +81,11 @@ print("f64 array", bits(map(function(x) return x / 3 end, suiro.f64 { 1, 2, 3, 4
 local big = suiro.array("i32", 20000)
 for i = 1, #big do big[i] = i * 7 % 1000 end
 print("i32 array", bits(pool:map(function(x) return x + 1 end, big, { template = "i64" }):collect()))
+print("reference", bits(map("math.sqrt", range(1, 5000), { template = "f64" })))
+local lookup = suiro.array("f64", 50000) -- captured by the function: a large value it carries
+for i = 1, #lookup do lookup[i] = i * 0.25 end
+print("captured", bits(map(function(i) return lookup[i] + lookup[#lookup - i + 1] end, range(1, 50000),
+  { template = "f64" })))
 print("ints", show(pool:map(function(x) return math.type(x) end, { 1, 2, 3 }):collect()))
 print("floats", show(pool:map(function(x) return math.type(x) end, { 1.5, 2.5 }):collect()))
 local words = {}
