@@ -27,6 +27,7 @@
  *     a result that arrives after the Lua object was collected is dropped (released).
  */
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -176,6 +177,7 @@ static struct {
   int rank, size;
   char **names;            /* host name of each rank (HELLO) */
   int *pids;               /* pid of each rank's process */
+  int *cpus;               /* CPUs each rank's workers may use (its affinity) */
   uint32_t next_pool;
   uint64_t next_map, next_task, next_req;
   xpool *pools;
@@ -719,6 +721,7 @@ static void handle(msg *m) {
       free(R.names[m->peer]);
       R.names[m->peer] = strndup((const char *)msg_payload(m), (size_t)m->h.len);
       R.pids[m->peer] = (int)m->h.a;
+      R.cpus[m->peer] = (int)m->h.b;
     }
     break;
   case MSG_POOL_UP: {
@@ -1690,6 +1693,8 @@ static int l_status(lua_State *L) {
     lua_setfield(L, -2, "host");
     lua_pushinteger(L, R.pids[r]);
     lua_setfield(L, -2, "pid");
+    lua_pushinteger(L, R.cpus[r]);
+    lua_setfield(L, -2, "cpus");
     uint64_t sent, recvd;
     comm_traffic(r, &sent, &recvd);
     lua_pushinteger(L, (lua_Integer)sent);
@@ -1735,6 +1740,13 @@ static void shutdown_all(void) {
   comm_stop(30);
 }
 
+/* CPUs this process (and the workers it spawns) may run on. */
+static int usable_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return CPU_COUNT(&set);
+}
+
 /* core.start() -> rank, size, host: MPI comes up (once); rank 0 waits for every host's hello */
 static int l_start(lua_State *L) {
   if (!R.started) {
@@ -1747,6 +1759,15 @@ static int l_start(lua_State *L) {
     R.pids = calloc((size_t)R.size, sizeof *R.pids);
     if (!R.names || !R.pids) return luaL_error(L, "suiro.mpi: out of memory");
     R.pids[R.rank] = (int)getpid();
+    R.cpus = calloc((size_t)R.size, sizeof *R.cpus);
+    if (!R.cpus) return luaL_error(L, "suiro.mpi: out of memory");
+    R.cpus[R.rank] = usable_cpus();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (R.rank == 0 && R.size > 1 && online > 0 && R.cpus[0] < online)
+      fprintf(stderr,
+              "suiro: rank 0 is bound to %d of the %ld CPUs of %s, and so are its workers (Open MPI binds "
+              "ranks to cores by default when there are few): run mpirun with --bind-to none\n",
+              R.cpus[0], online, comm_host());
     if (R.rank == 0) comm_set_intercept(intercept);
     if (R.size > 1) {
       struct sigaction sa;
@@ -1798,6 +1819,12 @@ static int l_shutdown(lua_State *L) {
   return 0;
 }
 
+/* core.cpus() -> the CPUs this process's workers may use */
+static int l_cpus(lua_State *L) {
+  lua_pushinteger(L, usable_cpus());
+  return 1;
+}
+
 /* core.hosts() -> { [rank] = host name } (0-based ranks as integer keys) */
 static int l_hosts(lua_State *L) {
   if (R.started) pump(L);
@@ -1829,7 +1856,7 @@ int luaopen_suiro_mpi(lua_State *L) {
     { "start", l_start },   { "serve", l_serve },     { "shutdown", l_shutdown }, { "hosts", l_hosts },
     { "pool_new", l_pool_new }, { "pool_stop", l_pool_stop }, { "place", l_place }, { "submit", l_submit },
     { "map", l_map },       { "status", l_status },   { "wait", l_wait },         { "task_host", l_task_host },
-    { "version", l_version }, { NULL, NULL },
+    { "version", l_version }, { "cpus", l_cpus }, { NULL, NULL },
   };
   lsuiro_newmt(L, "suiro.mpi_pool", &key_xpool);
   lua_pushcfunction(L, l_pool_stop);

@@ -27,7 +27,7 @@
 /* ---- messages ------------------------------------------------------------------------------- */
 
 enum {
-  MSG_HELLO = 1,    /* r -> 0: a: pid; payload: host name */
+  MSG_HELLO = 1,    /* r -> 0: a: pid, b: CPUs its workers may use; payload: host name */
   MSG_EXIT,         /* 0 -> r: stop serving and finalize */
   MSG_POOL_NEW,     /* 0 -> r: pool; payload: the pool's options (a wire value) */
   MSG_POOL_UP,      /* r -> 0: pool; a: 1 started / 0 failed; payload: status (wire) or message */

@@ -17,6 +17,7 @@
  * comm thread's until comm_recv returns them and ours after; comm_send takes them back.
  */
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -789,7 +790,15 @@ int lmpi_serve(lua_State *L, int handlers) {
   handlers = lua_absindex(L, handlers);
   snprintf(S.host, sizeof S.host, "%s", comm_host());
   S.rank = comm_rank();
-  send_text(MSG_HELLO, 0, 0, (uint64_t)getpid(), S.host);
+  cpu_set_t cpus;
+  int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  msg *hello = msg_new(MSG_HELLO, strlen(S.host) + 1);
+  if (hello) {
+    memcpy(msg_payload(hello), S.host, strlen(S.host) + 1);
+    hello->h.a = (uint64_t)getpid();
+    hello->h.b = (uint64_t)ncpu;
+    send0(hello);
+  }
   int exit_asked = 0;
   while (!exit_asked && !comm_lost() && !lpool_signal) {
     int busy = 0;

@@ -134,8 +134,8 @@ static void on_signal(int sig) {
   if (signal_L) lua_sethook(signal_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-/* suiro run --hosts h1,h2 FILE [args]: the same run under mpirun, one rank per host named
- * (SUIRO_MPIRUN overrides the command, e.g. "mpirun --oversubscribe"). */
+/* suiro run --hosts h1,h2 FILE [args]: the same run under mpirun, one rank per host named, not
+ * bound to a core (SUIRO_MPIRUN overrides the command, e.g. "mpirun --oversubscribe"). */
 static int run_hosts(int argc, char **argv) {
   if (argc < 5) {
     fprintf(stderr, "suiro run --hosts: usage: suiro run --hosts h1,h2,... FILE [args]\n");
@@ -166,6 +166,8 @@ static int run_hosts(int argc, char **argv) {
   snprintf(np, sizeof np, "%d", n);
   av[k++] = "--host";
   av[k++] = (char *)hosts;
+  av[k++] = "--bind-to"; /* one rank per host: its workers use every core, not the rank's one */
+  av[k++] = "none";
   av[k++] = "-np";
   av[k++] = np;
   av[k++] = exe;

@@ -320,12 +320,13 @@ end
 --- pool:status(): the local pool's status, and hosts = { { host =, rank =, workers = {...} }, ... }
 function mpool:status()
   local st = self._local:status()
-  local hosts = { { host = self._host, rank = 0, pid = M.pid(), workers = st.workers, live = st.live } }
+  local hosts = { { host = self._host, rank = 0, pid = M.pid(), cpus = C and C.cpus() or nil, workers = st.workers,
+    live = st.live } }
   if self._x then
     for _, h in ipairs(C.status(self._x)) do
       local s = h.status or {}
       hosts[#hosts + 1] = {
-        host = h.host, rank = h.rank, pid = h.pid, workers = s.workers or {}, live = s.live or 0,
+        host = h.host, rank = h.rank, pid = h.pid, cpus = h.cpus, workers = s.workers or {}, live = s.live or 0,
         bytes_sent = h.bytes_sent, bytes_received = h.bytes_received, error = h.error,
       }
     end
@@ -362,7 +363,7 @@ print("mpi-probe", #pool:status().hosts, r:sum(), require("suiro.mpi").load().ve
   f:close()
   local t0 = core.now()
   local cmd = ("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 60 %s --oversubscribe -np 2 " ..
-    "--mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s run %s 2>&1"):format(
+    "--bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s run %s 2>&1"):format(
     mpirun, core.worker_exe(), script)
   local p = io.popen(cmd)
   local out = p and p:read("a") or ""

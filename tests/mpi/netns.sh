@@ -73,7 +73,7 @@ chmod +x "$agent"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run2() { # script args... -> runs it on the two hosts (rank 0 on a, rank 1 on b)
   timeout -k 5 120 ip netns exec "$ns_a" unshare --uts sh -c 'hostname suiro-host-a; exec "$@"' sh \
-    mpirun --host "$addr_a:1,$addr_b:1" -np 2 --mca plm_rsh_agent "$agent" \
+    mpirun --host "$addr_a:1,$addr_b:1" -np 2 --bind-to none --mca plm_rsh_agent "$agent" \
     --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24" \
     "$root/build/bin/suiro" run "$@"
 }

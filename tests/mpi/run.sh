@@ -26,7 +26,7 @@ finish() { echo "mpi: $pass passed, $fail failed"; exit $((fail > 0)); }
 suiro="$root/build/bin/suiro"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # one machine: ranks talk TCP over the loopback only (what other interfaces there are is not ours)
-local_mca=(--mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+local_mca=(--bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 mpirun3() { timeout -k 5 "${MPI_TEST_TIMEOUT:-150}" mpirun --oversubscribe -np 3 "${local_mca[@]}" "$suiro" run "$@"; }
 
 command -v mpirun >/dev/null || { bad prerequisites "mpirun is missing (scripts/setup installs openmpi-bin)"; finish; }
