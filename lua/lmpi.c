@@ -9,8 +9,8 @@
  * Maps: the function and input are staged once on rank 0 (lmap_stage, as for a local map); each
  * host gets the plan once and then ranges of it, sized like guided self-scheduling (a share of
  * what is left: remaining / (2 x hosts), never below a floor), each asked for by the host when
- * it has room (two in hand), so a host that finishes early takes more and none waits for the
- * last big range. Every range runs on its host's local pool as a plan of its own whose
+ * the range it runs is half done, so a host that finishes early takes more, none waits for a
+ * round trip, and none holds a range it cannot start soon. Every range runs on its host's local pool as a plan of its own whose
  * index_base is where it starts: the random streams and element numbers are the whole map's.
  * Results are written into rank 0's output by index: typed cells into one area laid out as the
  * template says, untyped results kept as each range's buffer.
@@ -644,7 +644,8 @@ static int start_local(xmap *x, uint64_t b, uint64_t e, char *err, size_t cap) {
   return 0;
 }
 
-/* Rank 0's share: collects its finished ranges and starts new ones (two in hand). */
+/* Rank 0's share: collects its finished ranges and starts the next when the running one is half
+ * done. */
 static void pump_local(lua_State *L, xmap *x) {
   for (int i = 0; i < x->nlocal;) {
     xlocal *lr = &x->local[i];
@@ -673,6 +674,8 @@ static void pump_local(lua_State *L, xmap *x) {
     if (x->fail.kind) stop_map(x, 1);
   }
   while (!x->finished && !x->fail.kind && x->nlocal < MAX_LOCAL_RANGES) {
+    /* the next range once the running one is half done (as the hosts do, lmpi_serve.c) */
+    if (x->nlocal == 1 && suiro_map_done(x->local[0].m) * 2 < x->local[0].e - x->local[0].b) break;
     uint64_t b, e;
     comm_lock();
     int got = x->listed && deal(x, &b, &e);
@@ -806,7 +809,10 @@ static void sleep_events(lua_State *L, double timeout) {
     if (!x->closed && x->lp->p) fds[n++] = (struct pollfd){ .fd = suiro_pool_eventfd(x->lp->p), .events = POLLIN };
   /* armed: what lands from here on makes a fd readable; what landed before, the pump sees */
   pump(L);
-  if (timeout > 0.1 || timeout < 0) timeout = 0.1;
+  int ranging = 0; /* rank 0's own ranges running: look at their progress often */
+  for (xmap *x = R.all_maps; x && !ranging; x = x->next) ranging = x->nlocal > 0;
+  double cap = ranging ? 0.002 : 0.1;
+  if (timeout > cap || timeout < 0) timeout = cap;
   struct timespec ts = { (time_t)timeout, (long)((timeout - floor(timeout)) * 1e9) };
   ppoll(fds, n, &ts, NULL);
   for (xpool *x = R.pools; x; x = x->next)

@@ -9,10 +9,11 @@
  *
  * Sending: every message is an MPI_Isend of header + payload (parts of at most 256 MiB, since
  * MPI counts are ints); the thread keeps testing while sends are in flight, so large transfers
- * keep moving, and sleeps (backing off from 10 us to 1 ms on rank 0 and 200 us on the serving
- * ranks, whose requests come unannounced, or to 50 us while the Lua side has work in flight and
- * waits for replies) only when nothing is in flight and nothing arrived: spinning in MPI calls
- * would take a CPU from the workers.
+ * keep moving, and sleeps (backing off from 10 us after each message to 1 ms on rank 0 and
+ * 2 ms on the serving ranks, whose requests come unannounced, or to 400 us while the Lua side
+ * has work in flight and waits for replies) only when nothing is in flight and nothing arrived:
+ * spinning in MPI calls would take a CPU from the workers (a 50 us cap cost a third of a CPU
+ * per process here).
  * Receiving: MPI_Iprobe(any source, any tag) then MPI_Recv; one tag sequence per sender, so
  * messages from one rank arrive in the order it sent them (MPI's non-overtaking rule), which
  * the protocol relies on (a function's code before the task that names it).
@@ -45,8 +46,10 @@
 #define PROBE_BURST 8     /* probes before deciding nothing arrived */
 #define IDLE_MIN_US 10
 #define IDLE_MAX_US 1000  /* rank 0, nothing expected: a message waits at most this long */
-#define SERVE_MAX_US 200  /* ranks 1..K-1: rank 0's next request may come at any time */
-#define EAGER_MAX_US 50   /* replies expected (work in flight): round trips stay short */
+#define SERVE_MAX_US 2000 /* ranks 1..K-1, quiet for a few ms: rank 0 may call at any time */
+#define EAGER_MAX_US 400  /* replies expected (work in flight): the backoff restarts at 10 us
+                             after every message, so a reply soon after is seen soon; while
+                             none comes, 2500 wake-ups a second cost the workers little */
 
 typedef struct pending {
   MPI_Request req;

@@ -6,9 +6,9 @@
  * dealt to it as plans of their own on its local pool (index_base: the whole map's random
  * streams and element numbers), runs tasks, and sends results back.
  *
- * A host keeps two ranges of a map in hand (one running, one queued behind it) by asking for
- * the next when one arrives or finishes, so its workers never wait for a round trip; rank 0
- * sizes the ranges (lmpi.c).
+ * A host asks for a map's next range when the one it runs is half done, so the answer arrives
+ * before its workers run dry and no range waits here long while another host could run it; rank
+ * 0 sizes the ranges (lmpi.c).
  *
  * The map range results and failures are built by lmpi_chunk_result / lmpi_chunk_failure,
  * which rank 0 uses for its own ranges too.
@@ -329,16 +329,23 @@ static void send_map_error(uint64_t id, const char *fmt, ...) {
   send0(lmpi_chunk_failure(id, &e, SUIRO_RESULT_ERROR, 0, NULL, S.rank));
 }
 
-/* Keeps two ranges of the plan in hand: asks for the next while one runs. */
-static void maybe_need(splan *pl) {
-  if (pl->exhausted || pl->ended || pl->failed) return;
-  while (pl->inflight + pl->asked < 2) {
-    msg *m = msg_new(MSG_NEED, 0);
-    if (!m) return;
-    m->h.id = pl->id;
-    send0(m);
-    pl->asked++;
+/* Asks for the plan's next range once the one running is half done (or none runs): the answer
+ * arrives before the workers run dry, and no range is committed to this host long before it can
+ * start it (a second range held from the start would unbalance the tail). */
+static void maybe_need(splan *pl, const schunk *running) {
+  if (pl->exhausted || pl->ended || pl->failed || pl->asked > 0 || pl->inflight > 1) return;
+  if (pl->inflight == 1) {
+    if (!running) {
+      for (running = S.chunks; running && running->pl != pl; running = running->next) {
+      }
+    }
+    if (running && suiro_map_done(running->m) * 2 < running->e - running->b) return;
   }
+  msg *m = msg_new(MSG_NEED, 0);
+  if (!m) return;
+  m->h.id = pl->id;
+  send0(m);
+  pl->asked++;
 }
 
 static void free_plan(splan *pl) {
@@ -454,7 +461,7 @@ static void on_chunk(msg *m) {
   c->next = S.chunks;
   S.chunks = c;
   pl->inflight++;
-  maybe_need(pl);
+  maybe_need(pl, c);
 }
 
 static void on_map_end(msg *m) {
@@ -476,6 +483,7 @@ static int poll_chunks(void) {
     schunk *c = *cp;
     suiro_status st = suiro_map_wait(c->m, 0);
     if (st == SUIRO_TIMEOUT) {
+      maybe_need(c->pl, c); /* half done: the next range is on its way */
       cp = &c->next;
       continue;
     }
@@ -505,7 +513,7 @@ static int poll_chunks(void) {
     free(c);
     pl->inflight--;
     if (pl->ended && pl->inflight == 0) free_plan(pl);
-    else maybe_need(pl);
+    else maybe_need(pl, NULL);
   }
   return busy;
 }
@@ -782,7 +790,7 @@ static void sleep_for_events(void) {
     fds[n++] = (struct pollfd){ .fd = suiro_pool_eventfd(p->lp->p), .events = POLLIN };
   /* armed now: a result landing after the checks below makes its fd readable */
   if (poll_chunks() || poll_tasks()) return;
-  poll(fds, n, 20);
+  poll(fds, n, S.chunks ? 2 : 20); /* ranges running: look at their progress often */
   for (spool *p = S.pools; p; p = p->next) suiro_pool_event_ack(p->lp->p);
 }
 
