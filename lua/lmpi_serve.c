@@ -247,8 +247,8 @@ static int local_ref(void *ud, const wire_ref *r, wire_writer *w) {
   grants *g = ud;
   sregion *rg = find_region(r->name.ptr, r->name.len, r->offset, r->length);
   if (!rg) {
-    snprintf(g->err, sizeof g->err, "a large value names region %.*s, which never reached host %s",
-             (int)r->name.len, r->name.ptr, S.host);
+    snprintf(g->err, sizeof g->err, "a large value names region %.*s, which never reached host %.64s",
+             (int)(r->name.len > 100 ? 100 : r->name.len), r->name.ptr, S.host);
     return WIRE_ERR;
   }
   if (g->n == g->cap) {
