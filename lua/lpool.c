@@ -165,6 +165,14 @@ static int push_result(lua_State *L, const suiro_result *r, int index) {
 
 /* ---- pool ------------------------------------------------------------------------------------- */
 
+/* A Lua function is code only Lua workers run: for others, refuse it at send time (their workers
+ * would fail every task with it). Functions inside values still cross (as descriptors). */
+void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb) {
+  if (lp->lang[0] && strcmp(lp->lang, "lua") != 0)
+    luaL_error(L, "%s: argument 1: a Lua function cannot run on %s workers; name one of their functions "
+                  "(\"%s\") or send a suiro.call", verb, lp->lang, strcmp(lp->lang, "r") ? "module.fn" : "pkg::fn");
+}
+
 static const char *const *string_list(lua_State *L, int idx, const char *what, int map_style) {
   /* A sequence of strings, or (map_style) a map KEY -> VALUE turned into "KEY=VALUE". */
   if (lua_isnoneornil(L, idx)) return NULL;
@@ -254,6 +262,9 @@ static int l_pool_new(lua_State *L) {
   lp->default_timeout = timeout >= 1e12 ? -1 : timeout;
   lua_getfield(L, 1, "name");
   if (lua_type(L, -1) == LUA_TSTRING) snprintf(lp->name, sizeof lp->name, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "lang");
+  snprintf(lp->lang, sizeof lp->lang, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "lua");
   lua_pop(L, 1);
   lua_replace(L, top); /* keep the pool; drop the temporaries above it */
   lua_settop(L, top);
