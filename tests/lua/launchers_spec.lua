@@ -21,8 +21,8 @@ for _, case in ipairs {
     end)
 
     it("refuse a Lua function at send time, naming what to send instead", function()
-      local want = ("a Lua function cannot run on %s workers; name one of their functions (\"%s\") or send a suiro.call")
-        :format(case.lang, case.name)
+      local want = ("a Lua function cannot run on %s workers; name one of their functions (\"%s\") "
+        .. "or send a suiro.call"):format(case.lang, case.name)
       local ok, err = pcall(function() return pool:submit(function(x) return x end, 1) end)
       assert.is_false(ok)
       assert.are.equal("pool:submit: argument 1: " .. want, strip(err))
