@@ -59,7 +59,11 @@ typedef struct lpool {
   const void *fn_ptr;       /* the last function sent (lcodec.c), pinned in the registry */
   uint64_t fn_key;
   char name[64];            /* the name option ("" when none): status().name, tostring */
+  char lang[8];             /* the workers' language: "lua", "python", "r" ("" in a worker) */
 } lpool;
+
+/* Raises when a Lua function is to be a task of workers that are not Lua (lpool.c). */
+void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb);
 
 typedef struct ltask {
   suiro_task t;

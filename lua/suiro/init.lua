@@ -191,6 +191,7 @@ local function start_pool(o)
     start_timeout = o.start_timeout,
     timeout = o.timeout,
     name = o.name,
+    lang = l.kind,
     exe = exe or core.worker_exe(),
     argv = argv,
     env = env,
