@@ -1134,7 +1134,7 @@ static int l_wait(lua_State *L) {
 
 /* ---- maps ---------------------------------------------------------------------------------------- */
 
-typedef struct lxmap { xmap *x; int collected; } lxmap;
+typedef struct lxmap { xmap *x; int collected; uint64_t n; } lxmap;
 
 static lxmap *check_xmap(lua_State *L, int idx) { return lsuiro_checkud(L, idx, &key_xmap, "suiro.map"); }
 
@@ -1208,6 +1208,7 @@ static int l_map(lua_State *L) {
   lxmap *u = lua_newuserdatauv(L, sizeof *u, 2);
   u->x = NULL;
   u->collected = 0;
+  u->n = 0;
   lsuiro_setmt(L, &key_xmap);
   int self = lua_gettop(L);
   lua_pushvalue(L, 1);
@@ -1219,6 +1220,7 @@ static int l_map(lua_State *L) {
   x->id = ++R.next_map;
   x->pool = xp;
   x->n = s.n;
+  u->n = s.n;
   x->pw.n = s.n;
   x->pw.in_kind = s.in_kind;
   x->pw.in_type = s.in_type;
@@ -1574,14 +1576,7 @@ static int l_map_progress(lua_State *L) {
   lxmap *u = check_xmap(L, 1);
   xmap *x = u->x;
   if (x) pump(L);
-  lua_Integer n = 0, done = 0;
-  if (x) {
-    n = (lua_Integer)x->n;
-    done = (lua_Integer)x->done;
-  } else {
-    lua_getiuservalue(L, 1, 2);
-    lua_pop(L, 1);
-  }
+  lua_Integer n = (lua_Integer)u->n, done = x ? (lua_Integer)x->done : u->collected ? (lua_Integer)u->n : 0;
   lua_pushinteger(L, done);
   lua_pushinteger(L, n);
   return 2;

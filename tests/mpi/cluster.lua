@@ -65,6 +65,20 @@ test("tasks go to every host", function()
   end)(), ","))
 end)
 
+test("a slow host takes fewer elements (ranges are dealt as hosts ask, not split up front)", function()
+  local r = pool:map(function()
+    local rank = os.getenv("SUIRO_MPI_RANK")
+    local t = suiro.now()
+    while suiro.now() - t < (rank == "1" and 0.004 or 0.0002) do end -- rank 1 is 20x slower
+    return rank
+  end, suiro.range(1, 3000)):collect(60)
+  local by = {}
+  for i = 1, #r do by[r[i]] = (by[r[i]] or 0) + 1 end
+  assert((by["1"] or 0) < 600,
+    ("rank 1 ran %d of 3000 elements (a third would be a static split)"):format(by["1"] or 0))
+  assert((by["0"] or 0) + (by["2"] or 0) > 2400, "the fast hosts took the rest")
+end)
+
 test("a worker killed on rank 1 fails only its task", function()
   local tasks = pool:submit_batch(die_on("1"), { { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 } })
   local died, fine = 0, 0
