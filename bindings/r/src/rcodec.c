@@ -363,6 +363,7 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
     size_t want = e->stage_need > align8(bytes) ? e->stage_need : align8(bytes);
     suiro_buf *nb = suiro_buf_alloc(want);
     if (!nb) return 0; /* no region: inline */
+    rs_region_made(nb);
     if (e->stage) suiro_buf_unref(e->stage); /* its grants keep it */
     e->stage = nb;
     e->stage_used = 0;

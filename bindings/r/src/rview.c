@@ -37,17 +37,64 @@ typedef struct view_rec {
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
-static size_t live_views, live_bytes, fresh_since_gc;
-static size_t gc_after_fresh = (size_t)1 << 30; /* collect after this many new bytes of views */
+static size_t live_views, live_bytes, made_since_gc;
 
-/* A worker collects garbage after a task once the views it holds exceed this: dropped views
- * (the arguments of finished tasks) then give their regions back while the pool's recycle list
- * and free lists can still take them warm (a worker's heap is small: a collection costs ~3 ms,
- * paid once per 64 MiB of large values). */
-#define WORKER_VIEW_BYTES ((size_t)64 << 20)
+/* R's collector cannot see the mapped pages a view holds and runs by how much R allocated, so
+ * a program moving large values through views but allocating little keeps dropped views (and
+ * their regions) for a long time, and every new large value needs a fresh region (pages the
+ * kernel zeroes) instead of a warm one. So views count what they hold: a worker collects after a
+ * task once it made 16 MiB of views since the last collection (the arguments of finished tasks
+ * are garbage by then), a host before making a view once it made 64 MiB. A collection of the
+ * young generation suffices (views die young: ~0.2 ms in a worker, where a full one is ~3 ms);
+ * should views pile up anyway, a full collection runs past 256 MiB of live views. */
+#define WORKER_LITE_GC_BYTES ((size_t)16 << 20)
+#define HOST_LITE_GC_BYTES ((size_t)64 << 20)
+#define FULL_GC_BYTES ((size_t)256 << 20)
 
-void rs_views_after_task(void) {
-  if (live_bytes > WORKER_VIEW_BYTES) R_gc();
+extern int rs_in_worker;
+
+static void collect_young(void) {
+  static SEXP lite;
+  if (!lite) { /* .Internal(gc(verbose = FALSE, reset = FALSE, full = FALSE)) */
+    SEXP inner = PROTECT(Rf_lang4(Rf_install("gc"), Rf_ScalarLogical(0), Rf_ScalarLogical(0), Rf_ScalarLogical(0)));
+    lite = Rf_lang2(Rf_install(".Internal"), inner);
+    R_PreserveObject(lite);
+    UNPROTECT(1);
+  }
+  int err = 0;
+  R_tryEvalSilent(lite, R_BaseEnv, &err);
+}
+
+static void collect_views(size_t lite_after) {
+  if (made_since_gc < lite_after && live_bytes < FULL_GC_BYTES) return;
+  made_since_gc = 0;
+  if (live_bytes >= FULL_GC_BYTES) R_gc();
+  else collect_young();
+}
+
+void rs_views_after_task(void) { collect_views(WORKER_LITE_GC_BYTES); }
+
+/* Regions this process made (its encoders' stages): views of them pin nothing another process
+ * waits for (a view sent back to its maker), so they do not count. A small table of names. */
+#define OWN_CAP 256
+static char own_names[OWN_CAP][72];
+static int own_next;
+
+void rs_region_made(suiro_buf *b) {
+  const char *name = suiro_buf_name(b);
+  if (!name || strlen(name) >= sizeof own_names[0]) return;
+  for (int i = 0; i < OWN_CAP; i++)
+    if (!strcmp(own_names[i], name)) return;
+  snprintf(own_names[own_next], sizeof own_names[0], "%s", name);
+  own_next = (own_next + 1) % OWN_CAP;
+}
+
+static int region_is_own(suiro_buf *b) {
+  const char *name = suiro_buf_name(b);
+  if (!name) return 1;
+  for (int i = 0; i < OWN_CAP; i++)
+    if (own_names[i][0] && !strcmp(own_names[i], name)) return 1;
+  return 0;
 }
 
 static size_t esize(int type) { return type == WIRE_T_C128 ? 16 : type == WIRE_T_I32 ? 4 : type == WIRE_T_U8 ? 1 : 8; }
@@ -72,25 +119,12 @@ static view_rec *rec_of(SEXP x) {
   return v;
 }
 
-/* R's collector cannot see the mapped pages a view holds, and runs by how much R allocated: a
- * program moving large values through views but allocating little would keep dropped views (and
- * their regions) for a long time, and every new value would need a fresh region (its pages
- * zeroed by the kernel) instead of a warm one. So a view carries an allocation of its size that
- * is never touched (no pages behind it, untouched malloc'd memory costs address space only):
- * R counts it, collects as often as if the data were its own, and dropped views give their
- * regions back in time to be reused warm. */
-static SEXP pressure(size_t bytes) {
-  if (bytes < ((size_t)64 << 10)) return R_NilValue;
-  return Rf_allocVector(RAWSXP, (R_xlen_t)bytes);
-}
-
 static SEXP make_view(view_rec *v, int type) {
   SEXP ptr = PROTECT(R_MakeExternalPtr(v, R_NilValue, R_NilValue));
   R_RegisterCFinalizerEx(ptr, rec_free, TRUE);
   R_altrep_class_t c = type == WIRE_T_I32 ? cls_int : type == WIRE_T_C128 ? cls_cplx : type == WIRE_T_U8 ? cls_raw : cls_real;
-  SEXP weight = PROTECT(pressure(v->bytes));
-  SEXP x = R_new_altrep(c, ptr, weight);
-  UNPROTECT(2);
+  SEXP x = R_new_altrep(c, ptr, R_NilValue);
+  UNPROTECT(1);
   return x;
 }
 
@@ -105,17 +139,12 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
   v->n = n;
   v->type = type;
   v->bytes = (size_t)n * esize(type);
+  if (!rs_in_worker) collect_views(HOST_LITE_GC_BYTES); /* before this view exists: it is not garbage */
   live_views++;
   live_bytes += v->bytes;
-  if (fresh) {
-    fresh_since_gc += v->bytes;
-    /* R cannot see the mapped pages as memory it allocated: collect now and then so that dropped
-     * views give their regions back */
-    if (fresh_since_gc > gc_after_fresh) {
-      fresh_since_gc = 0;
-      R_gc();
-    }
-  }
+  /* what counts is shared memory pinned here that another process made (and may wait to reuse) */
+  (void)fresh;
+  if (!region_is_own(b)) made_since_gc += v->bytes;
   SEXP x = PROTECT(make_view(v, type));
   if (type == WIRE_T_I64) Rf_setAttrib(x, R_ClassSymbol, Rf_mkString("integer64"));
   MARK_NOT_MUTABLE(x);
@@ -266,12 +295,14 @@ SEXP C_is_view(SEXP x) {
 }
 
 SEXP rs_view_stats(void) {
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, 2));
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, 3));
   REAL(x)[0] = (double)live_views;
   REAL(x)[1] = (double)live_bytes;
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
+  REAL(x)[2] = (double)made_since_gc;
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 3));
   SET_STRING_ELT(nm, 0, Rf_mkChar("views"));
   SET_STRING_ELT(nm, 1, Rf_mkChar("bytes"));
+  SET_STRING_ELT(nm, 2, Rf_mkChar("pinned_since_gc"));
   Rf_setAttrib(x, R_NamesSymbol, nm);
   UNPROTECT(2);
   return x;
