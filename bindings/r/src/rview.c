@@ -37,16 +37,19 @@ typedef struct view_rec {
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
-static size_t live_views, live_bytes, made_since_gc;
+static size_t live_views, live_bytes, made_since_gc, made_since_full;
 
 /* R's collector cannot see the mapped pages a view holds and runs by how much R allocated, so
  * a program moving large values through views but allocating little keeps dropped views (and
  * their regions) for a long time, and every new large value needs a fresh region (pages the
- * kernel zeroes) instead of a warm one. So views count what they hold: a worker collects after a
- * task once it made 16 MiB of views since the last collection (the arguments of finished tasks
- * are garbage by then), a host before making a view once it made 64 MiB. A collection of the
- * young generation suffices (views die young: ~0.2 ms in a worker, where a full one is ~3 ms);
- * should views pile up anyway, a full collection runs past 256 MiB of live views. */
+ * kernel zeroes) instead of a warm one. So views count the shared memory they newly pin here
+ * that another process made: a worker collects after a task once 16 MiB were pinned since the
+ * last collection (the arguments of finished tasks are garbage by then), a host before making a
+ * view once 64 MiB were. A collection of the young generation suffices (views die young: ~0.2 ms
+ * in a worker, where a full one is ~3 ms); for views that lived long enough to grow old, a full
+ * collection runs once 256 MiB were pinned since the last full one. Views of a region already
+ * pinned here (a view sent on and back) and of this process's own regions pin nothing new: a
+ * program resending the same large view never collects for it. */
 #define WORKER_LITE_GC_BYTES ((size_t)16 << 20)
 #define HOST_LITE_GC_BYTES ((size_t)64 << 20)
 #define FULL_GC_BYTES ((size_t)256 << 20)
@@ -66,16 +69,20 @@ static void collect_young(void) {
 }
 
 static void collect_views(size_t lite_after) {
-  if (made_since_gc < lite_after && live_bytes < FULL_GC_BYTES) return;
+  if (made_since_gc < lite_after && made_since_full < FULL_GC_BYTES) return;
   made_since_gc = 0;
-  if (live_bytes >= FULL_GC_BYTES) R_gc();
-  else collect_young();
+  if (made_since_full >= FULL_GC_BYTES) {
+    made_since_full = 0;
+    R_gc();
+  } else
+    collect_young();
 }
 
 void rs_views_after_task(void) { collect_views(WORKER_LITE_GC_BYTES); }
 
 /* Regions this process made (its encoders' stages): views of them pin nothing another process
- * waits for (a view sent back to its maker), so they do not count. A small table of names. */
+ * waits for (a view sent back to its maker), so in a worker they do not count. A small table of
+ * names. */
 #define OWN_CAP 256
 static char own_names[OWN_CAP][72];
 static int own_next;
@@ -87,6 +94,26 @@ void rs_region_made(suiro_buf *b) {
     if (!strcmp(own_names[i], name)) return;
   snprintf(own_names[own_next], sizeof own_names[0], "%s", name);
   own_next = (own_next + 1) % OWN_CAP;
+}
+
+/* Which message pinned a region here first (a view of a region already pinned by an earlier
+ * message pins nothing new: a view sent on and back, or a column read again). */
+static unsigned message_gen;
+static struct {
+  suiro_buf *b;
+  unsigned gen;
+} pinned[64];
+
+void rs_views_new_message(void) { message_gen++; }
+
+static int pins_new(suiro_buf *b, int fresh) {
+  size_t k = ((uintptr_t)b >> 6) & 63;
+  if (fresh) {
+    pinned[k].b = b;
+    pinned[k].gen = message_gen;
+    return 1;
+  }
+  return pinned[k].b == b && pinned[k].gen == message_gen;
 }
 
 static int region_is_own(suiro_buf *b) {
@@ -142,9 +169,15 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
   if (!rs_in_worker) collect_views(HOST_LITE_GC_BYTES); /* before this view exists: it is not garbage */
   live_views++;
   live_bytes += v->bytes;
-  /* what counts is shared memory pinned here that another process made (and may wait to reuse) */
-  (void)fresh;
-  if (!region_is_own(b)) made_since_gc += v->bytes;
+  /* what counts is shared memory newly pinned here: views of a region no earlier view here holds.
+   * A host's own regions count (its result views hold the regions it staged arguments in, which
+   * it wants back warm for the next argument); a worker's do not (a view of its own region is a
+   * result the host sent back, and the host usually still holds it: collecting for it would only
+   * slow the resending of large views down) */
+  if (pins_new(b, fresh) && (!rs_in_worker || !region_is_own(b))) {
+    made_since_gc += v->bytes;
+    made_since_full += v->bytes;
+  }
   SEXP x = PROTECT(make_view(v, type));
   if (type == WIRE_T_I64) Rf_setAttrib(x, R_ClassSymbol, Rf_mkString("integer64"));
   MARK_NOT_MUTABLE(x);
