@@ -108,7 +108,7 @@ for _, f in ipairs(os.matchfiles(root .. "/bench/bench_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { f }
-    includedirs { root .. "/engine/include", root .. "/engine/src" }
+    includedirs { root .. "/engine/include" }
     buildoptions(common_c)
     links { "suiro", "pthread", "m" }
     linkoptions { "-pthread" }
@@ -131,7 +131,8 @@ local lua_inc = "/usr/include/lua5.4"
 local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lenc.c", root .. "/lua/ldec.c", root .. "/lua/lrecord.c",
                       root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
-                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c" }
+                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c",
+                      root .. "/lua/linit.c", root .. "/lua/lbuf.c" }
 
 project "suiro_lua"
   kind "SharedLib"
@@ -144,12 +145,22 @@ project "suiro_lua"
   linkoptions { "-pthread" }
   per_config("lib/suiro")
 
+-- suiro.probe: measurements for benchmarks and tests (build/lib/suiro/probe.so), not in suiro.core.
+project "suiro_probe"
+  kind "SharedLib"
+  targetname "probe"
+  targetprefix ""
+  files { root .. "/lua/lprobe.c" }
+  includedirs { lua_inc }
+  buildoptions(common_c)
+  per_config("lib/suiro")
+
 -- The suiro CLI: Lua 5.4 with LPeg and the engine built in; also the Lua worker executable.
 project "suiro_cli"
   kind "ConsoleApp"
   targetname "suiro"
   files(lua_sources)
-  files { root .. "/lua/suiro_cli.c" }
+  files { root .. "/lua/suiro_cli.c", root .. "/lua/lprobe.c" }
   includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
   buildoptions(common_c)
   links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }

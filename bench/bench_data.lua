@@ -13,7 +13,7 @@
 -- Medians over interleaved rounds; the last line is JSON.
 
 local suiro = require "suiro"
-local core = require "suiro.core"
+local probe = require "suiro.probe"
 
 local rounds = tonumber(arg[1]) or 7
 local N = 10 * 1000 * 1000 -- 80 MB of f64
@@ -37,7 +37,7 @@ for i = 1, #sizes do resend[i] = {} end
 local last = pool:submit(double, suiro.array("f64", N)):collect() -- warm both sides once
 local expect = 0.0
 for r = 1, rounds do
-  mem[r] = core.memcpy_ms(N * 8, 3)
+  mem[r] = probe.memcpy_ms(N * 8, 3)
 
   local t0 = suiro.now()
   local a = suiro.array("f64", N)

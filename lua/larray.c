@@ -31,7 +31,6 @@
 void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
 size_t larray_big_bytes = SIZE_MAX;
 
-static const char *const type_names[] = { NULL, "f64", "f32", "i64", "i32", "u8", "bool", "c128" };
 static const char *const kind_names[] = { "plain", "date", "timestamp", "factor" };
 static const char *const unit_names[] = { "s", "ms", "us", "ns" };
 
@@ -41,7 +40,7 @@ static int type_from_name(lua_State *L, int idx) {
     return luaL_error(L, "suiro.array: argument 1 (the element type) must be a string such as \"f64\", got %s",
                       luaL_typename(L, idx));
   for (int t = 1; t <= WIRE_T_MAX; t++)
-    if (strcmp(s, type_names[t]) == 0) return t;
+    if (strcmp(s, wire_type_name(t)) == 0) return t;
   return luaL_error(L, "suiro.array: unknown element type \"%s\" (f64, f32, i64, i32, u8, bool, c128)", s);
 }
 
@@ -112,6 +111,17 @@ static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
 larray *larray_new(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 1); }
 larray *larray_new_raw(lua_State *L, int type, int64_t n) { return new_array(L, type, n, 0); }
 
+/* The array's elements move to d (copied; the old memory is let go of). */
+static void move_data(larray *a, void *d, void *region, larray_release_fn release, int owns) {
+  memcpy(d, a->data, larray_bytes(a));
+  if (a->release) a->release(a);
+  else if (a->owns) free(a->data);
+  a->data = d;
+  a->region = region;
+  a->release = release;
+  a->owns = owns;
+}
+
 int larray_to_region(lua_State *L, larray *a) {
   (void)L;
   if (a->region) return 1;
@@ -121,13 +131,7 @@ int larray_to_region(lua_State *L, larray *a) {
   larray_release_fn release = NULL;
   void *d = larray_alloc_big(bytes, &region, &release);
   if (!d) return 0;
-  memcpy(d, a->data, bytes);
-  if (a->release) a->release(a);
-  else if (a->owns) free(a->data);
-  a->data = d;
-  a->region = region;
-  a->release = release;
-  a->owns = 0;
+  move_data(a, d, region, release, 0);
   return 1;
 }
 
@@ -143,13 +147,7 @@ static void unshare(lua_State *L, larray *a) {
     if (!d) luaL_error(L, "suiro.array: out of memory for %I bytes", (lua_Integer)bytes);
     owns = 1;
   }
-  memcpy(d, a->data, bytes);
-  if (a->release) a->release(a);
-  else if (a->owns) free(a->data);
-  a->data = d;
-  a->region = region;
-  a->release = release;
-  a->owns = owns;
+  move_data(a, d, region, release, owns);
   a->shared = 0;
 }
 
@@ -226,7 +224,7 @@ static void push_elem(lua_State *L, const larray *a, int aidx, int64_t i) {
       larray_push_levels(L, aidx);
       if (v < 0 || lua_rawgeti(L, -1, (lua_Integer)v + 1) != LUA_TSTRING) {
         if (v >= 0) lua_pop(L, 1);
-        lsuiro_push_na(L);
+        lvalues_push_na(L);
       }
       lua_remove(L, -2);
       break;
@@ -237,7 +235,7 @@ static void push_elem(lua_State *L, const larray *a, int aidx, int64_t i) {
   case WIRE_T_U8: lua_pushinteger(L, ((const uint8_t *)a->data)[i]); break;
   case WIRE_T_BOOL: {
     uint8_t b = ((const uint8_t *)a->data)[i];
-    if (b == WIRE_NA_BOOL) lsuiro_push_na(L);
+    if (b == WIRE_NA_BOOL) lvalues_push_na(L);
     else lua_pushboolean(L, b);
     break;
   }
@@ -274,7 +272,7 @@ static double na_f64(void) {
 
 /* The 0-based code of the level named by the value at v (-1 for suiro.NA or nil). */
 static int32_t factor_code(lua_State *L, int aidx, int v) {
-  if (lua_isnil(L, v) || lsuiro_is_na(L, v)) return WIRE_NA_CODE;
+  if (lua_isnil(L, v) || lvalues_is_na(L, v)) return WIRE_NA_CODE;
   if (lua_type(L, v) != LUA_TSTRING)
     luaL_error(L, "suiro.array: a factor element must be one of its levels (a string) or suiro.NA, got %s",
                luaL_typename(L, v));
@@ -298,7 +296,7 @@ static int32_t factor_code(lua_State *L, int aidx, int v) {
 static lua_Number elem_number(lua_State *L, const larray *a, int v, int64_t i) {
   if (lua_type(L, v) != LUA_TNUMBER)
     luaL_error(L, "suiro.array: element %I: a %s array holds numbers, got %s", (lua_Integer)i + 1,
-               type_names[a->type], luaL_typename(L, v));
+               wire_type_name(a->type), luaL_typename(L, v));
   return lua_tonumber(L, v);
 }
 
@@ -308,9 +306,9 @@ static lua_Integer elem_integer(lua_State *L, const larray *a, int v, int64_t i)
   if (!ok) {
     if (lua_type(L, v) == LUA_TNUMBER)
       luaL_error(L, "suiro.array: element %I: %s does not fit in %s (an integer type)", (lua_Integer)i + 1,
-                 lua_tostring(L, v), type_names[a->type]);
+                 lua_tostring(L, v), wire_type_name(a->type));
     luaL_error(L, "suiro.array: element %I: a %s array holds integers, got %s", (lua_Integer)i + 1,
-               type_names[a->type], luaL_typename(L, v));
+               wire_type_name(a->type), luaL_typename(L, v));
   }
   return x;
 }
@@ -320,14 +318,14 @@ static void store_elem(lua_State *L, larray *a, int aidx, int64_t i, int v) {
     ((int32_t *)a->data)[i] = factor_code(L, aidx, v);
     return;
   }
-  if (lsuiro_is_na(L, v)) {
+  if (lvalues_is_na(L, v)) {
     switch (a->type) {
     case WIRE_T_F64: ((double *)a->data)[i] = na_f64(); return;
     case WIRE_T_I64: ((int64_t *)a->data)[i] = WIRE_NA_I64; return;
     case WIRE_T_I32: ((int32_t *)a->data)[i] = WIRE_NA_I32; return;
     case WIRE_T_BOOL: ((uint8_t *)a->data)[i] = WIRE_NA_BOOL; return;
     case WIRE_T_C128: ((double *)a->data)[2 * i] = ((double *)a->data)[2 * i + 1] = na_f64(); return;
-    default: luaL_error(L, "suiro.array: %s arrays have no NA", type_names[a->type]); return;
+    default: luaL_error(L, "suiro.array: %s arrays have no NA", wire_type_name(a->type)); return;
     }
   }
   switch (a->type) {
@@ -396,7 +394,7 @@ static int l_newindex(lua_State *L) {
   larray *a = larray_check(L, 1);
   if (a->readonly)
     return luaL_error(L, "suiro.array: this %s array is a read-only view of shared memory; copy it first "
-                         "(a:copy()) to modify it", type_names[a->type]);
+                         "(a:copy()) to modify it", wire_type_name(a->type));
   int64_t i = check_index(L, a, 2);
   if (a->shared) unshare(L, a);
   store_elem(L, a, 1, i, 3);
@@ -425,7 +423,7 @@ static int l_release(lua_State *L) {
 }
 
 static int l_type(lua_State *L) {
-  lua_pushstring(L, type_names[larray_check(L, 1)->type]);
+  lua_pushstring(L, wire_type_name(larray_check(L, 1)->type));
   return 1;
 }
 
@@ -521,7 +519,7 @@ static int l_tostring(lua_State *L) {
       luaL_addstring(&b, kind_names[a->kind]);
       luaL_addchar(&b, ' ');
     }
-    luaL_addstring(&b, type_names[a->type]);
+    luaL_addstring(&b, wire_type_name(a->type));
   }
   if (a->kind == LARRAY_TIMESTAMP) {
     size_t len;
@@ -598,7 +596,7 @@ static int l_typed_new(lua_State *L) {
   }
   if (!lua_istable(L, 1))
     return luaL_error(L, "suiro.%s: argument 1 must be a length (an integer) or a table of values, got %s",
-                      type_names[type], lua_type(L, 1) == LUA_TNUMBER ? lua_tostring(L, 1) : luaL_typename(L, 1));
+                      wire_type_name(type), lua_type(L, 1) == LUA_TNUMBER ? lua_tostring(L, 1) : luaL_typename(L, 1));
   lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
   larray *a = larray_new(L, type, n);
   fill_from(L, a, 1, n);
@@ -756,10 +754,10 @@ static larray *kind_values(lua_State *L, const char *fname, int type, int dflt, 
       luaL_error(L, "%s: argument 1 must be a plain 1-d array or a table, got a %s array", fname,
                  larray_is_nd(src) ? "n-d" : kind_names[src->kind]);
     if (type && type != src->type)
-      luaL_error(L, "%s: argument 1 is an %s array but type is \"%s\"", fname, type_names[src->type], type_names[type]);
+      luaL_error(L, "%s: argument 1 is an %s array but type is \"%s\"", fname, wire_type_name(src->type), wire_type_name(type));
     int ok = 0;
     for (int k = 0; allowed[k]; k++) ok |= allowed[k] == src->type;
-    if (!ok) luaL_error(L, "%s: %s elements are not allowed here", fname, type_names[src->type]);
+    if (!ok) luaL_error(L, "%s: %s elements are not allowed here", fname, wire_type_name(src->type));
     larray *a = larray_new(L, src->type, src->n);
     memcpy(a->data, src->data, larray_bytes(src));
     return a;
@@ -853,7 +851,7 @@ static int l_factor(lua_State *L) {
     lua_pop(L, 1);
     for (lua_Integer i = 1; i <= n; i++) {
       int t = lua_rawgeti(L, 1, i);
-      if (t != LUA_TSTRING && t != LUA_TNIL && !lsuiro_is_na(L, -1))
+      if (t != LUA_TSTRING && t != LUA_TNIL && !lvalues_is_na(L, -1))
         return luaL_error(L, "suiro.factor: element %I must be a string or suiro.NA, got %s", i, luaL_typename(L, -1));
       lua_pop(L, 1);
     }
@@ -1156,7 +1154,7 @@ static const luaL_Reg meta[] = {
 };
 
 /* Large arrays live in shared regions when the process has a pool (zero-copy sends). */
-static void release_region(larray *a) {
+void larray_release_region(larray *a) {
   suiro_buf_unref(a->region);
   a->region = NULL;
 }
@@ -1166,7 +1164,7 @@ static void *alloc_in_region(size_t bytes, void **region, larray_release_fn *rel
   suiro_buf *b = suiro_buf_alloc(bytes);
   if (!b) return NULL;
   *region = b;
-  *release = release_region;
+  *release = larray_release_region;
   return suiro_buf_data(b);
 }
 
@@ -1189,7 +1187,7 @@ int luaopen_suiro_array(lua_State *L) {
   for (int t = 1; t <= WIRE_T_MAX; t++) {
     lua_pushinteger(L, t);
     lua_pushcclosure(L, l_typed_new, 1);
-    lua_setfield(L, -2, type_names[t]);
+    lua_setfield(L, -2, wire_type_name(t));
   }
   lua_pushcfunction(L, l_date);
   lua_setfield(L, -2, "date");

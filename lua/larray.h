@@ -62,6 +62,9 @@ void larray_set_attr(lua_State *L, int idx, const char *field);
  * (in a shared region) instead of malloc, so they can leave a worker without another copy. */
 extern void *(*larray_alloc_big)(size_t bytes, void **region, larray_release_fn *release);
 extern size_t larray_big_bytes;
+/* The release of an array whose data lives in a region (made here, or a view received): gives the
+ * region's reference back. */
+void larray_release_region(larray *a);
 /* Moves a private array's data into memory from larray_alloc_big (so it can be sent by
  * reference); returns 0 when no region can be had. */
 int larray_to_region(lua_State *L, larray *a);

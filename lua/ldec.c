@@ -89,7 +89,7 @@ static void push_refdesc(lua_State *L, const wire_ref *r) {
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "shape");
-  lsuiro_push_mt(L, &lsuiro_key_refdesc);
+  lvalues_push_mt(L, &lvalues_key_refdesc);
   lua_setmetatable(L, -2);
 }
 
@@ -104,7 +104,7 @@ static void dec_funcdesc(dec *d, wire_item *it) {
   lua_setfield(L, -2, "lang");
   lua_pushinteger(L, (lua_Integer)it->i);
   lua_setfield(L, -2, "key");
-  lsuiro_push_mt(L, &lsuiro_key_funcdesc);
+  lvalues_push_mt(L, &lvalues_key_funcdesc);
   lua_setmetatable(L, -2);
   uint64_t n = it->n;
   wire_item c;
@@ -122,11 +122,6 @@ static void dec_funcdesc(dec *d, wire_item *it) {
   lua_setfield(L, -2, "captured");
 }
 
-static void release_view(larray *a) {
-  suiro_buf_unref(a->region);
-  a->region = NULL;
-}
-
 /* A typed reference becomes a read-only view of the shared pages (the sender added a reference
  * for us; the view owns it and drops it when collected or released). */
 static void dec_ref_view(dec *d, wire_item *it) {
@@ -139,7 +134,7 @@ static void dec_ref_view(dec *d, wire_item *it) {
   suiro_view v;
   if (suiro_zc_open(r, &v) != SUIRO_OK)
     luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
-  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, release_view, !v.fresh);
+  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, larray_release_region, !v.fresh);
   if (r->ndim >= 1) {
     a->nd = 1;
     a->ndim = r->ndim;
@@ -154,13 +149,13 @@ static void dec_value(dec *d, wire_item *it) {
   switch (it->tag) {
   case WIRE_NIL: lua_pushnil(L); return;
   case WIRE_BOOL:
-    if (it->flag == WIRE_NA_BOOL) lsuiro_push_na(L);
+    if (it->flag == WIRE_NA_BOOL) lvalues_push_na(L);
     else lua_pushboolean(L, it->flag);
     return;
   case WIRE_I64: lua_pushinteger(L, (lua_Integer)it->i); return;
   case WIRE_F64: lua_pushnumber(L, it->f); return;
   case WIRE_STR: lua_pushlstring(L, it->data, (size_t)it->n); return;
-  case WIRE_BYTES: lsuiro_push_bytes(L, it->data, (size_t)it->n); return;
+  case WIRE_BYTES: lvalues_push_bytes(L, it->data, (size_t)it->n); return;
   case WIRE_ARRAY:
   case WIRE_NDARRAY:
   case WIRE_DATE:
@@ -173,12 +168,12 @@ static void dec_value(dec *d, wire_item *it) {
     lua_Integer i = 1;
     while (wire_strs_next(&si, &s, &len)) {
       if (s) lua_pushlstring(L, s, len);
-      else lsuiro_push_na(L);
+      else lvalues_push_na(L);
       lua_rawseti(L, -2, i++);
     }
     lua_pushinteger(L, (lua_Integer)it->n);
     lua_setfield(L, -2, "n");
-    lsuiro_setmt_strings(L);
+    lvalues_setmt_strings(L);
     return;
   }
   case WIRE_FACTOR: {

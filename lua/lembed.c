@@ -2,7 +2,7 @@
  * lembed.c — the Lua face's readers for other faces (suiro_embed.h): a private Lua state runs
  * lua/suiro/config.lua and parse.lua, and the results cross to C as wire buffers or as the
  * engine's template description. Also the one reader of parsed templates (Lua table ->
- * suiro_template) that the Lua face's maps use too (lsuiro_template_read).
+ * suiro_template) that the Lua face's maps use too (lembed_template_read).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@ static int type_code(const char *name) {
 }
 
 /* The parsed template at idx (suiro.parse.template's result). 0, or -1 with a message. */
-int lsuiro_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap) {
+int lembed_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap) {
   idx = lua_absindex(L, idx);
   memset(t, 0, sizeof *t);
   int top = lua_gettop(L);
@@ -315,7 +315,7 @@ int suiro_embed_template(suiro_embed *e, const char *spec, suiro_template *t, ch
   int top = lua_gettop(L);
   lua_pushstring(L, spec);
   if (call(e, "suiro.embed.parse", "template", 1, err, cap) != 0) return lua_settop(L, top), -1;
-  int rc = lsuiro_template_read(L, -1, t, err, cap);
+  int rc = lembed_template_read(L, -1, t, err, cap);
   lua_settop(L, top);
   return rc;
 }

@@ -390,7 +390,7 @@ static void enc_strings(enc *e, int idx) {
       size_t len;
       const char *s = lua_tolstring(L, -1, &len);
       wire_strs_add(e->w, s, len);
-    } else if (t == LUA_TNIL || lsuiro_is_na(L, -1)) {
+    } else if (t == LUA_TNIL || lvalues_is_na(L, -1)) {
       wire_strs_add_na(e->w);
     } else {
       enc_fail(L, e, lua_pushfstring(L, "string vector element %I is a %s (string vectors hold strings and suiro.NA)",
@@ -418,7 +418,7 @@ static void enc_frame(enc *e, int idx, lframe *f) {
     with_seg(e, SEG_KEY, 0, name);
     larray *a = larray_test(L, c);
     int64_t n = -1;
-    if (!a && lsuiro_is(L, c, &lsuiro_key_refdesc)) { /* suiro.wire.decode(s, { describe = true }) */
+    if (!a && lsuiro_is(L, c, &lvalues_key_refdesc)) { /* suiro.wire.decode(s, { describe = true }) */
       enc_refdesc(e, c);
       e->nseg--;
       lua_pop(L, 2);
@@ -428,7 +428,7 @@ static void enc_frame(enc *e, int idx, lframe *f) {
       if (!a->data && a->n) enc_fail(L, e, "a released suiro.array cannot be sent");
       if (larray_is_nd(a)) enc_fail(L, e, "a frame column must be 1-d, this is an n-d array");
       n = a->n;
-    } else if (lsuiro_is_strings(L, c)) {
+    } else if (lvalues_is_strings(L, c)) {
       lua_pushliteral(L, "n");
       n = lua_rawget(L, c) == LUA_TNUMBER ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, c);
       lua_pop(L, 1);
@@ -456,7 +456,7 @@ static lua_Integer desc_int(enc *e, int idx, const char *field, int required) {
   }
   if (!lua_isinteger(L, -1))
     enc_fail(L, e, lua_pushfstring(L, "a %s descriptor needs %s (an integer), got %s",
-                                   lsuiro_is(L, idx, &lsuiro_key_refdesc) ? "ref" : "func", field, luaL_typename(L, -1)));
+                                   lsuiro_is(L, idx, &lvalues_key_refdesc) ? "ref" : "func", field, luaL_typename(L, -1)));
   lua_Integer v = lua_tointeger(L, -1);
   lua_pop(L, 1);
   return v;
@@ -613,8 +613,8 @@ static void enc_value(enc *e, int idx) {
   }
   case LUA_TTABLE:
     if (lua_getmetatable(L, idx)) {
-      static const void *const kinds[] = { &lsuiro_key_call, &lsuiro_key_error, &lsuiro_key_strings,
-                                           &lsuiro_key_refdesc, &lsuiro_key_funcdesc };
+      static const void *const kinds[] = { &lsuiro_key_call, &lsuiro_key_error, &lvalues_key_strings,
+                                           &lvalues_key_refdesc, &lvalues_key_funcdesc };
       int kind = -1;
       for (int k = 0; k < 5 && kind < 0; k++) {
         lua_rawgetp(L, LUA_REGISTRYINDEX, kinds[k]);
@@ -653,12 +653,12 @@ static void enc_value(enc *e, int idx) {
       return;
     }
     size_t blen;
-    const char *b = lsuiro_tobytes(L, idx, &blen);
+    const char *b = lvalues_tobytes(L, idx, &blen);
     if (b) {
       wire_put_bytes(e->w, b, blen);
       return;
     }
-    if (lsuiro_is_na(L, idx)) {
+    if (lvalues_is_na(L, idx)) {
       wire_put_bool(e->w, WIRE_NA_BOOL);
       return;
     }

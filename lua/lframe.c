@@ -37,14 +37,14 @@ lframe *lframe_push(lua_State *L, int64_t nrow) {
     lua_newtable(L);
     lua_setiuservalue(L, -2, k);
   }
-  lsuiro_push_mt(L, &lsuiro_key_frame);
+  lvalues_push_mt(L, &lvalues_key_frame);
   lua_setmetatable(L, -2);
   return f;
 }
 
-lframe *lframe_test(lua_State *L, int idx) { return lsuiro_testud(L, idx, &lsuiro_key_frame); }
+lframe *lframe_test(lua_State *L, int idx) { return lsuiro_testud(L, idx, &lvalues_key_frame); }
 
-static lframe *checkframe(lua_State *L, int idx) { return lsuiro_checkud(L, idx, &lsuiro_key_frame, "suiro.frame"); }
+static lframe *checkframe(lua_State *L, int idx) { return lsuiro_checkud(L, idx, &lvalues_key_frame, "suiro.frame"); }
 
 void lframe_push_parts(lua_State *L, int fidx) {
   fidx = lua_absindex(L, fidx);
@@ -108,7 +108,7 @@ static void column_from_table(lua_State *L, int idx, const char *name) {
     else if (t == LUA_TNUMBER) {
       nnum = 1;
       if (!lua_isinteger(L, -1)) nfloat = 1;
-    } else if (t != LUA_TNIL && !lsuiro_is_na(L, -1)) {
+    } else if (t != LUA_TNIL && !lvalues_is_na(L, -1)) {
       luaL_error(L, "suiro.frame: column \"%s\": element %I is a %s (columns hold numbers, strings or booleans)", name, i,
                  luaL_typename(L, -1));
     }
@@ -125,19 +125,19 @@ static void column_from_table(lua_State *L, int idx, const char *name) {
     for (lua_Integer i = 1; i <= n; i++) {
       if (lua_rawgeti(L, idx, i) == LUA_TNIL) {
         lua_pop(L, 1);
-        lsuiro_push_na(L);
+        lvalues_push_na(L);
       }
       lua_rawseti(L, -2, i);
     }
     lua_pushinteger(L, n);
     lua_setfield(L, -2, "n");
-    lsuiro_setmt_strings(L);
+    lvalues_setmt_strings(L);
   } else {
     int type = nbool ? WIRE_T_BOOL : nfloat ? WIRE_T_F64 : WIRE_T_I64;
     larray *a = larray_new(L, type, n);
     for (lua_Integer i = 1; i <= n; i++) {
       int t = lua_rawgeti(L, idx, i);
-      int na = t == LUA_TNIL || lsuiro_is_na(L, -1);
+      int na = t == LUA_TNIL || lvalues_is_na(L, -1);
       if (type == WIRE_T_BOOL) ((uint8_t *)a->data)[i - 1] = na ? WIRE_NA_BOOL : (uint8_t)lua_toboolean(L, -1);
       else if (type == WIRE_T_F64) ((double *)a->data)[i - 1] = na ? na_f64() : lua_tonumber(L, -1);
       else ((int64_t *)a->data)[i - 1] = na ? WIRE_NA_I64 : lua_tointeger(L, -1);
@@ -157,7 +157,7 @@ static int64_t check_column(lua_State *L, int idx, const char *name) {
     if (larray_is_nd(a)) luaL_error(L, "suiro.frame: column \"%s\" is an n-d array; columns are 1-d", name);
     return a->n;
   }
-  if (lsuiro_is_strings(L, idx)) {
+  if (lvalues_is_strings(L, idx)) {
     lua_pushliteral(L, "n");
     lua_Integer n = lua_rawget(L, idx) == LUA_TNUMBER ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, idx);
     lua_pop(L, 1);
@@ -167,7 +167,7 @@ static int64_t check_column(lua_State *L, int idx, const char *name) {
     column_from_table(L, idx, name);
     return check_column(L, idx, name);
   }
-  if (lsuiro_is(L, idx, &lsuiro_key_refdesc)) { /* a described column in shared memory */
+  if (lsuiro_is(L, idx, &lvalues_key_refdesc)) { /* a described column in shared memory */
     lua_getfield(L, idx, "type");
     const char *t = lua_tostring(L, -1);
     int type = 0;

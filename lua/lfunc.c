@@ -246,16 +246,7 @@ void lfunc_check_ref(lua_State *L, int idx, const char *verb) {
     return;
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref") != LUA_TFUNCTION) {
-    lua_pop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "suiro.parse");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "try_fnref");
-    lua_remove(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_fnref");
-  }
+  lsuiro_push_parser(L, "try_fnref");
   lua_pushvalue(L, idx);
   lua_call(L, 1, 2);
   if (lua_isnil(L, -2))

@@ -10,7 +10,8 @@
  * table of any values that cross (each element encoded on its own so a runner decodes only its
  * elements). Results: a typed output area for templates ("f64" -> suiro.array, "f64[3]" -> an
  * n x 3 array, "{a: f64, b: i32}" -> columns), else one encoded value per element.
- * The Lua side of the runner lives in lworker.c.
+ * Both sides live here: the host stages and collects, the runner (in a worker, lmap_exec_runner)
+ * claims ranges, calls the function on each element and stores its result.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
 #include "lsuiro.h"
 #include "lvalues.h"
 
-const char lsuiro_key_map, lsuiro_key_range;
+const char lmap_key_map, lmap_key_range;
 
 typedef struct lmap {
   suiro_map *m;
@@ -63,7 +64,7 @@ static int l_range(lua_State *L) {
   r->start = a;
   r->step = step;
   r->n = n;
-  lsuiro_setmt(L, &lsuiro_key_range);
+  lsuiro_setmt(L, &lmap_key_range);
   return 1;
 }
 
@@ -72,11 +73,11 @@ void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n) {
   r->start = start;
   r->step = step;
   r->n = n;
-  lsuiro_setmt(L, &lsuiro_key_range);
+  lsuiro_setmt(L, &lmap_key_range);
 }
 
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n) {
-  lrange *r = lsuiro_testud(L, idx, &lsuiro_key_range);
+  lrange *r = lsuiro_testud(L, idx, &lmap_key_range);
   if (!r) return 0;
   *start = r->start;
   *step = r->step;
@@ -84,7 +85,7 @@ int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t 
   return 1;
 }
 
-static lrange *checkrange(lua_State *L, int i) { return lsuiro_checkud(L, i, &lsuiro_key_range, "suiro.range"); }
+static lrange *checkrange(lua_State *L, int i) { return lsuiro_checkud(L, i, &lmap_key_range, "suiro.range"); }
 
 static int l_range_len(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)checkrange(L, 1)->n);
@@ -109,7 +110,7 @@ static int l_range_index(lua_State *L) {
 }
 
 static int l_range_eq(lua_State *L) {
-  lrange *a = lsuiro_testud(L, 1, &lsuiro_key_range), *b = lsuiro_testud(L, 2, &lsuiro_key_range);
+  lrange *a = lsuiro_testud(L, 1, &lmap_key_range), *b = lsuiro_testud(L, 2, &lmap_key_range);
   lua_pushboolean(L, a && b && a->n == b->n && (a->n == 0 || (a->start == b->start && (a->n == 1 || a->step == b->step))));
   return 1;
 }
@@ -123,42 +124,10 @@ static int l_range_tostring(lua_State *L) {
 
 /* ---- staging ---------------------------------------------------------------------------------- */
 
-static lmap *checkmap(lua_State *L, int i) { return lsuiro_checkud(L, i, &lsuiro_key_map, "suiro.map"); }
-
-typedef struct growbuf { unsigned char *p; size_t len, cap; } growbuf;
-
-static void gb_put(lua_State *L, growbuf *g, const void *data, size_t n) {
-  if (g->len + n > g->cap) {
-    size_t cap = g->cap ? g->cap * 2 : 4096;
-    while (cap < g->len + n) cap *= 2;
-    unsigned char *p = realloc(g->p, cap);
-    if (!p) luaL_error(L, "pool:map: out of memory");
-    g->p = p;
-    g->cap = cap;
-  }
-  memcpy(g->p + g->len, data, n);
-  g->len += n;
-}
-
-static int growbuf_gc(lua_State *L) {
-  growbuf *g = lua_touserdata(L, 1);
-  free(g->p);
-  g->p = NULL;
-  return 0;
-}
-
-static growbuf *push_growbuf(lua_State *L) {
-  growbuf *g = lua_newuserdatauv(L, sizeof *g, 0);
-  memset(g, 0, sizeof *g);
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, growbuf_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  return g;
-}
+static lmap *checkmap(lua_State *L, int i) { return lsuiro_checkud(L, i, &lmap_key_map, "suiro.map"); }
 
 /* Encodes the value at idx as a stand-alone wire buffer (a list of one) into g. */
-static void encode_one(lcodec_ctx *c, int idx, growbuf *g) {
+static void encode_one(lcodec_ctx *c, int idx, lbuf *g) {
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
@@ -169,14 +138,14 @@ static void encode_one(lcodec_ctx *c, int idx, growbuf *g) {
     wire_writer_free(&w);
     luaL_error(c->L, "%s: %s", c->verb, wire_writer_error(&w));
   }
-  gb_put(c->L, g, buf, len);
+  lbuf_put(c->L, g, buf, len);
   wire_writer_free(&w);
 }
 
 
 /* A table of only integers (or only floats) is staged as an i64 (f64) array: no per-element
  * encoding on the host, no decoding in the runners, and each element keeps its Lua subtype. */
-static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf *data) {
+static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, lbuf *data) {
   if (n < 1) return 0;
   lua_rawgeti(L, t, 1);
   int isint = lua_isinteger(L, -1), isnum = lua_type(L, -1) == LUA_TNUMBER;
@@ -194,7 +163,7 @@ static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, growbuf 
         double v = lua_tonumber(L, -1);
         memcpy(cell, &v, 8);
       }
-      gb_put(L, data, cell, 8);
+      lbuf_put(L, data, cell, 8);
     }
     lua_pop(L, 1);
     if (!ok) {
@@ -236,7 +205,7 @@ static uint64_t table_count(lua_State *L, int t) {
 
 /* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
 static int l_map_new(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   int ft = lua_type(L, 2);
   if (ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call))
     return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference; a call spec "
@@ -247,11 +216,11 @@ static int l_map_new(lua_State *L) {
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
-  lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lsuiro_key_range);
+  lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lmap_key_range);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
-  growbuf *fn = push_growbuf(L);      /* 5 */
-  growbuf *data = push_growbuf(L);    /* 6 */
-  growbuf *offs = push_growbuf(L);    /* 7 */
+  lbuf *fn = lbuf_push(L);      /* 5 */
+  lbuf *data = lbuf_push(L);    /* 6 */
+  lbuf *offs = lbuf_push(L);    /* 7 */
   if (ft == LUA_TSTRING) lfunc_check_ref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
   suiro_plan_spec s;
@@ -283,7 +252,7 @@ static int l_map_new(lua_State *L) {
     } else {
       s.in_kind = SUIRO_IN_VALUES;
       uint64_t zero = 0;
-      gb_put(L, offs, &zero, 8);
+      lbuf_put(L, offs, &zero, 8);
       c.verb = "pool:map";
       c.element = 1;
       for (uint64_t i = 1; i <= n; i++) {
@@ -292,7 +261,7 @@ static int l_map_new(lua_State *L) {
         encode_one(&c, lua_gettop(L), data);
         lua_pop(L, 1);
         uint64_t end = data->len;
-        gb_put(L, offs, &end, 8);
+        lbuf_put(L, offs, &end, 8);
       }
       s.in_data = data->p;
       s.in_len = data->len;
@@ -304,12 +273,12 @@ static int l_map_new(lua_State *L) {
   }
   lmap *lm = lua_newuserdatauv(L, sizeof *lm, 2);
   memset(lm, 0, sizeof *lm);
-  lsuiro_setmt(L, &lsuiro_key_map);
+  lsuiro_setmt(L, &lmap_key_map);
   int self = lua_gettop(L);
   lua_getfield(L, 4, "template");
   if (!lua_isnil(L, -1)) {
     char err[256];
-    if (lsuiro_template_read(L, -1, &lm->tpl, err, sizeof err) != 0) return luaL_error(L, "pool:map: %s", err);
+    if (lembed_template_read(L, -1, &lm->tpl, err, sizeof err) != 0) return luaL_error(L, "pool:map: %s", err);
     lm->has_tpl = 1;
     s.tpl = &lm->tpl;
   }
@@ -436,7 +405,7 @@ static void push_cell(lua_State *L, int type, const char *p) {
   case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); return; }
   case WIRE_T_U8: lua_pushinteger(L, *(const uint8_t *)p); return;
   case WIRE_T_BOOL:
-    if (*(const uint8_t *)p == WIRE_NA_BOOL) lsuiro_push_na(L);
+    if (*(const uint8_t *)p == WIRE_NA_BOOL) lvalues_push_na(L);
     else lua_pushboolean(L, *(const uint8_t *)p == 1);
     return;
   }
@@ -585,7 +554,7 @@ static int finish_run(lua_State *L, lmap *lm, double timeout) {
 
 /* The timeout of a collect: the argument, else the map's timeout option, else the pool's. */
 static double map_timeout(lua_State *L, int arg) {
-  if (!lua_isnoneornil(L, arg)) return lsuiro_seconds(L, arg, "map:collect", "timeout");
+  if (!lua_isnoneornil(L, arg)) return lpool_seconds(L, arg, "map:collect", "timeout");
   lua_getiuservalue(L, 1, 2);
   lua_getfield(L, -1, "timeout_s");
   double t = -1;
@@ -743,7 +712,7 @@ static int l_map_run(lua_State *L) {
     if (!pl) return luaL_error(L, "map:run: %s", suiro_last_error());
     memcpy(suiro_plan_in_data(pl), a->data, larray_bytes(a));
   }
-  double timeout = lua_isnoneornil(L, 3) ? -1 : lsuiro_seconds(L, 3, "map:run", "timeout");
+  double timeout = lua_isnoneornil(L, 3) ? -1 : lpool_seconds(L, 3, "map:run", "timeout");
   suiro_status st = suiro_map_start(lm->m, lp->default_timeout);
   if (st == SUIRO_CLOSED) return push_closed(L);
   if (st != SUIRO_OK) return luaL_error(L, "map:run: %s", suiro_last_error());
@@ -768,6 +737,237 @@ static int l_map_tostring(lua_State *L) {
   return 1;
 }
 
+/* ---- the runner side (in workers): per-element random streams ------------------------------------------------------------- */
+
+/* suiro.random([m [, n]]): math.random's contract, drawing from the element's own stream inside a
+ * seeded map (suiro_rng_current: the same streams in every language), from math.random elsewhere. */
+static int l_random(lua_State *L) {
+  suiro_rng *rng = suiro_rng_current();
+  if (!rng) {
+    lua_getglobal(L, "math");
+    lua_getfield(L, -1, "random");
+    lua_insert(L, 1);
+    lua_pop(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+  }
+  lua_Integer lo, hi;
+  switch (lua_gettop(L)) {
+  case 0: lua_pushnumber(L, suiro_rng_unit(rng)); return 1;
+  case 1: lo = 1; hi = luaL_checkinteger(L, 1); break;
+  default: lo = luaL_checkinteger(L, 1); hi = luaL_checkinteger(L, 2); break;
+  }
+  luaL_argcheck(L, lo <= hi, lua_gettop(L) == 1 ? 1 : 2, "interval is empty");
+  lua_pushinteger(L, (lua_Integer)suiro_rng_range(rng, (int64_t)lo, (int64_t)hi));
+  return 1;
+}
+
+/* ---- map runners ------------------------------------------------------------------------------ */
+
+typedef struct map_run {
+  suiro_map *m;
+  uint64_t current;  /* element being run, for the failure report */
+  const void *arg;
+  size_t len;
+} map_run;
+
+/* Stores the value at idx into a typed cell with the seam's range rules; raises naming the
+ * element (and the field of a record) on a mismatch. */
+static void store_cell(lua_State *L, int idx, void *cell, int type, uint64_t i, const char *field) {
+  char err[160];
+  int rc;
+  switch (lua_type(L, idx)) {
+  case LUA_TNUMBER:
+    rc = lua_isinteger(L, idx) ? suiro_cell_put_int(cell, type, (int64_t)lua_tointeger(L, idx), err, sizeof err)
+                               : suiro_cell_put_real(cell, type, (double)lua_tonumber(L, idx), err, sizeof err);
+    break;
+  case LUA_TBOOLEAN: rc = suiro_cell_put_bool(cell, type, lua_toboolean(L, idx), err, sizeof err); break;
+  default:
+    if (lvalues_is_na(L, idx)) {
+      rc = suiro_cell_put_na(cell, type, err, sizeof err);
+    } else {
+      snprintf(err, sizeof err, "template %s cannot hold %s", wire_type_name(type), luaL_typename(L, idx));
+      rc = -1;
+    }
+  }
+  if (rc == 0) return;
+  if (field) luaL_error(L, "element %I: field \"%s\": %s", (lua_Integer)i + 1, field, err);
+  luaL_error(L, "element %I: %s", (lua_Integer)i + 1, err);
+}
+
+/* Stores element i's result (at the top) into its cells per the template. */
+static void store_result(lua_State *L, const suiro_plan *pl, const suiro_template *t, void *out, uint64_t i,
+                         uint64_t width) {
+  int type;
+  if (t->kind == SUIRO_OUT_SCALAR) {
+    char *cell = suiro_plan_cell(pl, out, i, 0, &type);
+    if (type == WIRE_T_F64 && lua_type(L, -1) == LUA_TNUMBER) { /* the common case */
+      double v = lua_tonumber(L, -1);
+      memcpy(cell, &v, 8);
+    } else {
+      store_cell(L, -1, cell, type, i, NULL);
+    }
+    return;
+  }
+  if (t->kind == SUIRO_OUT_RECORD) {
+    if (!lua_istable(L, -1))
+      luaL_error(L, "element %I: a record template wants a table, got %s", (lua_Integer)i + 1, luaL_typename(L, -1));
+    for (int k = 0; k < t->nfields; k++) {
+      void *cell = suiro_plan_cell(pl, out, i, k, &type);
+      lua_getfield(L, -1, t->fields[k].name);
+      store_cell(L, -1, cell, type, i, t->fields[k].name);
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  char *cell = suiro_plan_cell(pl, out, i, 0, &type); /* ARRAY: width cells in a row */
+  size_t es = wire_type_size(type);
+  larray *a = larray_test(L, -1);
+  if (a) {
+    if ((uint64_t)a->n != width)
+      luaL_error(L, "element %I: the template wants %I values, got an array of %I", (lua_Integer)i + 1,
+                 (lua_Integer)width, (lua_Integer)a->n);
+    if (a->type == type && a->kind == LARRAY_PLAIN) {
+      memcpy(cell, a->data, width * es);
+      return;
+    }
+    for (uint64_t k = 0; k < width; k++) {
+      lua_geti(L, -1, (lua_Integer)k + 1);
+      store_cell(L, -1, cell + k * es, type, i, NULL);
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  if (!lua_istable(L, -1))
+    luaL_error(L, "element %I: the template wants %I values, got %s", (lua_Integer)i + 1, (lua_Integer)width,
+               luaL_typename(L, -1));
+  if ((uint64_t)lua_rawlen(L, -1) != width)
+    luaL_error(L, "element %I: the template wants %I values, got a table of %I", (lua_Integer)i + 1,
+               (lua_Integer)width, (lua_Integer)lua_rawlen(L, -1));
+  for (uint64_t k = 0; k < width; k++) {
+    lua_rawgeti(L, -1, (lua_Integer)k + 1);
+    store_cell(L, -1, cell + k * es, type, i, NULL);
+    lua_pop(L, 1);
+  }
+}
+
+static int run_map_task(lua_State *L) {
+  map_run *mr = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  unsigned runner;
+  if (suiro_map_attach(mr->arg, mr->len, &mr->m, &runner) != SUIRO_OK)
+    return luaL_error(L, "map runner: %s", suiro_last_error());
+  suiro_map *m = mr->m;
+  const suiro_plan *pl = suiro_plan_of(m);
+  if (!pl) return luaL_error(L, "map runner: %s", suiro_last_error());
+  const suiro_template *t = suiro_plan_template(pl);
+  uint64_t width = 1;
+  if (t && t->kind == SUIRO_OUT_ARRAY)
+    for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
+  void *out = suiro_map_runner_output(m);
+  /* The runner's globals: a copy of the standard globals, made once per runner. A copy rather
+   * than a table that falls back to _G: the map's elements may use globals in tight loops, and
+   * every miss through __index costs (a quarter more time on math-heavy elements). */
+  lua_createtable(L, 0, 64);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -5);
+  }
+  lua_pop(L, 1);
+  int env = lua_gettop(L); /* 1 */
+  const void *fb;
+  size_t fl;
+  suiro_plan_fn(pl, &fb, &fl);
+  lworker_decode_one(L, fb, fl, env); /* 2: the function, a "module.fn" name or a call spec */
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    size_t nl;
+    const char *nm = lua_tolstring(L, 2, &nl);
+    lworker_resolve(L, nm, nl);
+    lua_replace(L, 2);
+  }
+  uint64_t b, e;
+  while (suiro_map_claim(m, &b, &e)) {
+    for (uint64_t i = b; i < e; i++) {
+      mr->current = i;
+      suiro_plan_enter(pl, i);
+      lua_pushvalue(L, 2);
+      suiro_elem el;
+      if (suiro_plan_elem(pl, i, &el) != 0) luaL_error(L, "map: %s", suiro_last_error());
+      switch (el.kind) {
+      case 'f': lua_pushnumber(L, el.f); break;
+      case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
+      case 'b':
+        if (el.i == WIRE_NA_BOOL) lvalues_push_na(L);
+        else lua_pushboolean(L, (int)el.i);
+        break;
+      default: lworker_decode_one(L, el.buf, el.len, env); break;
+      }
+      lua_call(L, 1, 1);
+      if (t) {
+        store_result(L, pl, t, out, i, width);
+      } else {
+        _Alignas(8) unsigned char stack[256];
+        wire_writer w;
+        wire_writer_init(&w, stack, sizeof stack);
+        lcodec_ctx cx = { .L = L, .pool = lworker_self_pool(), .verb = "element result", .returning = 1 };
+        lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
+        const void *buf;
+        size_t blen;
+        if (wire_writer_finish(&w, &buf, &blen) != WIRE_OK) {
+          wire_writer_free(&w);
+          luaL_error(L, "element %I: %s", (lua_Integer)i + 1, wire_writer_error(&w));
+        }
+        int full = suiro_map_put(m, i, buf, blen) != 0;
+        wire_writer_free(&w);
+        if (full) luaL_error(L, "element %I: the map's results outgrew its heap; use a template", (lua_Integer)i + 1);
+      }
+      lua_settop(L, 2);
+      suiro_plan_leave();
+      if (__builtin_expect(suiro_map_cancelled(m), 0)) break;
+    }
+    suiro_map_completed(m, b, e);
+  }
+  return 0;
+}
+
+/* A map runner task: errors become the element's failure (which cancels the map). */
+int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out) {
+  int top = lua_gettop(L);
+  map_run mr = { NULL, 0, arg, len };
+  lua_pushcfunction(L, lworker_msgh);
+  lua_pushcfunction(L, run_map_task);
+  lua_pushlightuserdata(L, &mr);
+  int rc = 0;
+  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
+    suiro_plan_leave();
+    if (!mr.m) {
+      rc = lworker_fail(L, out, lua_gettop(L));
+    } else {
+      const char *msg = "", *tb = "";
+      size_t ml = 0, tl = 0;
+      if (lua_istable(L, -1)) {
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        msg = lua_tolstring(L, -2, &ml);
+        tb = lua_tolstring(L, -1, &tl);
+        if (!msg) { msg = ""; ml = 0; }
+        if (!tb) { tb = ""; tl = 0; }
+      }
+      _Alignas(8) unsigned char eb[4096];
+      size_t n = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml },
+                                    (wire_str){ tb, tl }, (int64_t)mr.current);
+      suiro_map_fail(mr.m, mr.current, eb, n);
+    }
+  }
+  if (mr.m) suiro_map_detach(mr.m);
+  lua_settop(L, top);
+  return rc;
+}
+
+
 static const luaL_Reg map_methods[] = {
   { "collect", l_map_collect }, { "cancel", l_map_cancel },   { "ready", l_map_ready },
   { "progress", l_map_progress }, { "results", l_map_results }, { "run", l_map_run },
@@ -777,34 +977,29 @@ static const luaL_Reg map_methods[] = {
 
 /* Registers suiro.map and suiro.range; adds core.map_new and core.range to the table on top. */
 void lmap_open(lua_State *L) {
-  lsuiro_newmt(L, "suiro.map", &lsuiro_key_map);
+  static const luaL_Reg map_meta[] = {
+    { "__gc", l_map_gc }, { "__close", l_map_gc }, { "__tostring", l_map_tostring }, { NULL, NULL },
+  };
+  static const luaL_Reg range_meta[] = {
+    { "__len", l_range_len }, { "__index", l_range_index }, { "__tostring", l_range_tostring },
+    { "__eq", l_range_eq }, { NULL, NULL },
+  };
+  lsuiro_newmt(L, "suiro.map", &lmap_key_map);
   luaL_newlib(L, map_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.map_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_map_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_map_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_map_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, map_meta, 0);
   lua_pop(L, 1);
-  lsuiro_newmt(L, "suiro.range", &lsuiro_key_range);
-  lua_pushcfunction(L, l_range_len);
-  lua_setfield(L, -2, "__len");
-  lua_pushcfunction(L, l_range_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_range_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, l_range_eq);
-  lua_setfield(L, -2, "__eq");
-  lua_pushliteral(L, "suiro.range");
-  lua_setfield(L, -2, "__name");
+  lsuiro_newmt(L, "suiro.range", &lmap_key_range);
+  luaL_setfuncs(L, range_meta, 0);
   lua_pop(L, 1);
   lua_pushcfunction(L, l_map_new);
   lua_setfield(L, -2, "map_new");
   lua_pushcfunction(L, l_range);
   lua_setfield(L, -2, "range");
+  lua_pushcfunction(L, l_random);
+  lua_setfield(L, -2, "random");
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.map_methods");
   lua_setfield(L, -2, "map_methods");
 }

@@ -29,7 +29,7 @@ const char lsuiro_key_pool, lsuiro_key_task, lsuiro_key_error, lsuiro_key_call, 
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-lpool *lsuiro_checkpool(lua_State *L, int idx) {
+lpool *lpool_check(lua_State *L, int idx) {
   lpool *lp = lsuiro_checkud(L, idx, &lsuiro_key_pool, LSUIRO_POOL);
   if (lp->closed || !lp->p) luaL_error(L, "the pool is stopped");
   return lp;
@@ -58,20 +58,11 @@ static ltask *checktask(lua_State *L, int idx) {
 
 /* Seconds from a duration at idx: a number of seconds or a duration string ("250ms", "inf"), read
  * by suiro.parse; NaN and negative numbers are refused. math.huge (or "inf") means no limit: -1. */
-double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what) {
+double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what) {
   double t;
   if (lua_type(L, idx) == LUA_TSTRING) {
     idx = lua_absindex(L, idx);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.try_duration") != LUA_TFUNCTION) {
-      lua_pop(L, 1);
-      lua_getglobal(L, "require");
-      lua_pushliteral(L, "suiro.parse");
-      lua_call(L, 1, 1);
-      lua_getfield(L, -1, "try_duration");
-      lua_remove(L, -2);
-      lua_pushvalue(L, -1);
-      lua_setfield(L, LUA_REGISTRYINDEX, "suiro.try_duration");
-    }
+    lsuiro_push_parser(L, "try_duration");
     lua_pushvalue(L, idx);
     lua_call(L, 1, 2);
     if (lua_isnil(L, -2)) luaL_error(L, "%s: %s: %s", verb, what, lua_tostring(L, -1));
@@ -107,10 +98,10 @@ static void table_arg(lua_State *L, int idx, const char *verb, const char *what)
   if (!lua_istable(L, idx)) luaL_error(L, "%s: %s must be a table, got %s", verb, what, luaL_typename(L, idx));
 }
 
-/* Timeout argument: nil -> the pool's default, else a duration (lsuiro_seconds). */
+/* Timeout argument: nil -> the pool's default, else a duration (lpool_seconds). */
 static double opt_timeout(lua_State *L, int idx, const lpool *lp, const char *verb) {
   if (lua_isnoneornil(L, idx)) return lp->default_timeout;
-  return lsuiro_seconds(L, idx, verb, "timeout");
+  return lpool_seconds(L, idx, verb, "timeout");
 }
 
 /* Pushes `nil, why` for an outcome; raises for SUIRO_ERR. Returns the number of results. */
@@ -122,7 +113,7 @@ static int push_outcome(lua_State *L, suiro_status st, const char *verb) {
   case SUIRO_FULL: lua_pushnil(L); lua_pushliteral(L, "full"); return 2;
   default:
     if (!strcmp(suiro_last_error(), "interrupted"))
-      return luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+      return luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
     return luaL_error(L, "%s: %s", verb, suiro_last_error());
   }
 }
@@ -254,7 +245,7 @@ static int l_pool_stop(lua_State *L) {
   lpool *lp = lsuiro_checkud(L, 1, &lsuiro_key_pool, LSUIRO_POOL);
   if (!lp->owner)
     return luaL_error(L, "pool:stop: a worker cannot stop its own pool (suiro.current_pool() stays usable)");
-  double timeout = lua_isnoneornil(L, 2) ? 5.0 : lsuiro_seconds(L, 2, "pool:stop", "timeout");
+  double timeout = lua_isnoneornil(L, 2) ? 5.0 : lpool_seconds(L, 2, "pool:stop", "timeout");
   stop_pool(L, lp, timeout);
   return 0;
 }
@@ -337,7 +328,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
 
 /* pool:submit(f, ...) -> task */
 static int l_submit(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   int n = lua_gettop(L) - 2;
   if (n < 0) return luaL_error(L, "pool:submit: argument 1 must be a function or call spec, got no value");
   unsigned char stack[512];
@@ -370,42 +361,20 @@ static int l_submit(lua_State *L) {
  * Every task is encoded first, then all go to the engine in one batch (one publication and one
  * wake decision per run of free ring entries). If the ring stays full past the pool's timeout,
  * returns the tasks that went in and "timeout" (or "full"). */
-typedef struct batch_buf {
-  unsigned char *bytes;
-  size_t len, cap;
-  size_t *offs;       /* n + 1 offsets */
-  suiro_task_spec *specs;
-  suiro_task *tasks;
-} batch_buf;
-
-static int batch_gc(lua_State *L) {
-  batch_buf *b = lua_touserdata(L, 1);
-  free(b->bytes);
-  free(b->offs);
-  free(b->specs);
-  free(b->tasks);
-  memset(b, 0, sizeof *b);
-  return 0;
-}
-
 static int l_submit_batch(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   luaL_checkany(L, 2);
   table_arg(L, 3, "pool:submit_batch", "argument 2 (a list of argument lists)");
   lua_Integer n = luaL_len(L, 3);
   lua_settop(L, 3);
-  /* scratch that is freed even when encoding raises: a userdata with __gc */
-  batch_buf *b = lua_newuserdatauv(L, sizeof *b, 0);
-  memset(b, 0, sizeof *b);
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, batch_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
+  /* scratch freed even when encoding raises: the encoded bytes in an lbuf, the rest userdata */
   size_t nn = (size_t)(n > 0 ? n : 0);
-  b->offs = malloc((nn + 1) * sizeof *b->offs);
-  b->specs = malloc((nn ? nn : 1) * sizeof *b->specs);
-  b->tasks = malloc((nn ? nn : 1) * sizeof *b->tasks);
-  if (!b->offs || !b->specs || !b->tasks) return luaL_error(L, "pool:submit_batch: out of memory");
+  if (nn > ((size_t)1 << 40) / sizeof(suiro_task_spec))
+    return luaL_error(L, "pool:submit_batch: %I argument lists are too many", n);
+  lbuf *bytes = lbuf_push(L);
+  size_t *offs = lua_newuserdatauv(L, (nn + 1) * sizeof *offs, 0);
+  suiro_task_spec *specs = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *specs, 0);
+  suiro_task *tasks = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *tasks, 0);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit_batch" };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
@@ -447,42 +416,30 @@ static int l_submit_batch(lua_State *L) {
       wire_writer_free(&w);
       return luaL_error(L, "pool:submit_batch: %s", wire_writer_error(&w));
     }
-    if (b->len + len > b->cap) {
-      size_t cap = b->cap ? b->cap * 2 : 4096;
-      while (cap < b->len + len) cap *= 2;
-      unsigned char *nb = realloc(b->bytes, cap);
-      if (!nb) {
-        wire_writer_free(&w);
-        return luaL_error(L, "pool:submit_batch: out of memory");
-      }
-      b->bytes = nb;
-      b->cap = cap;
-    }
-    memcpy(b->bytes + b->len, buf, len);
-    b->offs[i - 1] = b->len;
-    b->len += len;
+    offs[i - 1] = bytes->len;
+    lbuf_put(L, bytes, buf, len);
     wire_writer_free(&w);
     lua_settop(L, base);
     /* Hand tasks over in small runs: workers start on the first while the rest are encoded, and
      * the publication fence and wake decision are paid once per run. */
     size_t upto = (size_t)i;
     if (upto - from == 32 || upto == nn) {
-      b->offs[upto] = b->len;
+      offs[upto] = bytes->len;
       for (size_t k = from; k < upto; k++)
-        b->specs[k] = (suiro_task_spec){ SUIRO_FN_BINDING, b->bytes + b->offs[k], b->offs[k + 1] - b->offs[k] };
+        specs[k] = (suiro_task_spec){ SUIRO_FN_BINDING, bytes->p + offs[k], offs[k + 1] - offs[k] };
       size_t got = 0;
-      st = suiro_submit_batch(lp->p, b->specs + from, upto - from, b->tasks + from, &got, lp->default_timeout);
+      st = suiro_submit_batch(lp->p, specs + from, upto - from, tasks + from, &got, lp->default_timeout);
       accepted += got;
       if (st == SUIRO_FULL && suiro_free_slots(lp->p, NULL) == 0) { /* as in submit */
         drop_slab(L, 1);
         lua_gc(L, LUA_GCCOLLECT);
         size_t more = 0, at = from + got;
-        st = suiro_submit_batch(lp->p, b->specs + at, upto - at, b->tasks + at, &more, lp->default_timeout);
+        st = suiro_submit_batch(lp->p, specs + at, upto - at, tasks + at, &more, lp->default_timeout);
         accepted += more;
       }
       if (st != SUIRO_OK) break;
       from = upto;
-      b->len = 0; /* the engine copied them */
+      bytes->len = 0; /* the engine copied them */
     }
   }
   if (st == SUIRO_ERR && accepted == 0) return luaL_error(L, "pool:submit_batch: %s", suiro_last_error());
@@ -499,10 +456,10 @@ static int l_submit_batch(lua_State *L) {
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, guard, 1);
   for (size_t i = 0; i < accepted; i++) {
-    g->e[i].t = b->tasks[i];
+    g->e[i].t = tasks[i];
     g->e[i].state = 0;
     ltask *k = lua_newuserdatauv(L, sizeof *k, 1);
-    k->t = b->tasks[i];
+    k->t = tasks[i];
     k->state = &g->e[i].state;
     k->lp = lp;
     lsuiro_setmt(L, &key_batch_task);
@@ -645,7 +602,7 @@ static suiro_task *gather(lua_State *L, int idx, lua_Integer *n, lpool *lp, cons
  * task's error and only that task is consumed; with errors = "return" the error objects take the
  * place of the failed values. */
 static int l_collect_all(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double timeout = opt_timeout(L, 3, lp, "pool:collect_all");
   int return_errors = 0;
   if (!lua_isnoneornil(L, 4)) {
@@ -703,7 +660,7 @@ static int l_collect_all(lua_State *L) {
 
 /* pool:collect_any(tasks, [timeout]) -> index, values... */
 static int l_collect_any(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double timeout = opt_timeout(L, 3, lp, "pool:collect_any");
   lua_settop(L, 2);
   lua_Integer n;
@@ -726,7 +683,7 @@ static int l_collect_any(lua_State *L) {
 }
 
 static int l_status(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   suiro_pool_stats s;
   suiro_worker_info w[64];
   int n = suiro_pool_status(lp->p, &s, w, 64);
@@ -759,7 +716,7 @@ static int l_status(lua_State *L) {
 }
 
 static int l_spawn(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_Integer ln = lua_isnoneornil(L, 2) ? 1 : int_arg(L, 2, "pool:spawn", "n", 1, 64);
   int n = (int)ln;
   if (suiro_pool_spawn_workers(lp->p, n) != SUIRO_OK) return luaL_error(L, "pool:spawn: %s", suiro_last_error());
@@ -767,10 +724,10 @@ static int l_spawn(lua_State *L) {
 }
 
 static int l_retire(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_Integer ls = int_arg(L, 2, "pool:retire", "slot", 0, 63);
   int slot = (int)ls;
-  double timeout = lua_isnoneornil(L, 3) ? 10 : lsuiro_seconds(L, 3, "pool:retire", "timeout");
+  double timeout = lua_isnoneornil(L, 3) ? 10 : lpool_seconds(L, 3, "pool:retire", "timeout");
   suiro_status st = suiro_pool_retire(lp->p, slot, timeout);
   if (st != SUIRO_OK) return push_outcome(L, st, "pool:retire");
   lua_pushboolean(L, 1);
@@ -778,13 +735,13 @@ static int l_retire(lua_State *L) {
 }
 
 static int l_eventfd(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   lua_pushinteger(L, suiro_pool_eventfd(lp->p));
   return 1;
 }
 
 static int l_event_ack(lua_State *L) {
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   suiro_pool_event_ack(lp->p);
   return 0;
 }
@@ -797,7 +754,7 @@ static int l_pool_tostring(lua_State *L) {
 }
 
 static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
-  lpool *lp = lsuiro_checkpool(L, 1);
+  lpool *lp = lpool_check(L, 1);
   double t = luaL_checknumber(L, 2);
   lp->default_timeout = t >= 1e12 ? -1 : t;
   return 0;
@@ -805,7 +762,7 @@ static int l_pool_index_timeout(lua_State *L) { /* pool:set_timeout(seconds) */
 
 /* The worker is leaving (its engine handle is about to be freed): its borrowed pool answers
  * "closed" from now on, so finalizers of tasks it left uncollected touch nothing freed. */
-void lsuiro_forget_current_pool(lua_State *L) {
+void lpool_forget_current(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, "suiro.current_pool") == LUA_TUSERDATA) {
     lpool *lp = lua_touserdata(L, -1);
     lp->p = NULL;
@@ -814,7 +771,7 @@ void lsuiro_forget_current_pool(lua_State *L) {
   lua_pop(L, 1);
 }
 
-void lsuiro_push_current_pool(lua_State *L) {
+void lpool_push_current(lua_State *L) {
   suiro_pool *p = suiro_current_pool();
   if (!p) {
     lua_pushnil(L);
@@ -836,7 +793,7 @@ void lsuiro_push_current_pool(lua_State *L) {
 }
 
 static int l_current_pool(lua_State *L) {
-  lsuiro_push_current_pool(L);
+  lpool_push_current(L);
   return 1;
 }
 
@@ -861,7 +818,7 @@ static int l_task_pool(lua_State *L) {
 
 /* Executable of the Lua worker: this program when it is the suiro CLI, else the suiro binary next
  * to this module (build/lib/suiro/core.so -> build/bin/suiro); SUIRO_WORKER_EXE overrides. */
-int lsuiro_is_cli;
+int lpool_is_cli;
 static int l_worker_exe(lua_State *L) {
   const char *env = getenv("SUIRO_WORKER_EXE");
   if (env && *env) {
@@ -869,7 +826,7 @@ static int l_worker_exe(lua_State *L) {
     return 1;
   }
   char buf[PATH_MAX];
-  if (lsuiro_is_cli) {
+  if (lpool_is_cli) {
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n > 0) {
       buf[n] = 0;
@@ -917,91 +874,23 @@ static int l_wait_events(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   double timeout = luaL_optnumber(L, 2, -1);
   lua_Integer n = luaL_len(L, 1);
-  struct pollfd fds[64];
-  lpool *pools[64];
-  int nf = 0;
-  for (lua_Integer i = 1; i <= n && nf < 64; i++) {
+  suiro_pool *pools[256];
+  int np = 0;
+  for (lua_Integer i = 1; i <= n && np < 256; i++) {
     lua_geti(L, 1, i);
     lpool *lp = lsuiro_checkud(L, -1, &lsuiro_key_pool, LSUIRO_POOL);
     lua_pop(L, 1);
-    if (!lp->p || lp->closed) continue;
-    int fd = suiro_pool_eventfd(lp->p);
-    if (fd < 0) continue;
-    fds[nf].fd = fd;
-    fds[nf].events = POLLIN;
-    fds[nf].revents = 0;
-    pools[nf++] = lp;
+    if (lp->p && !lp->closed && lp->owner) pools[np++] = lp->p; /* a worker's own pool has no event fd */
   }
-  int ms = timeout < 0 ? -1 : (int)(timeout * 1000 + 0.999);
-  if (nf == 0) {
-    if (ms < 0 || ms > 1) ms = 1;
-    struct timespec ts = { 0, ms * 1000000L };
+  if (np == 0 || np < n) { /* nothing to sleep on (or a worker's pool among them): a short slice */
+    double s = timeout < 0 || timeout > 0.001 ? 0.001 : timeout;
+    struct timespec ts = { 0, (long)(s * 1e9) };
     nanosleep(&ts, NULL);
-    return 0;
+    if (np == 0) return 0;
+    timeout = 0;
   }
-  int r = poll(fds, (nfds_t)nf, ms);
-  for (int i = 0; r > 0 && i < nf; i++)
-    if (fds[i].revents & POLLIN) suiro_pool_event_ack(pools[i]->p);
+  if (suiro_wait_pools(pools, (size_t)np, timeout) < 0) return luaL_error(L, "suiro.run: %s", suiro_last_error());
   return 0;
-}
-
-/* core.memcpy_ms(bytes, rounds) -> median milliseconds of one memcpy between two warm buffers:
- * the floor the data benchmarks compare against. */
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static int l_memcpy_ms(lua_State *L) {
-  size_t bytes = (size_t)luaL_checkinteger(L, 1);
-  int rounds = (int)luaL_optinteger(L, 2, 7);
-  if (rounds < 1 || rounds > 1000) return luaL_error(L, "memcpy_ms: rounds must be in 1..1000");
-  char *a = malloc(bytes), *b = malloc(bytes);
-  double *t = malloc(sizeof *t * (size_t)rounds);
-  if (!a || !b || !t) {
-    free(a); free(b); free(t);
-    return luaL_error(L, "memcpy_ms: out of memory");
-  }
-  memset(a, 1, bytes);
-  memset(b, 2, bytes); /* both warm: faulted in before timing */
-  for (int r = 0; r < rounds; r++) {
-    double t0 = suiro_now();
-    memcpy(b, a, bytes);
-    t[r] = (suiro_now() - t0) * 1e3;
-    a[r % bytes] = (char)r; /* keep the copy from being elided */
-  }
-  qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
-  lua_pushnumber(L, t[rounds / 2]);
-  free(a);
-  free(b);
-  free(t);
-  return 1;
-}
-
-/* core.shm_usage([prefix]) -> bytes allocated in /dev/shm by segments whose name starts with
- * prefix (default: this process's and its pools': "suiro_<pid hex>_"), and their count. */
-static int l_shm_usage(lua_State *L) {
-  char def[64];
-  snprintf(def, sizeof def, "suiro_%x_", (unsigned)getpid());
-  const char *prefix = luaL_optstring(L, 1, def);
-  size_t pl = strlen(prefix);
-  DIR *d = opendir("/dev/shm");
-  lua_Integer bytes = 0, count = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, pl) != 0) continue;
-    char path[512];
-    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
-    struct stat sb;
-    if (stat(path, &sb) == 0) {
-      bytes += (lua_Integer)sb.st_blocks * 512;
-      count++;
-    }
-  }
-  if (d) closedir(d);
-  lua_pushinteger(L, bytes);
-  lua_pushinteger(L, count);
-  return 2;
 }
 
 /* core.zc_floor([bytes]) -> the zero-copy floor (sets it first when given): for measurements. */
@@ -1013,18 +902,6 @@ static int l_zc_floor(lua_State *L) {
     larray_big_bytes = (size_t)b;
   }
   lua_pushinteger(L, (lua_Integer)suiro_zc_floor);
-  return 1;
-}
-
-/* core.rss_kb() -> resident set size of this process (VmRSS), in KiB. */
-static int l_rss_kb(lua_State *L) {
-  FILE *f = fopen("/proc/self/status", "re");
-  long kb = -1;
-  char line[256];
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-  if (f) fclose(f);
-  lua_pushinteger(L, kb);
   return 1;
 }
 
@@ -1052,14 +929,11 @@ static const luaL_Reg task_methods[] = {
   { NULL, NULL },
 };
 
-static const luaL_Reg core_funcs[] = {
+static const luaL_Reg pool_funcs[] = {
   { "pool", l_pool_new },
   { "current_pool", l_current_pool },
   { "now", l_now },
   { "reap", l_reap },
-  { "memcpy_ms", l_memcpy_ms },
-  { "rss_kb", l_rss_kb },
-  { "shm_usage", l_shm_usage },
   { "zc_floor", l_zc_floor },
   { "task_pool", l_task_pool },
   { "worker_exe", l_worker_exe },
@@ -1070,76 +944,62 @@ static const luaL_Reg core_funcs[] = {
 
 /* ---- interrupts ------------------------------------------------------------------------------
  * The engine asks after each sleep of a wait whether to give up (suiro_set_interrupt_check). In
- * the suiro command a SIGINT or SIGTERM handler sets lsuiro_signal; in stock lua5.4 its SIGINT
+ * the suiro command a SIGINT or SIGTERM handler sets lpool_signal; in stock lua5.4 its SIGINT
  * handler sets a count hook of 1 on the main thread (lua.c's laction), which we recognise. Either
  * way the wait ends with "interrupted" and the error unwinds the script, closing its pools. */
-volatile sig_atomic_t lsuiro_signal;
+volatile sig_atomic_t lpool_signal;
 
 static int interrupt_check(void *ud) {
-  if (lsuiro_signal) return 1;
+  if (lpool_signal) return 1;
   lua_State *main = ud;
   int all = LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT;
   return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;
 }
 
-int luaopen_suiro_core(lua_State *L) {
+/* Registers the pool and task metatables and sets the pool functions (pool, current_pool, now,
+ * reap, task_pool, worker_exe, arm_events, wait_events) and the method tables into the table on
+ * top (linit.c's module table). */
+void lpool_open(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   suiro_set_interrupt_check(interrupt_check, lua_tothread(L, -1));
   lua_pop(L, 1);
+  static const luaL_Reg pool_meta[] = {
+    { "__gc", l_pool_gc }, { "__close", l_pool_gc }, { "__tostring", l_pool_tostring }, { NULL, NULL },
+  };
+  static const luaL_Reg task_meta[] = { { "__gc", l_task_gc }, { "__tostring", l_task_tostring }, { NULL, NULL } };
+  static const luaL_Reg batch_task_meta[] = { { "__tostring", l_task_tostring }, { NULL, NULL } };
+  static const luaL_Reg guard_meta[] = { { "__gc", batch_guard_gc }, { NULL, NULL } };
   lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
   luaL_newlib(L, pool_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_pool_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_pool_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_pool_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, pool_meta, 0);
   lua_pop(L, 1);
-
   lsuiro_newmt(L, LSUIRO_TASK, &lsuiro_key_task);
   luaL_newlib(L, task_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_task_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_task_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, task_meta, 0);
   lua_pop(L, 1);
   /* a batch's tasks: the same methods and name, no finalizer of their own */
   lua_newtable(L);
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_task_tostring);
-  lua_setfield(L, -2, "__tostring");
+  luaL_setfuncs(L, batch_task_meta, 0);
   lua_pushliteral(L, LSUIRO_TASK);
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
   lua_newtable(L); /* the guard of a batch or a slab of tasks */
-  lua_pushcfunction(L, batch_guard_gc);
-  lua_setfield(L, -2, "__gc");
+  luaL_setfuncs(L, guard_meta, 0);
   lua_pushliteral(L, "suiro.task_guard");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
 
-  luaL_newlib(L, core_funcs);
-  lua_pushstring(L, suiro_version());
-  lua_setfield(L, -2, "version");
+  luaL_setfuncs(L, pool_funcs, 0);
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
   lua_setfield(L, -2, "pool_methods");
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
   lua_setfield(L, -2, "task_methods");
-  lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
-  lua_setfield(L, -2, "call_mt");
-  lerror_open(L);
-  lua_setfield(L, -2, "error_mt");
-  lmap_open(L);
-  luaopen_suiro_array(L);
-  lua_setfield(L, -2, "array");
-  lsuiro_open_worker_exec(L);
-  lsuiro_open_values(L); /* NA, bytes, strings, dict, keys, frame, wire_*: lvalues.c */
-  return 1;
 }

@@ -68,14 +68,26 @@ typedef struct ltask {
   lpool *lp;    /* its pool, kept alive by user value 1 (the pool, or the guard holding it) */
 } ltask;
 
-/* lpool.c */
+/* linit.c: the module; lprobe.c: suiro.probe (benchmarks and tests) */
 int luaopen_suiro_core(lua_State *L);
+int luaopen_suiro_probe(lua_State *L);
+
+/* lbuf.c — a growable byte buffer, a userdata on the stack (freed by the GC, also on errors). */
+typedef struct lbuf {
+  unsigned char *p;
+  size_t len, cap;
+} lbuf;
+lbuf *lbuf_push(lua_State *L);
+void lbuf_put(lua_State *L, lbuf *b, const void *data, size_t n); /* raises when out of memory */
+
+/* lpool.c */
+void lpool_open(lua_State *L);
 /* Seconds from the duration at idx (a number or a string such as "250ms"); raises naming verb and
  * what for NaN, negative numbers and malformed strings; no limit (math.huge, "inf") is -1. */
-double lsuiro_seconds(lua_State *L, int idx, const char *verb, const char *what);
-lpool *lsuiro_checkpool(lua_State *L, int idx);
-void lsuiro_push_current_pool(lua_State *L);
-void lsuiro_forget_current_pool(lua_State *L);
+double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what);
+lpool *lpool_check(lua_State *L, int idx);
+void lpool_push_current(lua_State *L);
+void lpool_forget_current(lua_State *L);
 
 /* lenc.c, ldec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
  * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
@@ -148,6 +160,22 @@ wire_str *lrecord_keys(lua_State *L, int t, lua_Integer *count);
 void lrecord_set_order(lua_State *L, int t, int order);
 int lrecord_cmp(const void *a, const void *b);
 
+/* Pushes suiro.parse's function `name` (try_duration, try_fnref, ...), required once and kept in
+ * the registry: the one reader of the small languages, for C code too. */
+static inline void lsuiro_push_parser(lua_State *L, const char *name) {
+  lua_pushfstring(L, "suiro.parse.%s", name);
+  if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TFUNCTION) return;
+  lua_pop(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "suiro.parse");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+  lua_pushfstring(L, "suiro.parse.%s", name);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
 /* Pushes a new table with weak keys; registry[name], such a table, made on first use. */
 static inline void lsuiro_new_weak_table(lua_State *L) {
   lua_newtable(L);
@@ -163,29 +191,36 @@ static inline void lsuiro_push_weak_table(lua_State *L, const char *name) {
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, name);
 }
-extern int lsuiro_is_cli;
+extern int lpool_is_cli;
 /* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
  * "interrupted!" / "terminated" error (lpool.c). */
-extern volatile sig_atomic_t lsuiro_signal;
+extern volatile sig_atomic_t lpool_signal;
 
-/* lworker.c — the Lua worker */
-int lsuiro_worker_run(lua_State *L, const char *token);
-void lsuiro_open_worker_exec(lua_State *L);
+/* lworker.c — the Lua worker; and what the map runner (lmap.c) uses of it: decoding one value
+ * with functions, resolving "module.fn", the error handler and the error payload, its own pool. */
+int lworker_run(lua_State *L, const char *token);
+void lworker_open(lua_State *L);
+void lworker_decode_one(lua_State *L, const void *buf, size_t len, int env_idx);
+void lworker_resolve(lua_State *L, const char *name, size_t len);
+int lworker_msgh(lua_State *L);
+struct lpool *lworker_self_pool(void);
+int lworker_fail(lua_State *L, suiro_out *out, int errobj);
 
-/* lmap.c — pool:map, suiro.range */
+/* lmap.c — pool:map, suiro.range, suiro.random; the runner of map tasks (in workers) */
 void lmap_open(lua_State *L);
+int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
 
 /* lembed.c — a parsed template (suiro.parse.template's table at idx) as the engine's description:
  * 0, or -1 with a message in err. */
-int lsuiro_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
+int lembed_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
 
 /* larray.c — typed arrays */
 int luaopen_suiro_array(lua_State *L);
 
 /* lvalues.c, lframe.c — suiro.NA, bytes, strings, dict, keys, frame and suiro.wire: sets them in
  * the table at the top (luaopen_suiro_core's). */
-void lsuiro_open_values(lua_State *L);
+void lvalues_open(lua_State *L);
 
 #endif

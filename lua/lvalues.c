@@ -25,8 +25,8 @@
 #include "lsuiro.h"
 #include "lvalues.h"
 
-const char lsuiro_key_na, lsuiro_key_bytes, lsuiro_key_strings, lsuiro_key_frame, lsuiro_key_refdesc,
-  lsuiro_key_funcdesc;
+const char lvalues_key_na, lvalues_key_bytes, lvalues_key_strings, lvalues_key_frame, lvalues_key_refdesc,
+  lvalues_key_funcdesc;
 
 static void init_na_mt(lua_State *L);
 static void init_bytes_mt(lua_State *L);
@@ -34,15 +34,15 @@ static void init_strings_mt(lua_State *L);
 static void init_refdesc_mt(lua_State *L);
 static void init_funcdesc_mt(lua_State *L);
 
-void lsuiro_push_mt(lua_State *L, const void *key) {
+void lvalues_push_mt(lua_State *L, const void *key) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
   lua_pop(L, 1);
   lua_newtable(L);
-  if (key == &lsuiro_key_bytes) init_bytes_mt(L);
-  else if (key == &lsuiro_key_strings) init_strings_mt(L);
-  else if (key == &lsuiro_key_frame) lframe_init_mt(L);
-  else if (key == &lsuiro_key_refdesc) init_refdesc_mt(L);
-  else if (key == &lsuiro_key_funcdesc) init_funcdesc_mt(L);
+  if (key == &lvalues_key_bytes) init_bytes_mt(L);
+  else if (key == &lvalues_key_strings) init_strings_mt(L);
+  else if (key == &lvalues_key_frame) lframe_init_mt(L);
+  else if (key == &lvalues_key_refdesc) init_refdesc_mt(L);
+  else if (key == &lvalues_key_funcdesc) init_funcdesc_mt(L);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
@@ -63,21 +63,21 @@ static void init_na_mt(lua_State *L) {
   lua_setfield(L, -2, "__metatable"); /* fixed: getmetatable(suiro.NA) gives this name */
 }
 
-void lsuiro_push_na(lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_na) == LUA_TUSERDATA) return;
+void lvalues_push_na(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lvalues_key_na) == LUA_TUSERDATA) return;
   lua_pop(L, 1);
   lua_newuserdatauv(L, 0, 0);
   lua_newtable(L);
   init_na_mt(L);
   lua_setmetatable(L, -2);
   lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lsuiro_key_na);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lvalues_key_na);
 }
 
-int lsuiro_is_na(lua_State *L, int idx) {
+int lvalues_is_na(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TUSERDATA) return 0;
   idx = lua_absindex(L, idx);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lsuiro_key_na);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lvalues_key_na);
   int same = lua_rawequal(L, -1, idx);
   lua_pop(L, 1);
   return same;
@@ -85,16 +85,16 @@ int lsuiro_is_na(lua_State *L, int idx) {
 
 /* ---- suiro.bytes ------------------------------------------------------------------------------ */
 
-void lsuiro_push_bytes(lua_State *L, const void *p, size_t len) {
+void lvalues_push_bytes(lua_State *L, const void *p, size_t len) {
   lua_newuserdatauv(L, 0, 1);
   lua_pushlstring(L, p, len);
   lua_setiuservalue(L, -2, 1);
-  lsuiro_push_mt(L, &lsuiro_key_bytes);
+  lvalues_push_mt(L, &lvalues_key_bytes);
   lua_setmetatable(L, -2);
 }
 
-const char *lsuiro_tobytes(lua_State *L, int idx, size_t *len) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lsuiro_is(L, idx, &lsuiro_key_bytes)) return NULL;
+const char *lvalues_tobytes(lua_State *L, int idx, size_t *len) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lsuiro_is(L, idx, &lvalues_key_bytes)) return NULL;
   lua_getiuservalue(L, idx, 1);
   const char *s = lua_tolstring(L, -1, len); /* anchored by the userdata */
   lua_pop(L, 1);
@@ -102,7 +102,7 @@ const char *lsuiro_tobytes(lua_State *L, int idx, size_t *len) {
 }
 
 static const char *checkbytes(lua_State *L, int idx, size_t *len) {
-  const char *s = lsuiro_tobytes(L, idx, len);
+  const char *s = lvalues_tobytes(L, idx, len);
   if (!s) luaL_typeerror(L, idx, "suiro.bytes");
   return s;
 }
@@ -110,7 +110,7 @@ static const char *checkbytes(lua_State *L, int idx, size_t *len) {
 /* suiro.bytes(s): binary data; a suiro.bytes is returned as it is. */
 static int bytes_new(lua_State *L) {
   size_t len;
-  if (lsuiro_tobytes(L, 1, &len)) {
+  if (lvalues_tobytes(L, 1, &len)) {
     lua_settop(L, 1);
     return 1;
   }
@@ -119,7 +119,7 @@ static int bytes_new(lua_State *L) {
   lua_newuserdatauv(L, 0, 1);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  lsuiro_push_mt(L, &lsuiro_key_bytes);
+  lvalues_push_mt(L, &lvalues_key_bytes);
   lua_setmetatable(L, -2);
   return 1;
 }
@@ -140,7 +140,7 @@ static int bytes_len(lua_State *L) {
 
 static int bytes_eq(lua_State *L) {
   size_t la, lb;
-  const char *a = lsuiro_tobytes(L, 1, &la), *b = lsuiro_tobytes(L, 2, &lb);
+  const char *a = lvalues_tobytes(L, 1, &la), *b = lvalues_tobytes(L, 2, &lb);
   lua_pushboolean(L, a && b && la == lb && memcmp(a, b, la) == 0);
   return 1;
 }
@@ -178,12 +178,12 @@ static void init_bytes_mt(lua_State *L) {
 
 /* ---- string vectors --------------------------------------------------------------------------- */
 
-void lsuiro_setmt_strings(lua_State *L) {
-  lsuiro_push_mt(L, &lsuiro_key_strings);
+void lvalues_setmt_strings(lua_State *L) {
+  lvalues_push_mt(L, &lvalues_key_strings);
   lua_setmetatable(L, -2);
 }
 
-int lsuiro_is_strings(lua_State *L, int idx) { return lua_istable(L, idx) && lsuiro_is(L, idx, &lsuiro_key_strings); }
+int lvalues_is_strings(lua_State *L, int idx) { return lua_istable(L, idx) && lsuiro_is(L, idx, &lvalues_key_strings); }
 
 /* suiro.strings(t): a new string vector of t's elements 1..n (n = t.n, else #t); nil and
  * suiro.NA become suiro.NA. */
@@ -199,15 +199,15 @@ static int strings_new(lua_State *L) {
     int t = lua_geti(L, 1, i);
     if (t == LUA_TNIL) {
       lua_pop(L, 1);
-      lsuiro_push_na(L);
-    } else if (t != LUA_TSTRING && !lsuiro_is_na(L, -1)) {
+      lvalues_push_na(L);
+    } else if (t != LUA_TSTRING && !lvalues_is_na(L, -1)) {
       return luaL_error(L, "suiro.strings: element %I must be a string or suiro.NA, got %s", i, luaL_typename(L, -1));
     }
     lua_rawseti(L, -2, i);
   }
   lua_pushinteger(L, n);
   lua_setfield(L, -2, "n");
-  lsuiro_setmt_strings(L);
+  lvalues_setmt_strings(L);
   return 1;
 }
 
@@ -321,7 +321,7 @@ static int wire_encode(lua_State *L) {
  * suiro.bytes). Malformed input raises "cannot decode value: wire: <what> at byte <n>". */
 static int wire_decode(lua_State *L) {
   size_t len;
-  const char *s = lsuiro_tobytes(L, 1, &len);
+  const char *s = lvalues_tobytes(L, 1, &len);
   if (!s) {
     if (lua_type(L, 1) != LUA_TSTRING)
       return luaL_error(L, "suiro.wire.decode: argument 1 must be a string, got %s", luaL_typename(L, 1));
@@ -377,7 +377,7 @@ static int new_desc(lua_State *L, const char *fname, const char *const *allowed,
     lua_insert(L, -2);
     lua_rawset(L, 2);
   }
-  lsuiro_push_mt(L, key);
+  lvalues_push_mt(L, key);
   lua_setmetatable(L, 2);
   return 1;
 }
@@ -385,7 +385,7 @@ static int new_desc(lua_State *L, const char *fname, const char *const *allowed,
 /* suiro.wire.ref { name =, type =, order = "C", flags = 0, offset =, length =, shape = {} } */
 static int wire_ref_new(lua_State *L) {
   static const char *const fields[] = { "name", "type", "order", "flags", "offset", "length", "shape", NULL };
-  new_desc(L, "suiro.wire.ref", fields, &lsuiro_key_refdesc);
+  new_desc(L, "suiro.wire.ref", fields, &lvalues_key_refdesc);
   if (lua_getfield(L, 2, "shape") == LUA_TNIL) {
     lua_newtable(L);
     lua_setfield(L, 2, "shape");
@@ -397,7 +397,7 @@ static int wire_ref_new(lua_State *L) {
 /* suiro.wire.func { lang = "lua", key =, name = nil, captured = { n =, ... } } */
 static int wire_func_new(lua_State *L) {
   static const char *const fields[] = { "lang", "key", "name", "captured", NULL };
-  new_desc(L, "suiro.wire.func", fields, &lsuiro_key_funcdesc);
+  new_desc(L, "suiro.wire.func", fields, &lvalues_key_funcdesc);
   if (lua_getfield(L, 2, "captured") == LUA_TNIL) {
     lua_createtable(L, 0, 1);
     lua_pushinteger(L, 0);
@@ -484,14 +484,14 @@ static void init_funcdesc_mt(lua_State *L) {
 
 /* ---- registration ----------------------------------------------------------------------------- */
 
-void lsuiro_open_values(lua_State *L) {
+void lvalues_open(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "bytes", bytes_new },         { "strings", strings_new },  { "dict", dict_new },
     { "keys", keys_get },           { "wire_encode", wire_encode }, { "wire_decode", wire_decode },
     { "wire_ref", wire_ref_new },   { "wire_func", wire_func_new }, { NULL, NULL },
   };
   luaL_setfuncs(L, funcs, 0);
-  lsuiro_push_na(L);
+  lvalues_push_na(L);
   lua_setfield(L, -2, "NA");
   lframe_open(L);
 }

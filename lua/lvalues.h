@@ -10,25 +10,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-extern const char lsuiro_key_na, lsuiro_key_bytes, lsuiro_key_strings, lsuiro_key_frame, lsuiro_key_refdesc,
-  lsuiro_key_funcdesc;
+extern const char lvalues_key_na, lvalues_key_bytes, lvalues_key_strings, lvalues_key_frame, lvalues_key_refdesc,
+  lvalues_key_funcdesc;
 
 /* Pushes the metatable registered under key (made on first use). */
-void lsuiro_push_mt(lua_State *L, const void *key);
+void lvalues_push_mt(lua_State *L, const void *key);
 
 /* suiro.NA: one userdata per Lua state (BOOL NA; NA elements of string vectors, bool arrays and
  * factors). */
-void lsuiro_push_na(lua_State *L);
-int lsuiro_is_na(lua_State *L, int idx);
+void lvalues_push_na(lua_State *L);
+int lvalues_is_na(lua_State *L, int idx);
 
 /* suiro.bytes: binary data (wire BYTES); the bytes are a Lua string kept in its user value. */
-void lsuiro_push_bytes(lua_State *L, const void *p, size_t len);
-const char *lsuiro_tobytes(lua_State *L, int idx, size_t *len); /* NULL: not a suiro.bytes */
+void lvalues_push_bytes(lua_State *L, const void *p, size_t len);
+const char *lvalues_tobytes(lua_State *L, int idx, size_t *len); /* NULL: not a suiro.bytes */
 
 /* String vectors (wire STRS): a table holding strings or suiro.NA at 1..n and its length in
  * field n, with the suiro.strings metatable. */
-void lsuiro_setmt_strings(lua_State *L); /* sets it on the table at the top */
-int lsuiro_is_strings(lua_State *L, int idx);
+void lvalues_setmt_strings(lua_State *L); /* sets it on the table at the top */
+int lvalues_is_strings(lua_State *L, int idx);
 
 /* Frames (lframe.c): a userdata with the row and column counts; user value 1 is the sequence of
  * names, 2 the sequence of columns, 3 the index name -> first position. */

@@ -82,7 +82,7 @@ static proto *proto_get(lua_State *L, uint64_t key) {
   suiro_pool *p = suiro_current_pool();
   void *blob = NULL;
   size_t len = 0;
-  if (!p || suiro_blob_get(p, key, &blob, &len) != SUIRO_OK)
+  if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
     luaL_error(L, "cannot load the task's function (prototype %016llx): %s", (unsigned long long)key,
                suiro_last_error());
   const char *b = blob;
@@ -427,43 +427,11 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
 }
 
 
-/* ---- per-element random streams ------------------------------------------------------------- */
-
-/* suiro.random([m [, n]]): math.random's contract, drawing from the element's own stream inside a
- * seeded map (suiro_rng_current: the same streams in every language), from math.random elsewhere. */
-static int l_random(lua_State *L) {
-  suiro_rng *rng = suiro_rng_current();
-  if (!rng) {
-    lua_getglobal(L, "math");
-    lua_getfield(L, -1, "random");
-    lua_insert(L, 1);
-    lua_pop(L, 1);
-    lua_call(L, lua_gettop(L) - 1, 1);
-    return 1;
-  }
-  lua_Integer lo, hi;
-  switch (lua_gettop(L)) {
-  case 0: lua_pushnumber(L, suiro_rng_unit(rng)); return 1;
-  case 1: lo = 1; hi = luaL_checkinteger(L, 1); break;
-  default: lo = luaL_checkinteger(L, 1); hi = luaL_checkinteger(L, 2); break;
-  }
-  luaL_argcheck(L, lo <= hi, lua_gettop(L) == 1 ? 1 : 2, "interval is empty");
-  lua_pushinteger(L, (lua_Integer)suiro_rng_range(rng, (int64_t)lo, (int64_t)hi));
-  return 1;
-}
-
-/* ---- map runners ------------------------------------------------------------------------------ */
-
-typedef struct map_run {
-  suiro_map *m;
-  uint64_t current;  /* element being run, for the failure report */
-  const void *arg;
-  size_t len;
-} map_run;
+/* ---- for the map runner (lmap.c) ------------------------------------------------------------ */
 
 /* Decodes the single value of a stand-alone buffer (functions allowed) and pushes it. Functions
  * among the values get the environment at env_idx (0: a fresh one, made if needed). */
-static void decode_one(lua_State *L, const void *buf, size_t len, int env_idx) {
+void lworker_decode_one(lua_State *L, const void *buf, size_t len, int env_idx) {
   task_ctx c;
   if (env_idx) lua_pushvalue(L, env_idx);
   else lua_pushnil(L); /* an environment slot for functions among the values */
@@ -480,205 +448,14 @@ static void decode_one(lua_State *L, const void *buf, size_t len, int env_idx) {
   lua_settop(L, base);
 }
 
-/* Stores the value at idx into a typed cell with the seam's range rules; raises naming the
- * element (and the field of a record) on a mismatch. */
-static void store_cell(lua_State *L, int idx, void *cell, int type, uint64_t i, const char *field) {
-  char err[160];
-  int rc;
-  switch (lua_type(L, idx)) {
-  case LUA_TNUMBER:
-    rc = lua_isinteger(L, idx) ? suiro_cell_put_int(cell, type, (int64_t)lua_tointeger(L, idx), err, sizeof err)
-                               : suiro_cell_put_real(cell, type, (double)lua_tonumber(L, idx), err, sizeof err);
-    break;
-  case LUA_TBOOLEAN: rc = suiro_cell_put_bool(cell, type, lua_toboolean(L, idx), err, sizeof err); break;
-  default:
-    if (lsuiro_is_na(L, idx)) {
-      rc = suiro_cell_put_na(cell, type, err, sizeof err);
-    } else {
-      snprintf(err, sizeof err, "template %s cannot hold %s", wire_type_name(type), luaL_typename(L, idx));
-      rc = -1;
-    }
-  }
-  if (rc == 0) return;
-  if (field) luaL_error(L, "element %I: field \"%s\": %s", (lua_Integer)i + 1, field, err);
-  luaL_error(L, "element %I: %s", (lua_Integer)i + 1, err);
-}
-
-/* Stores element i's result (at the top) into its cells per the template. */
-static void store_result(lua_State *L, const suiro_plan *pl, const suiro_template *t, void *out, uint64_t i,
-                         uint64_t width) {
-  int type;
-  if (t->kind == SUIRO_OUT_SCALAR) {
-    char *cell = suiro_plan_cell(pl, out, i, 0, &type);
-    if (type == WIRE_T_F64 && lua_type(L, -1) == LUA_TNUMBER) { /* the common case */
-      double v = lua_tonumber(L, -1);
-      memcpy(cell, &v, 8);
-    } else {
-      store_cell(L, -1, cell, type, i, NULL);
-    }
-    return;
-  }
-  if (t->kind == SUIRO_OUT_RECORD) {
-    if (!lua_istable(L, -1))
-      luaL_error(L, "element %I: a record template wants a table, got %s", (lua_Integer)i + 1, luaL_typename(L, -1));
-    for (int k = 0; k < t->nfields; k++) {
-      void *cell = suiro_plan_cell(pl, out, i, k, &type);
-      lua_getfield(L, -1, t->fields[k].name);
-      store_cell(L, -1, cell, type, i, t->fields[k].name);
-      lua_pop(L, 1);
-    }
-    return;
-  }
-  char *cell = suiro_plan_cell(pl, out, i, 0, &type); /* ARRAY: width cells in a row */
-  size_t es = wire_type_size(type);
-  larray *a = larray_test(L, -1);
-  if (a) {
-    if ((uint64_t)a->n != width)
-      luaL_error(L, "element %I: the template wants %I values, got an array of %I", (lua_Integer)i + 1,
-                 (lua_Integer)width, (lua_Integer)a->n);
-    if (a->type == type && a->kind == LARRAY_PLAIN) {
-      memcpy(cell, a->data, width * es);
-      return;
-    }
-    for (uint64_t k = 0; k < width; k++) {
-      lua_geti(L, -1, (lua_Integer)k + 1);
-      store_cell(L, -1, cell + k * es, type, i, NULL);
-      lua_pop(L, 1);
-    }
-    return;
-  }
-  if (!lua_istable(L, -1))
-    luaL_error(L, "element %I: the template wants %I values, got %s", (lua_Integer)i + 1, (lua_Integer)width,
-               luaL_typename(L, -1));
-  if ((uint64_t)lua_rawlen(L, -1) != width)
-    luaL_error(L, "element %I: the template wants %I values, got a table of %I", (lua_Integer)i + 1,
-               (lua_Integer)width, (lua_Integer)lua_rawlen(L, -1));
-  for (uint64_t k = 0; k < width; k++) {
-    lua_rawgeti(L, -1, (lua_Integer)k + 1);
-    store_cell(L, -1, cell + k * es, type, i, NULL);
-    lua_pop(L, 1);
-  }
-}
-
-static int run_map_task(lua_State *L) {
-  map_run *mr = lua_touserdata(L, 1);
-  lua_settop(L, 0);
-  unsigned runner;
-  if (suiro_map_attach(mr->arg, mr->len, &mr->m, &runner) != SUIRO_OK)
-    return luaL_error(L, "map runner: %s", suiro_last_error());
-  suiro_map *m = mr->m;
-  const suiro_plan *pl = suiro_plan_of(m);
-  if (!pl) return luaL_error(L, "map runner: %s", suiro_last_error());
-  const suiro_template *t = suiro_plan_template(pl);
-  uint64_t width = 1;
-  if (t && t->kind == SUIRO_OUT_ARRAY)
-    for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
-  void *out = suiro_map_runner_output(m);
-  /* The runner's globals: a copy of the standard globals, made once per runner. A copy rather
-   * than a table that falls back to _G: the map's elements may use globals in tight loops, and
-   * every miss through __index costs (a quarter more time on math-heavy elements). */
-  lua_createtable(L, 0, 64);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    lua_pushvalue(L, -2);
-    lua_insert(L, -2);
-    lua_rawset(L, -5);
-  }
-  lua_pop(L, 1);
-  int env = lua_gettop(L); /* 1 */
-  const void *fb;
-  size_t fl;
-  suiro_plan_fn(pl, &fb, &fl);
-  decode_one(L, fb, fl, env); /* 2: the function, a "module.fn" name or a call spec */
-  if (lua_type(L, 2) == LUA_TSTRING) {
-    size_t nl;
-    const char *nm = lua_tolstring(L, 2, &nl);
-    resolve_ref(L, nm, nl);
-    lua_replace(L, 2);
-  }
-  uint64_t b, e;
-  while (suiro_map_claim(m, &b, &e)) {
-    for (uint64_t i = b; i < e; i++) {
-      mr->current = i;
-      suiro_plan_enter(pl, i);
-      lua_pushvalue(L, 2);
-      suiro_elem el;
-      if (suiro_plan_elem(pl, i, &el) != 0) luaL_error(L, "map: %s", suiro_last_error());
-      switch (el.kind) {
-      case 'f': lua_pushnumber(L, el.f); break;
-      case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
-      case 'b':
-        if (el.i == WIRE_NA_BOOL) lsuiro_push_na(L);
-        else lua_pushboolean(L, (int)el.i);
-        break;
-      default: decode_one(L, el.buf, el.len, env); break;
-      }
-      lua_call(L, 1, 1);
-      if (t) {
-        store_result(L, pl, t, out, i, width);
-      } else {
-        _Alignas(8) unsigned char stack[256];
-        wire_writer w;
-        wire_writer_init(&w, stack, sizeof stack);
-        lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "element result", .returning = 1 };
-        lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
-        const void *buf;
-        size_t blen;
-        if (wire_writer_finish(&w, &buf, &blen) != WIRE_OK) {
-          wire_writer_free(&w);
-          luaL_error(L, "element %I: %s", (lua_Integer)i + 1, wire_writer_error(&w));
-        }
-        int full = suiro_map_put(m, i, buf, blen) != 0;
-        wire_writer_free(&w);
-        if (full) luaL_error(L, "element %I: the map's results outgrew its heap; use a template", (lua_Integer)i + 1);
-      }
-      lua_settop(L, 2);
-      suiro_plan_leave();
-      if (__builtin_expect(suiro_map_cancelled(m), 0)) break;
-    }
-    suiro_map_completed(m, b, e);
-  }
-  return 0;
-}
-
-/* A map runner task: errors become the element's failure (which cancels the map). */
-static int exec_map(lua_State *L, const void *arg, size_t len, suiro_out *out) {
-  int top = lua_gettop(L);
-  map_run mr = { NULL, 0, arg, len };
-  lua_pushcfunction(L, msgh);
-  lua_pushcfunction(L, run_map_task);
-  lua_pushlightuserdata(L, &mr);
-  int rc = 0;
-  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
-    suiro_plan_leave();
-    if (!mr.m) {
-      rc = encode_error(L, out, lua_gettop(L));
-    } else {
-      const char *msg = "", *tb = "";
-      size_t ml = 0, tl = 0;
-      if (lua_istable(L, -1)) {
-        lua_rawgeti(L, -1, 1);
-        lua_rawgeti(L, -2, 2);
-        msg = lua_tolstring(L, -2, &ml);
-        tb = lua_tolstring(L, -1, &tl);
-        if (!msg) { msg = ""; ml = 0; }
-        if (!tb) { tb = ""; tl = 0; }
-      }
-      _Alignas(8) unsigned char eb[4096];
-      size_t n = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml },
-                                    (wire_str){ tb, tl }, (int64_t)mr.current);
-      suiro_map_fail(mr.m, mr.current, eb, n);
-    }
-  }
-  if (mr.m) suiro_map_detach(mr.m);
-  lua_settop(L, top);
-  return rc;
-}
+void lworker_resolve(lua_State *L, const char *name, size_t len) { resolve_ref(L, name, len); }
+int lworker_msgh(lua_State *L) { return msgh(L); }
+lpool *lworker_self_pool(void) { return self_pool; }
+int lworker_fail(lua_State *L, suiro_out *out, int errobj) { return encode_error(L, out, errobj); }
 
 static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
   lua_State *L = ud;
-  if (fn == SUIRO_FN_MAP) return exec_map(L, arg, len, out);
+  if (fn == SUIRO_FN_MAP) return lmap_exec_runner(L, arg, len, out);
   int top = lua_gettop(L);
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
@@ -704,9 +481,7 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   return rc;
 }
 
-void lsuiro_open_worker_exec(lua_State *L) {
-  lua_pushcfunction(L, l_random);
-  lua_setfield(L, -2, "random");
+void lworker_open(lua_State *L) {
   /* registry tables used by the worker (harmless in hosts) */
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, REFS);
@@ -724,7 +499,7 @@ void lsuiro_open_worker_exec(lua_State *L) {
 
 /* Called when the worker has attached: keep a handle on its own pool for results. */
 static int attach_self(lua_State *L) {
-  lsuiro_push_current_pool(L);
+  lpool_push_current(L);
   self_pool = lua_touserdata(L, -1);
   lua_pop(L, 1);
   return 0;
@@ -740,12 +515,12 @@ static int first_exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, 
   return exec(fn, arg, len, out, ud);
 }
 
-int lsuiro_worker_run(lua_State *L, const char *token) {
+int lworker_run(lua_State *L, const char *token) {
   WL = L;
   luaL_requiref(L, "suiro.core", luaopen_suiro_core, 0);
   lua_pop(L, 1);
   suiro_set_executor(first_exec, L);
   int rc = suiro_worker_run(token);
-  lsuiro_forget_current_pool(L); /* the engine freed its handle; lua_close runs finalizers next */
+  lpool_forget_current(L); /* the engine freed its handle; lua_close runs finalizers next */
   return rc;
 }

@@ -77,6 +77,8 @@ static void set_paths(lua_State *L) {
   lua_setfield(L, -2, "lpeg");
   lua_pushcfunction(L, luaopen_suiro_core);
   lua_setfield(L, -2, "suiro.core");
+  lua_pushcfunction(L, luaopen_suiro_probe);
+  lua_setfield(L, -2, "suiro.probe");
   lua_pop(L, 2);
 }
 
@@ -118,13 +120,13 @@ static lua_State *signal_L;
 static void lstop(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
-  luaL_error(L, "%s", lsuiro_signal == SIGTERM ? "terminated" : "interrupted!");
+  luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
 }
 
 static void on_signal(int sig) {
   signal(sig, SIG_DFL);
-  lsuiro_signal = sig;
-  /* the waits in C see lsuiro_signal; Lua code sees the hook at its next instruction */
+  lpool_signal = sig;
+  /* the waits in C see lpool_signal; Lua code sees the hook at its next instruction */
   if (signal_L) lua_sethook(signal_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
@@ -157,7 +159,7 @@ static int run_file(int argc, char **argv) {
   }
   lua_close(L); /* closes what the script left open: its pools stop */
   signal_L = NULL;
-  if (lsuiro_signal) return 128 + lsuiro_signal;
+  if (lpool_signal) return 128 + lpool_signal;
   return st == LUA_OK ? 0 : 1;
 }
 
@@ -175,11 +177,11 @@ static int run_lua_snippet(const char *code) {
 }
 
 int main(int argc, char **argv) {
-  lsuiro_is_cli = 1;
+  lpool_is_cli = 1;
   const char *token = suiro_worker_token(argc, argv);
   if (token) {
     lua_State *L = new_state();
-    int rc = lsuiro_worker_run(L, token);
+    int rc = lworker_run(L, token);
     lua_close(L);
     return rc;
   }

@@ -17,8 +17,24 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 LUA_INC = "/usr/include/lua5.4"
 
 
-def rel(p):
-    return os.path.relpath(p, HERE)
+def vendor(paths, sub):
+    """Copies sources from outside the package into build/vendor/<sub> (setuptools wants sources
+    given relative to setup.py, and their objects inside the build directory); returns the
+    copies' relative paths. Copies only what changed, so rebuilds stay incremental."""
+    dst = os.path.join(HERE, "build", "vendor", sub)
+    os.makedirs(dst, exist_ok=True)
+    ext = {os.path.splitext(p)[1] for p in paths}
+    keep = {os.path.basename(p) for p in paths}
+    for old in os.listdir(dst):  # a source renamed or removed upstream must not linger here
+        if os.path.splitext(old)[1] in ext and old not in keep:
+            os.unlink(os.path.join(dst, old))
+    out = []
+    for p in paths:
+        q = os.path.join(dst, os.path.basename(p))
+        if not os.path.exists(q) or os.path.getmtime(q) < os.path.getmtime(p):
+            shutil.copy2(p, q)
+        out.append(os.path.relpath(q, HERE))
+    return out
 
 
 def copy_lua_modules():
@@ -42,17 +58,21 @@ class BuildPy(build_py):
 
 copy_lua_modules()
 
-sources = sorted(glob.glob(os.path.join(HERE, "src", "*.c"))) + [os.path.join(ROOT, "lua", "lembed.c")]
+sources = [os.path.relpath(p, HERE) for p in sorted(glob.glob(os.path.join(HERE, "src", "*.c")))]
+sources += vendor([os.path.join(ROOT, "lua", "lembed.c")], "lua")
+vendor([os.path.join(ROOT, "lua", "lsuiro.h")], "lua")
 extra_objects = []
 libsuiro = os.environ.get("SUIRO_LIBSUIRO")
 if libsuiro:
     extra_objects.append(libsuiro)
-else:
-    sources += sorted(glob.glob(os.path.join(ROOT, "engine", "src", "*.c")))
+else:  # the engine compiled in; its private headers travel with its sources (no include path)
+    engine = os.path.join(ROOT, "engine", "src")
+    vendor(sorted(glob.glob(os.path.join(engine, "*.h"))), "engine")
+    sources += vendor(sorted(glob.glob(os.path.join(engine, "*.c"))), "engine")
 
 ext = Extension(
     "suiro._core",
-    sources=[rel(s) for s in sources],
+    sources=sources,
     include_dirs=[os.path.join(ROOT, "engine", "include"), os.path.join(ROOT, "lua"), LUA_INC],
     extra_objects=extra_objects,
     depends=extra_objects + sorted(glob.glob(os.path.join(HERE, "src", "*.h"))) + [

@@ -216,6 +216,19 @@ static int claim_free(region_hdr *h) {
   return 0;
 }
 
+/* A region held again leaves the warm free list or the mapping cache it was on; lock held. */
+static void off_lists(suiro_buf *b) {
+  if (b->in_free) {
+    b->in_free = 0;
+    free_bytes -= b->cap;
+    free_count--;
+  }
+  if (b->in_cache) {
+    b->in_cache = 0;
+    cache_count--;
+  }
+}
+
 /* Maps a region by name (or finds it mapped), with one more local holder and no change to the
  * shared count; the caller takes or claims the reference. Lock not held. */
 static suiro_status map_region(const char *name, suiro_buf **out) {
@@ -325,15 +338,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
       continue;
     }
     pthread_mutex_lock(&lock);
-    if (r->in_free) {
-      r->in_free = 0;
-      free_bytes -= r->cap;
-      free_count--;
-    }
-    if (r->in_cache) {
-      r->in_cache = 0;
-      cache_count--;
-    }
+    off_lists(r);
     pthread_mutex_unlock(&lock);
     r->size = bytes;
     return r;
@@ -413,15 +418,7 @@ suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
     return suiro_set_error(SUIRO_ERR, "shared value %s is free (a stale or forged reference)", name);
   }
   pthread_mutex_lock(&lock);
-  if (b->in_free) { /* it came back to us */
-    b->in_free = 0;
-    free_bytes -= b->cap;
-    free_count--;
-  }
-  if (b->in_cache) {
-    b->in_cache = 0;
-    cache_count--;
-  }
+  off_lists(b); /* it came back to us */
   b->size = size;
   pthread_mutex_unlock(&lock);
   *out = b;
@@ -560,15 +557,7 @@ suiro_status suiro_zc_open(const wire_ref *ref, suiro_view *v) {
     return suiro_set_error(SUIRO_ERR, "reference to %s: the region is free (a stale or forged reference)", name);
   }
   pthread_mutex_lock(&lock);
-  if (b->in_free) {
-    b->in_free = 0;
-    free_bytes -= b->cap;
-    free_count--;
-  }
-  if (b->in_cache) {
-    b->in_cache = 0;
-    cache_count--;
-  }
+  off_lists(b);
   v->fresh = b->local == 1;
   if (b->size < end - REGION_HDR) b->size = (size_t)(end - REGION_HDR);
   pthread_mutex_unlock(&lock);

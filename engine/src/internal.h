@@ -52,7 +52,14 @@ suiro_status suiro_set_errno(const char *what); /* "<what>: strerror(errno)" */
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int suiro_ncpu(void);
 
-/* Start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 if gone. */
+/* What /proc/<pid>/stat says of a process: its state letter (R, S, D, Z, ...), CPU time and start
+ * time in clock ticks. 0, or -1 when the process is gone. The one reader of that file. */
+typedef struct suiro_proc_info {
+  char state;
+  uint64_t utime, stime, start;
+} suiro_proc_info;
+int suiro_proc_stat(int pid, suiro_proc_info *out);
+/* Start time of a process in clock ticks since boot, 0 if gone (a zombie counts as gone). */
 uint64_t suiro_proc_start(int pid);
 
 /* 64-bit FNV-1a. */

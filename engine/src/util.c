@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,25 +59,38 @@ int suiro_ncpu(void) {
   return n > 0 ? (int)n : 1;
 }
 
-uint64_t suiro_proc_start(int pid) {
+int suiro_proc_stat(int pid, suiro_proc_info *out) {
+  memset(out, 0, sizeof *out);
+  if (pid <= 0) return -1;
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
   buf[n] = 0;
   /* The command name (field 2) may hold spaces and parentheses: count fields after the last ')'. */
   char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  p++;
-  /* After ')' come fields 3..: state is field 3, starttime is field 22 -> skip 19 more fields. */
+  if (!p || p[1] != ' ') return -1;
+  out->state = p[2];
   int field = 2;
   char *save = NULL;
-  for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+  for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
     field++;
-    if (field == 3 && tok[0] == 'Z') return 0; /* a zombie is as good as gone */
-    if (field == 22) return strtoull(tok, NULL, 10);
+    if (field == 14) out->utime = strtoull(tok, NULL, 10);
+    else if (field == 15) out->stime = strtoull(tok, NULL, 10);
+    else if (field == 22) {
+      out->start = strtoull(tok, NULL, 10);
+      return 0;
+    }
   }
-  return 0;
+  return -1;
+}
+
+uint64_t suiro_proc_start(int pid) {
+  suiro_proc_info pi;
+  if (suiro_proc_stat(pid, &pi) != 0) return 0;
+  if (pi.state == 'Z' || pi.state == 'X') return 0; /* a zombie is as good as gone */
+  return pi.start;
 }

@@ -81,17 +81,8 @@ void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
 
 /* Is the process sleeping or waiting (not running or runnable)? */
 static int proc_blocked(int pid) {
-  if (pid <= 0) return 0;
-  char path[48], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  const char *rp = strrchr(buf, ')');
-  return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+  suiro_proc_info pi;
+  return suiro_proc_stat(pid, &pi) == 0 && (pi.state == 'S' || pi.state == 'D');
 }
 
 int pool_backlog_tick(suiro_pool *p, uint64_t *last_tasks) {

@@ -133,7 +133,9 @@ local function python_worker(l, env)
     script = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/bindings/python/suiro/_worker.py"
   end
   local f = io.open(script, "r")
-  if not f then error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0) end
+  if not f then
+    error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0)
+  end
   f:close()
   local py = l.exe or l.python or "/usr/bin/python3"
   env.SUIRO_HOST_LANG = "lua"

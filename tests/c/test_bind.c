@@ -361,6 +361,27 @@ static size_t fn_buf(void *buf, const char *op) {
   return n;
 }
 
+/* A scalar f64 template, and a spec mapping op over the range 0, 1, ..., n - 1 into it. */
+static suiro_template f64_template(void) {
+  suiro_template t;
+  memset(&t, 0, sizeof t);
+  t.kind = SUIRO_OUT_SCALAR;
+  t.type = WIRE_T_F64;
+  return t;
+}
+
+static suiro_plan_spec range_spec(void *fb, const char *op, uint64_t n, const suiro_template *t) {
+  suiro_plan_spec s;
+  suiro_plan_spec_init(&s);
+  s.fn = fb;
+  s.fn_len = fn_buf(fb, op);
+  s.in_kind = SUIRO_IN_RANGE;
+  s.n = n;
+  s.step = 1;
+  s.tpl = t;
+  return s;
+}
+
 TEST(plans_run_ranges_arrays_and_values) {
   suiro_pool *p = test_pool(2);
   _Alignas(8) unsigned char fb[64];
@@ -438,17 +459,8 @@ TEST(seeded_plans_draw_the_same_on_any_worker_count) {
   for (int k = 0; k < 2; k++) {
     suiro_pool *p = test_pool(k + 1);
     _Alignas(8) unsigned char fb[64];
-    suiro_template t;
-    memset(&t, 0, sizeof t);
-    t.kind = SUIRO_OUT_SCALAR;
-    t.type = WIRE_T_F64;
-    suiro_plan_spec s;
-    suiro_plan_spec_init(&s);
-    s.fn = fb;
-    s.fn_len = fn_buf(fb, "draw");
-    s.in_kind = SUIRO_IN_RANGE;
-    s.n = 200;
-    s.step = 1;
+    suiro_template t = f64_template();
+    suiro_plan_spec s = range_spec(fb, "draw", 200, &t);
     s.seeded = 1;
     s.seed = 42;
     s.tpl = &t;
@@ -525,18 +537,8 @@ TEST(plan_sizes_are_checked_before_use) {
 TEST(killed_maps_fail_as_cancelled_and_pools_keep_serving) {
   suiro_pool *p = test_pool(2);
   _Alignas(8) unsigned char fb[64];
-  suiro_template t;
-  memset(&t, 0, sizeof t);
-  t.kind = SUIRO_OUT_SCALAR;
-  t.type = WIRE_T_F64;
-  suiro_plan_spec s;
-  suiro_plan_spec_init(&s);
-  s.fn = fb;
-  s.fn_len = fn_buf(fb, "spin");
-  s.in_kind = SUIRO_IN_RANGE;
-  s.n = 100;
-  s.step = 1;
-  s.tpl = &t;
+  suiro_template t = f64_template();
+  suiro_plan_spec s = range_spec(fb, "spin", 100, &t);
   suiro_map *m;
   CHECK_OK(suiro_plan_create(p, &s, &m));
   CHECK_OK(suiro_map_start(m, 5));
@@ -561,18 +563,8 @@ TEST(killed_maps_fail_as_cancelled_and_pools_keep_serving) {
 TEST(maps_outlive_their_pool) {
   suiro_pool *p = test_pool(1);
   _Alignas(8) unsigned char fb[64];
-  suiro_template t;
-  memset(&t, 0, sizeof t);
-  t.kind = SUIRO_OUT_SCALAR;
-  t.type = WIRE_T_F64;
-  suiro_plan_spec s;
-  suiro_plan_spec_init(&s);
-  s.fn = fb;
-  s.fn_len = fn_buf(fb, "square");
-  s.in_kind = SUIRO_IN_RANGE;
-  s.n = 10;
-  s.step = 1;
-  s.tpl = &t;
+  suiro_template t = f64_template();
+  suiro_plan_spec s = range_spec(fb, "square", 10, &t);
   suiro_map *done, *running, *spinning;
   CHECK_OK(suiro_plan_create(p, &s, &done));
   CHECK_OK(suiro_map_start(done, 5));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h"
 
 NATIVE(echo) {
   return suiro_out_write(out, arg, len);
@@ -635,27 +636,15 @@ TEST_T(eight_workers_on_few_cpus, 120) {
   double t2 = median3(a), t8 = median3(b);
   fprintf(stderr, "100k trivial tasks (median of 3): 2 workers %.3f s, 8 workers %.3f s (ratio %.2f)\n", t2, t8,
           t8 / t2);
-  CHECK(t8 <= 2 * t2);
+  /* oversubscribed spinning collapses to millisecond stalls (10x and worse); 3x leaves room for a
+   * noisy machine without letting that through */
+  CHECK(t8 <= 3 * t2);
 }
 
 static double cpu_seconds_of(int pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  char buf[1024];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *s = strrchr(buf, ')');
-  unsigned long ut = 0, st = 0;
-  int field = 2;
-  for (char *tok = strtok(s + 1, " "); tok; tok = strtok(NULL, " ")) {
-    field++;
-    if (field == 14) ut = strtoul(tok, NULL, 10);
-    if (field == 15) { st = strtoul(tok, NULL, 10); break; }
-  }
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+  suiro_proc_info pi;
+  if (suiro_proc_stat(pid, &pi) != 0) return -1;
+  return (double)(pi.utime + pi.stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
 TEST(idle_workers_park) {
@@ -703,15 +692,8 @@ TEST(eventfd_fires_once_per_burst) {
 }
 
 static int alive(int pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *s = strrchr(buf, ')');
-  return s && s[1] == ' ' && s[2] != 'Z' && s[2] != 'X';
+  suiro_proc_info pi;
+  return suiro_proc_stat(pid, &pi) == 0 && pi.state != 'Z' && pi.state != 'X';
 }
 
 TEST(host_killed_workers_exit_and_next_start_reaps) {

@@ -1,10 +1,9 @@
 -- suiro.run: coroutines await tasks; the scheduler sleeps on the pools' eventfds.
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 
 describe("suiro.run", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 2 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 2 }
 
   it("returns the function's results", function()
     local a, b = suiro.run(function(x) return x, x + 1 end, 41)

@@ -1,10 +1,9 @@
 -- Remote errors, worker death, timeouts.
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 
 describe("task failures", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 1 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 1 }
 
   it("raises a remote error object with message, line and traceback", function()
     local t = pool:submit(function(x)

@@ -1,10 +1,9 @@
 -- Shipping functions: upvalues, recursion, C functions, references, call specs.
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 
 describe("shipping functions", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 2 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 2 }
 
   it("runs each function's own code when collected functions' addresses come back", function()
     -- A new prototype each time, made and sent in a frame that is gone before the next: once

@@ -1,10 +1,9 @@
 -- pool:map — shared cursor, templates, seeds, streaming, nesting, failures.
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 
 describe("pool:map", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 2 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 2 }
 
   it("maps a table with a scalar template into a suiro.array", function()
     local ys = pool:map(math.sqrt, { 1, 4, 9, 16, 25 }, { template = "f64" }):collect()

@@ -1,10 +1,9 @@
 -- Pools, tasks and outcomes (issue: Lua scripting).
 local suiro = require "suiro"
+local support = require "tests.lua.support"
 
 describe("suiro.pool", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 2 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 2 }
 
   it("runs a function and returns every value", function()
     local t = pool:submit(function(x, y) return x + y, x * y end, 3, 4)

@@ -1,12 +1,11 @@
 -- Zero-copy: large arrays cross as references, arrive as read-only views, come back O(1), and
 -- their regions are recycled and removed.
 local suiro = require "suiro"
-local core = require "suiro.core"
+local support = require "tests.lua.support"
+local probe = require "suiro.probe"
 
 describe("zero-copy arrays", function()
-  local pool
-  setup(function() pool = suiro.pool { workers = 1 } end)
-  teardown(function() pool:stop() end)
+  local pool = support.block_pool { workers = 1 }
 
   it("sends large arrays as views, small ones as copies", function()
     local big = suiro.f64(100000)
@@ -65,12 +64,12 @@ describe("zero-copy arrays", function()
     end
     rounds(1000)
     collectgarbage()
-    local rss1 = core.rss_kb()
-    local shm1 = core.shm_usage()
+    local rss1 = probe.rss_kb()
+    local shm1 = probe.shm_usage()
     rounds(9000)
     collectgarbage()
-    local rss2 = core.rss_kb()
-    local shm2 = core.shm_usage()
+    local rss2 = probe.rss_kb()
+    local shm2 = probe.shm_usage()
     assert.is_true(rss2 <= rss1 * 1.1, ("RSS %d kB after 1,000, %d kB after 10,000"):format(rss1, rss2))
     assert.is_true(shm2 <= shm1 * 1.1 + 4096, ("/dev/shm %d bytes after 1,000, %d after 10,000"):format(shm1, shm2))
   end)
@@ -83,11 +82,11 @@ describe("zero-copy cleanup", function()
       local p <close> = suiro.pool { workers = 2 }
       local keep = {}
       for i = 1, 20 do keep[i] = p:submit(function(n) return suiro.f64(n) + 1 end, 10000 * i):collect() end
-      assert.is_true(select(2, core.shm_usage(prefix)) > 1)
+      assert.is_true(select(2, probe.shm_usage(prefix)) > 1)
       assert.are.equal(20, #keep)
     end
     collectgarbage()
-    local bytes, count = core.shm_usage(prefix)
+    local bytes, count = probe.shm_usage(prefix)
     assert.are.equal(0, count, ("%d segments (%d bytes) left"):format(count, bytes))
   end)
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+sys.path.insert(0, os.environ.get("SUIRO_PY_PKG_DIR", os.path.join(ROOT, "bindings", "python")))  # or a sanitizer build
 sys.path.insert(0, os.path.dirname(__file__))  # helper modules (pyfuncs) importable by reference
 
 import suiro  # noqa: E402

@@ -3,7 +3,6 @@
 import asyncio
 import time
 
-import numpy as np
 import pytest
 
 import suiro

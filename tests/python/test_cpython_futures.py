@@ -22,15 +22,10 @@ import os
 import pickle
 import sys
 import time
-import unittest
 
-import pytest
-
-import suiro
 from suiro._executor import PoolExecutor
 
 cf_test = importlib.import_module("test.test_concurrent_futures")  # libpython3.11-testsuite
-from concurrent import futures  # noqa: E402
 from concurrent.futures.process import BrokenProcessPool  # noqa: E402
 from test.support.script_helper import assert_python_ok  # noqa: E402
 

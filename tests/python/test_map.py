@@ -3,7 +3,6 @@
 
 import math
 import os
-import struct
 import subprocess
 import textwrap
 
@@ -211,3 +210,11 @@ def test_seeded_map_equals_lua():
     assert len(lua) == 2000
     assert [float.fromhex(x) for x, _ in lua] == a.tolist()
     assert [int(y) for _, y in lua] == b.tolist()
+
+
+def test_numpy_scalars_fill_templates(pool):
+    assert pool.map(lambda x: np.int64(x), range(3), template="i64").collect(timeout=10).tolist() == [0, 1, 2]
+    assert pool.map(lambda x: np.float32(x) / 2, range(3), template="f64").collect(timeout=10).tolist() == [0, 0.5, 1]
+    assert pool.map(lambda x: np.bool_(x % 2), range(3), template="bool").collect(timeout=10).tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="template i64 cannot hold a boolean"):
+        pool.map(lambda x: np.bool_(True), range(1), template="i64").collect(timeout=10)

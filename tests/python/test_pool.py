@@ -1,7 +1,6 @@
 """Pools and tasks from a Python host with Python workers: submit, collect, batches, timeouts,
 cancellation, status, nesting, worker deaths."""
 
-import math
 import os
 import signal
 import socket
@@ -120,6 +119,15 @@ def test_cancel_before_start(pool1):
         queued.collect(timeout=5)
     assert busy.collect(timeout=5) == "busy"
     assert busy.cancel() is False  # finished already
+
+
+def test_held_tasks_fill_the_result_slots():
+    with suiro.pool(workers=1, result_slots=2) as p:
+        held = [p.submit(pyfuncs.sleep_then, 0.2, i) for i in range(2)]
+        with pytest.raises(suiro.PoolFull, match=r"^submit: all 2 result slots hold uncollected tasks"):
+            p.submit(pyfuncs.identity, 1)
+        assert p.collect_all(held, timeout=10) == [0, 1]
+        assert p.submit(pyfuncs.identity, 1).collect(timeout=10) == 1
 
 
 def test_dropped_tasks_release_their_slots():
@@ -244,3 +252,92 @@ def test_nothing_left_in_dev_shm():
     assert out.returncode == 0, out.stderr
     prefix = "suiro_%s_" % out.stdout.strip()
     assert [n for n in os.listdir("/dev/shm") if n.startswith(prefix)] == []
+
+
+def test_ctrl_c_interrupts_collect():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = %r\n"
+            "import os, signal, threading, time, suiro\n"
+            "p = suiro.pool(workers=1)\n"
+            "t = p.submit(time.sleep, 30)\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "t0 = time.monotonic()\n"
+            "try:\n"
+            "    t.collect()\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
+            "p.stop(timeout=1)\n" % (sys.path[:3],))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    word, took = out.stdout.split()
+    assert word == "interrupted" and 0.25 < float(took) < 3.0
+
+
+def test_explicit_python_launcher():
+    with suiro.pool(workers=1, launcher=suiro.python(python="/usr/bin/python3")) as p:
+        assert p.lang == "python"
+        assert p.submit(pyfuncs.identity, "x").collect(timeout=10) == "x"
+    with pytest.raises(ValueError, match="launcher"):
+        suiro.pool(workers=1, launcher="fortran")
+
+
+def test_task_kill():
+    with suiro.pool(workers=1) as p:
+        t = p.submit(pyfuncs.sleep_then, 30, 1)
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 5)
+        assert t.kill() is True
+        with pytest.raises(suiro.CancelledError):
+            t.collect(timeout=10)
+        assert p.submit(pow, 2, 3).collect(timeout=10) == 8
+
+
+def test_threads_share_a_pool(pool):
+    import threading
+
+    results, errors = [], []
+
+    def work(k):
+        try:
+            results.append(sum(pool.submit(pyfuncs.add, i, k).collect(timeout=10) for i in range(200)))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ths = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(30)
+    assert not errors and sorted(results) == sorted(sum(range(200)) + 200 * k for k in range(4))
+
+
+def test_large_values_spill_and_come_back(pool):
+    big = list(range(200000))  # megabytes of wire: beyond ring slots and result slots
+    s = "x" * 3000000
+    assert pool.submit(pyfuncs.identity, big).collect(timeout=20) == big
+    assert pool.submit(pyfuncs.identity, s).collect(timeout=20) == s
+    assert pool.collect_all(pool.submit_batch(pyfuncs.identity, [(big,)] * 3), timeout=20) == [big] * 3
+    got = pool.map(pyfuncs.identity, [big, s, b"y" * 100000]).collect(timeout=20)
+    assert got[0] == big and got[1] == s and got[2] == b"y" * 100000
+
+
+def test_ctrl_c_interrupts_a_submit_waiting_for_queue_room():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = %r\n"
+            "import os, signal, threading, time, suiro\n"
+            "p = suiro.pool(workers=1, ring_cap=2)\n"
+            "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "t0 = time.monotonic()\n"
+            "try:\n"
+            "    p.submit(abs, 1)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
+            "p.stop(timeout=1)\n" % (sys.path[:3],))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    word, took = out.stdout.split()
+    assert word == "interrupted" and 0.25 < float(took) < 3.0

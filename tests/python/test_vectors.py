@@ -3,7 +3,6 @@ here from the notation of docs/wire-format.md, section 9), that value and the de
 encode back to the .bin byte for byte, and every truncation fails cleanly."""
 
 import glob
-import math
 import os
 import struct
 

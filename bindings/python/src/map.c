@@ -605,6 +605,7 @@ static int put_cell(void *cell, int type, PyObject *v, char *err, size_t cap) {
   }
   if (PyFloat_Check(v)) return suiro_cell_put_real(cell, type, PyFloat_AS_DOUBLE(v), err, cap);
   if (v == Py_None || v == SP.NA) return suiro_cell_put_na(cell, type, err, cap);
+  if (!SP.ndarray && PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") && sp_numpy() < 0) PyErr_Clear();
   if (SP.np_bool && Py_TYPE(v) == (PyTypeObject *)SP.np_bool) return suiro_cell_put_bool(cell, type, PyObject_IsTrue(v), err, cap);
   if (SP.np_generic && PyObject_TypeCheck(v, (PyTypeObject *)SP.np_generic)) {
     PyObject *py = PyObject_CallMethod(v, "item", NULL);

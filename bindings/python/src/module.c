@@ -360,6 +360,16 @@ static PyMethodDef methods[] = {
   { NULL, NULL, 0, NULL },
 };
 
+/* The engine's interrupt check (asked after each sleep of a host wait: a full queue, collects):
+ * Python's signal handlers run here, so Ctrl-C ends a wait; the exception stays pending and the
+ * call that waited returns it. Waits are made with the GIL released: take it for the check. */
+static int interrupt_check(void *ud) {
+  PyGILState_STATE g = PyGILState_Ensure();
+  int r = PyErr_CheckSignals() < 0;
+  PyGILState_Release(g);
+  return r;
+}
+
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "suiro._core", "suiro's engine binding", -1, methods };
 
 #define INTERN(field, s) if (!(SP.field = PyUnicode_InternFromString(s))) return NULL
@@ -387,6 +397,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
+  suiro_set_interrupt_check(interrupt_check, NULL);
   PyModule_AddObjectRef(m, "View", (PyObject *)&SpView_Type);
   PyModule_AddObjectRef(m, "Pool", (PyObject *)&SpPool_Type);
   PyModule_AddObjectRef(m, "Task", (PyObject *)&SpTask_Type);

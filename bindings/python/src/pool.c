@@ -37,7 +37,10 @@ static PyObject *raise_status(suiro_status st, const char *verb, const char *wha
   default: cls = Py_NewRef(PyExc_RuntimeError);
   }
   if (!cls) return NULL;
-  PyErr_Format(cls, "%s: %s", verb, suiro_last_error());
+  const char *msg = suiro_last_error();
+  size_t vl = strlen(verb);
+  if (strncmp(msg, verb, vl) == 0 && msg[vl] == ':') PyErr_SetString(cls, msg); /* it names the verb already */
+  else PyErr_Format(cls, "%s: %s", verb, msg);
   Py_DECREF(cls);
   return NULL;
 }
@@ -139,16 +142,23 @@ int sp_pool_check(PoolObject *po, const char *verb) {
   return -1;
 }
 
+/* The first 50 us are waited for with the GIL held: a quick result (the common case) then costs
+ * no GIL hand-over, and no other thread waits longer than a GIL switch interval would make it. */
+#define SP_GIL_SPIN 50e-6
+
 int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
-  suiro_status st = step(ctx, 0);
-  if (st != SUIRO_TIMEOUT || timeout == 0) return st;
+  if (timeout == 0) return step(ctx, 0);
   if (po->worker) return step(ctx, timeout); /* helps: runs other tasks meanwhile */
-  double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
+  double t0 = suiro_now(), deadline = timeout < 0 ? INFINITY : t0 + timeout;
+  suiro_status st = step(ctx, timeout < 0 || timeout > SP_GIL_SPIN ? SP_GIL_SPIN : timeout);
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
+  if (st != SUIRO_TIMEOUT) return st;
   double first = 0.002, left = deadline - suiro_now();
   if (left < first) first = left > 0 ? left : 0;
   Py_BEGIN_ALLOW_THREADS
   st = step(ctx, first);
   Py_END_ALLOW_THREADS
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1; /* a signal handler raised (interrupt check) */
   while (st == SUIRO_TIMEOUT) {
     if (PyErr_CheckSignals() < 0) return -1;
     double now = suiro_now();
@@ -169,6 +179,7 @@ int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
     suiro_pool_event_ack(po->p);
     st = step(ctx, 0);
   }
+  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
   return st;
 }
 
@@ -641,7 +652,6 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   }
   one_ctx c = { po, k->t, { 0 } };
   int st = sp_wait(po, timeout, step_one, &c);
-  PyObject *res = NULL;
   if (st == SUIRO_OK) {
     task_settle(k, sp_result(po, &c.r, -1), &c.r);
     sp_pool_unlock(po);
@@ -650,13 +660,23 @@ static PyObject *task_collect_impl(TaskObject *k, double timeout, const char *ve
   sp_pool_unlock(po);
   if (st < 0) return NULL;
   if (st == SUIRO_TIMEOUT) return timeout_error(verb, timeout);
-  return raise_status(st, verb, NULL), res;
+  return raise_status(st, verb, NULL);
 }
 
-static PyObject *task_collect(TaskObject *k, PyObject *args, PyObject *kw) {
-  static char *kwl[] = { "timeout", NULL };
+static PyObject *task_collect(TaskObject *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   PyObject *to = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:collect", kwl, &to)) return NULL;
+  if (nargs > 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 1))
+    return PyErr_Format(PyExc_TypeError, "collect() takes at most 1 argument (timeout)");
+  if (nargs == 1) {
+    to = args[0];
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) return PyErr_Format(PyExc_TypeError, "collect(): timeout given twice");
+  } else if (kwnames && PyTuple_GET_SIZE(kwnames) == 1) {
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "timeout") != 0)
+      return PyErr_Format(PyExc_TypeError, "collect() got an unexpected keyword argument %R", PyTuple_GET_ITEM(kwnames, 0));
+    to = args[0];
+  }
+  if (k->state == 1) return task_outcome(k); /* collected already: no wait */
   double timeout = sp_timeout_arg(to, -1, "collect");
   if (timeout == -2) return NULL;
   return task_collect_impl(k, timeout, "collect");
@@ -1132,9 +1152,9 @@ PyTypeObject SpPool_Type = {
 };
 
 static PyMethodDef task_methods[] = {
-  { "collect", (PyCFunction)(void (*)(void))task_collect, METH_VARARGS | METH_KEYWORDS,
+  { "collect", (PyCFunction)(void (*)(void))task_collect, METH_FASTCALL | METH_KEYWORDS,
     "collect(timeout=None): the value, or raises the task's error (TimeoutError when not done)." },
-  { "result", (PyCFunction)(void (*)(void))task_collect, METH_VARARGS | METH_KEYWORDS, "Alias of collect." },
+  { "result", (PyCFunction)(void (*)(void))task_collect, METH_FASTCALL | METH_KEYWORDS, "Alias of collect." },
   { "done", (PyCFunction)task_done, METH_NOARGS, "True when the result is there." },
   { "cancel", (PyCFunction)task_cancel, METH_NOARGS, "Advisory: True when it will not start." },
   { "release", (PyCFunction)task_release, METH_NOARGS, "Give up the result." },

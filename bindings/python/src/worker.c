@@ -103,6 +103,8 @@ int sp_exec_task(const void *arg, size_t len, suiro_out *out) {
       Py_XDECREF(m);
     }
     res = run_call_helper ? PyObject_CallOneArg(run_call_helper, fn) : NULL;
+  } else if (!kwargs) {
+    res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), (size_t)PyTuple_GET_SIZE(args), NULL);
   } else {
     res = PyObject_Call(fn, args, kwargs);
   }

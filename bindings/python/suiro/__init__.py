@@ -10,12 +10,13 @@ See docs/python.md in the repository.
 """
 
 from . import _core, _errors, _values
-from ._api import (Launcher, Map, Pool, Pools, PreparedMap, current_pool, lua, open, pool, python, r,
-                   worker_script, _lua_dir)
+from . import _api
+from ._api import Launcher, Map, Pool, Pools, PreparedMap, current_pool, lua, open, pool, python, r, worker_script
 from ._errors import (CancelledError, PeerGone, PoolClosed, PoolFull, RemoteError, StartError, SuiroError,
                       TaskError, WorkerDied)
 from ._values import NA, Call, Dates, Frame, Func, Ref, Strings, Timestamps, call
 
+_lua_dir = _api._lua_dir  # where the embedded Lua readers find suiro/config.lua (used by _core)
 Task = _core.Task
 random = _core.random
 now = _core.now
@@ -52,7 +53,8 @@ wire = _Wire()
 __all__ = ["pool", "Pool", "Task", "Map", "PreparedMap", "Launcher", "python", "lua", "r", "open", "Pools",
            "current_pool", "call", "Call", "random", "NA", "Strings", "Frame", "Dates", "Timestamps", "Ref",
            "Func", "wire", "SuiroError", "RemoteError", "TaskError", "WorkerDied", "CancelledError",
-           "RemoteTraceback", "PoolClosed", "PoolFull", "PeerGone", "StartError", "PoolExecutor", "now"]
+           "RemoteTraceback", "PoolClosed", "PoolFull", "PeerGone", "StartError", "PoolExecutor", "now",
+           "worker_script"]
 
 
 def __getattr__(name):

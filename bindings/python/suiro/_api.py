@@ -4,7 +4,6 @@ import os
 import sys
 
 from . import _core, _values
-from ._errors import PoolClosed
 
 __all__ = ["Pool", "Map", "PreparedMap", "Launcher", "pool", "python", "lua", "r", "open", "current_pool",
            "Pools"]
@@ -131,6 +130,8 @@ def _start(o, where):
         env.setdefault("SUIRO_PYTHONPATH", os.pathsep.join(p for p in paths if p))
         env.setdefault("SUIRO_CWD", os.getcwd())
         env["SUIRO_HOST_LANG"] = "python"
+        if os.environ.get("SUIRO_SANITIZED") and os.environ.get("LD_PRELOAD"):
+            env.setdefault("LD_PRELOAD", os.environ["LD_PRELOAD"])  # sanitizer runs (tests)
         lang = _core.LANG_PYTHON
     elif kind == "lua":
         exe = exe or _lua_worker_exe()

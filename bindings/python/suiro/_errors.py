@@ -10,8 +10,8 @@ before it started CancelledError.
 import builtins
 import importlib
 
-__all__ = ["SuiroError", "RemoteError", "TaskError", "WorkerDied", "CancelledError", "RemoteTraceback",
-           "PoolClosed", "PoolFull", "PeerGone", "StartError"]
+__all__ = ["SuiroError", "RemoteError", "TaskError", "WorkerDied", "CancelledError", "PoolClosed", "PoolFull",
+           "PeerGone", "StartError"]  # and RemoteTraceback, resolved on first use (see __getattr__)
 
 
 class SuiroError(Exception):

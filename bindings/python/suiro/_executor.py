@@ -21,7 +21,6 @@ ProcessPoolExecutor code.
 import logging
 import os
 import select
-import sys
 import threading
 import uuid
 import weakref
@@ -317,7 +316,9 @@ class PoolExecutor(Executor):
         with self._lock:
             self._shutdown = True
             if cancel_futures:
-                for t, f in list(self._pending.items()):
+                # As in ProcessPoolExecutor, the oldest max_workers futures count as handed to the
+                # workers already (its call queue): they run; the rest are cancelled if they can be.
+                for t, f in list(self._pending.items())[self._max_workers:]:
                     if f.cancel():
                         self._pending.pop(t, None)
             self._cv.notify_all()

@@ -156,7 +156,6 @@ class Timestamps:
 
 
 def _same_array(a, b):
-    np = _np()
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
@@ -443,9 +442,6 @@ def to_wire(obj, foreign):
     return None
 
 
-_NA_FILL = None
-
-
 def _masked_to_wire(np, a):
     mask = np.ma.getmaskarray(a)
     data = np.ma.getdata(a)
@@ -591,8 +587,6 @@ def resolve(name):
 
 def call_target(c):
     """The callable of a call spec used as a map function (element first, then its args)."""
-    import functools
-
     if c.target is None:
         raise TypeError("a map's function cannot be a source call spec; use a named function")
     f = resolve(c.target)

@@ -32,7 +32,6 @@ def main(argv):
         except OSError:
             pass
     from suiro import _core
-    import suiro._values  # noqa: F401  (registers the codec's helpers)
 
     return _core.worker_run(token)
 

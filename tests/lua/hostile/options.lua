@@ -177,9 +177,16 @@ local launchers = {
   { "suiro.lua { argv = { \"a\\0b\" } }", function(E) return E.suiro.lua { argv = { "a\0b" } } end, { "argv[1]" } },
   { "suiro.lua { argv = { x = \"a\" } }", function(E) return E.suiro.lua { argv = { x = "a" } } end, { "argv" } },
   { "suiro.lua { env = { A = {} } }", function(E) return E.suiro.lua { env = { A = {} } } end, { "env.A" } },
-  { "suiro.python {} in a pool", function(E) return E.pool { launcher = E.suiro.python {} } end, { "Python" } },
-  { "suiro.r {} in a pool", function(E) return E.pool { launcher = E.suiro.r {} } end, { "R" } },
-  { "launcher = \"python\"", function(E) return E.pool { launcher = "python" } end, { "Python" } },
+  { "suiro.python { exe = 5 }", function(E) return E.suiro.python { exe = 5 } end, { "suiro.python", "exe" } },
+  { "suiro.python { bogus = 1 }", function(E) return E.suiro.python { bogus = 1 } end, { "bogus", "python" } },
+  { "suiro.r { exe = 5 }", function(E) return E.suiro.r { exe = 5 } end, { "suiro.r", "exe" } },
+  { "suiro.r { bogus = 1 }", function(E) return E.suiro.r { bogus = 1 } end, { "bogus", "valid keys" } },
+  { "suiro.python { exe = \"/nonexistent/python\" }", function(E)
+    return E.pool { launcher = E.suiro.python { exe = "/nonexistent/python" }, start_timeout = "3s" }
+  end, { "suiro.pool", "/nonexistent/python" } },
+  { "suiro.r { exe = \"/nonexistent/Rscript\" }", function(E)
+    return E.pool { launcher = E.suiro.r { exe = "/nonexistent/Rscript" }, start_timeout = "3s" }
+  end, { "suiro.pool", "/nonexistent/Rscript" } },
   { "suiro.lua { exe = \"/nonexistent/suiro\" }", function(E)
     return E.pool { launcher = E.suiro.lua { exe = "/nonexistent/suiro" }, start_timeout = "3s" }
   end, { "suiro.pool" } },

@@ -1,0 +1,45 @@
+"""Packaging: `pip install bindings/python` into a venv made with --system-site-packages works
+offline (no index: Debian's setuptools), and the installed package runs pools; scripts/python
+runs the checkout's binding."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+SNIPPET = r"""
+import os, sys
+import suiro
+assert suiro.__file__.startswith(sys.prefix), suiro.__file__   # the installed copy, not the checkout
+with suiro.pool(workers=2) as p:
+    assert p.submit(pow, 2, 16).collect(timeout=30) == 65536
+    assert p.submit(lambda x: x + 1, 41).collect(timeout=30) == 42
+    assert p.map(abs, range(-3, 3), template="i64").collect(timeout=30).tolist() == [3, 2, 1, 0, 1, 2]
+with suiro.open(sys.argv[1]) as pools:
+    assert pools.options("parse")["timeout"] == 30.0
+print("ok")
+"""
+
+
+def test_pip_install_offline_into_a_venv(tmp_path):
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True, timeout=120)
+    py = os.path.join(venv, "bin", "python")
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([py, "-m", "pip", "install", "--no-index", "-q", os.path.join(ROOT, "bindings", "python")],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = subprocess.run([py, "-c", SNIPPET, os.path.join(ROOT, "examples", "pools.lua")], capture_output=True,
+                         text=True, timeout=120, env=env, cwd=str(tmp_path))
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_scripts_python_runs_the_checkout():
+    out = subprocess.run([os.path.join(ROOT, "scripts", "python"), "-c",
+                          "import suiro; print(suiro.__file__); print(suiro.pool(workers=1).submit(pow, 3, 3).collect(10))"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert lines[0] == os.path.join(ROOT, "bindings", "python", "suiro", "__init__.py") and lines[1] == "27"
