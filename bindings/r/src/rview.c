@@ -34,22 +34,24 @@ typedef struct view_rec {
   size_t bytes;
   int type;            /* WIRE_T_* */
   int is_copy;         /* made by Duplicate: R may write into it (through the private mapping) */
+  size_t pinned;       /* of bytes, what counted as newly pinned here (0 or bytes) */
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
-static size_t live_views, live_bytes, made_since_gc, made_since_full;
+static size_t live_views, live_bytes, made_since_gc, pinned_live, pinned_after_full;
 
 /* R's collector cannot see the mapped pages a view holds and runs by how much R allocated, so
  * a program moving large values through views but allocating little keeps dropped views (and
  * their regions) for a long time, and every new large value needs a fresh region (pages the
- * kernel zeroes) instead of a warm one. So views count the shared memory they newly pin here
- * that another process made: a worker collects after a task once 16 MiB were pinned since the
- * last collection (the arguments of finished tasks are garbage by then), a host before making a
- * view once 64 MiB were. A collection of the young generation suffices (views die young: ~0.2 ms
- * in a worker, where a full one is ~3 ms); for views that lived long enough to grow old, a full
- * collection runs once 256 MiB were pinned since the last full one. Views of a region already
- * pinned here (a view sent on and back) and of this process's own regions pin nothing new: a
- * program resending the same large view never collects for it. */
+ * kernel zeroes) instead of a warm one. So views count the shared memory they newly pin here: a
+ * worker collects after a task once 16 MiB were pinned since the last collection (the arguments
+ * of finished tasks are garbage by then), a host before making a view once 64 MiB were. A
+ * collection of the young generation suffices (views die young: ~0.2 ms in a worker, where a
+ * full one is ~3 ms, and tens of ms in a host with a large heap); views that lived through one and
+ * died later wait for R's own older-generation collections, unless what is pinned after a young
+ * collection grew by 256 MiB since the last full one: then a full one runs. Views of a region
+ * already pinned here (a view sent on and back) pin nothing new, nor, in a worker, views of its
+ * own regions: resending a large view never collects for it. */
 #define WORKER_LITE_GC_BYTES ((size_t)16 << 20)
 #define HOST_LITE_GC_BYTES ((size_t)64 << 20)
 #define FULL_GC_BYTES ((size_t)256 << 20)
@@ -69,13 +71,14 @@ static void collect_young(void) {
 }
 
 static void collect_views(size_t lite_after) {
-  if (made_since_gc < lite_after && made_since_full < FULL_GC_BYTES) return;
+  if (made_since_gc < lite_after) return;
   made_since_gc = 0;
-  if (made_since_full >= FULL_GC_BYTES) {
-    made_since_full = 0;
+  collect_young(); /* finalizers included: pinned_live is what survived */
+  if (pinned_live >= pinned_after_full + FULL_GC_BYTES) {
     R_gc();
-  } else
-    collect_young();
+    pinned_after_full = pinned_live;
+  } else if (pinned_live < pinned_after_full)
+    pinned_after_full = pinned_live;
 }
 
 void rs_views_after_task(void) { collect_views(WORKER_LITE_GC_BYTES); }
@@ -137,6 +140,7 @@ static void rec_free(SEXP ptr) {
   suiro_buf_unref(v->buf);
   live_views--;
   live_bytes -= v->bytes;
+  pinned_live -= v->pinned;
   free(v);
 }
 
@@ -176,7 +180,8 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
    * slow the resending of large views down) */
   if (pins_new(b, fresh) && (!rs_in_worker || !region_is_own(b))) {
     made_since_gc += v->bytes;
-    made_since_full += v->bytes;
+    pinned_live += v->bytes;
+    v->pinned = v->bytes;
   }
   SEXP x = PROTECT(make_view(v, type));
   if (type == WIRE_T_I64) Rf_setAttrib(x, R_ClassSymbol, Rf_mkString("integer64"));
@@ -256,7 +261,7 @@ static SEXP view_duplicate(SEXP x, Rboolean deep) {
   view_rec *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   suiro_buf_hold(v->buf);
-  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1 };
+  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1, 0 };
   live_views++;
   live_bytes += c->bytes;
   return make_view(c, v->type); /* R copies the attributes (altrep_DuplicateEX_default) */
@@ -328,14 +333,16 @@ SEXP C_is_view(SEXP x) {
 }
 
 SEXP rs_view_stats(void) {
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, 3));
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, 4));
   REAL(x)[0] = (double)live_views;
   REAL(x)[1] = (double)live_bytes;
   REAL(x)[2] = (double)made_since_gc;
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 3));
+  REAL(x)[3] = (double)pinned_live;
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 4));
   SET_STRING_ELT(nm, 0, Rf_mkChar("views"));
   SET_STRING_ELT(nm, 1, Rf_mkChar("bytes"));
   SET_STRING_ELT(nm, 2, Rf_mkChar("pinned_since_gc"));
+  SET_STRING_ELT(nm, 3, Rf_mkChar("pinned"));
   Rf_setAttrib(x, R_NamesSymbol, nm);
   UNPROTECT(2);
   return x;
