@@ -38,14 +38,17 @@ typedef struct view_rec {
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
-static size_t live_views, live_bytes, made_since_gc, pinned_live, pinned_after_full;
+static size_t live_views, live_bytes, made_since_gc, regions_since_gc, pinned_live, pinned_after_full;
 
 /* R's collector cannot see the mapped pages a view holds and runs by how much R allocated, so
  * a program moving large values through views but allocating little keeps dropped views (and
  * their regions) for a long time, and every new large value needs a fresh region (pages the
  * kernel zeroes) instead of a warm one. So views count the shared memory they newly pin here: a
  * worker collects after a task once 16 MiB were pinned since the last collection (the arguments
- * of finished tasks are garbage by then), a host before making a view once 64 MiB were. A
+ * of finished tasks are garbage by then), a host before making a view once 64 MiB were; either
+ * once 24 regions were (many small values: the regions a collection frees come back warm only
+ * while they fit the pool's recycle list of 32 and a process's free list of 16; past those they
+ * are destroyed, and a fresh 512 KiB region costs ~300 us of page faults here). A
  * collection of the young generation suffices (views die young: ~0.2 ms in a worker, where a
  * full one is ~3 ms, and tens of ms in a host with a large heap); views that lived through one and
  * died later wait for R's own older-generation collections, unless what is pinned after a young
@@ -55,6 +58,7 @@ static size_t live_views, live_bytes, made_since_gc, pinned_live, pinned_after_f
 #define WORKER_LITE_GC_BYTES ((size_t)16 << 20)
 #define HOST_LITE_GC_BYTES ((size_t)64 << 20)
 #define FULL_GC_BYTES ((size_t)256 << 20)
+#define LITE_GC_REGIONS 24
 
 extern int rs_in_worker;
 
@@ -71,8 +75,9 @@ static void collect_young(void) {
 }
 
 static void collect_views(size_t lite_after) {
-  if (made_since_gc < lite_after) return;
+  if (made_since_gc < lite_after && regions_since_gc < LITE_GC_REGIONS) return;
   made_since_gc = 0;
+  regions_since_gc = 0;
   collect_young(); /* finalizers included: pinned_live is what survived */
   if (pinned_live >= pinned_after_full + FULL_GC_BYTES) {
     R_gc();
@@ -180,6 +185,7 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
    * slow the resending of large views down) */
   if (pins_new(b, fresh) && (!rs_in_worker || !region_is_own(b))) {
     made_since_gc += v->bytes;
+    regions_since_gc += fresh;
     pinned_live += v->bytes;
     v->pinned = v->bytes;
   }
