@@ -11,7 +11,9 @@
 # callr_rt_ns                callr::r_session$run(function() NULL)
 # r_pipelined_tasks_per_s    one R worker, a window of 64 tasks in flight
 # diamonds_enrich_us         the vignette's enrich(): ggplot2's 3.3 MB diamonds there, a column
-#                            added, back (suiro: one R worker; psock_*: the no-delay PSOCK worker)
+#                            added, back (suiro: one R worker; psock_*: the no-delay PSOCK worker);
+#                            the median of single runs as bench::mark reports it, and _mean_us the
+#                            mean (R's collections included)
 # winsum_2000_ms             the vignette's 2,000 sliding-window mean/sd tasks, suiro_map on 2
 #                            workers; serial_ (lapply), parlapply_ (2 PSOCK workers), future_
 #                            (future.apply::future_lapply, 2 multisession workers)
@@ -37,6 +39,17 @@ per <- function(n, expr) { # seconds per iteration of expr (an expression), n it
   t0 <- proc.time()[[3]]
   f()
   (proc.time()[[3]] - t0) / n
+}
+each <- function(n, expr) { # the median of n timed evaluations of expr (as bench::mark reports)
+  e <- substitute(expr)
+  env <- parent.frame()
+  t <- numeric(n)
+  for (i in seq_len(n)) {
+    t0 <- suiro:::now()
+    eval(e, env)
+    t[i] <- suiro:::now() - t0
+  }
+  median(t)
 }
 clock <- function(expr) { # seconds of one evaluation
   e <- substitute(expr)
@@ -90,7 +103,8 @@ stopifnot(suiro_is_view(view))
 # ---- rounds -----------------------------------------------------------------------------------
 
 rows <- c("floor_rt_ns", "r_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
-          "r_pipelined_tasks_per_s", "diamonds_enrich_us", "psock_diamonds_enrich_us", "winsum_2000_ms",
+          "r_pipelined_tasks_per_s", "diamonds_enrich_us", "diamonds_enrich_mean_us", "psock_diamonds_enrich_us",
+          "winsum_2000_ms",
           "serial_winsum_2000_ms", "parlapply_winsum_2000_ms", "future_winsum_2000_ms", "r_worker_start_ms",
           "r_80mb_fresh_ms", "r_80mb_view_resend_us", "memcpy_80mb_ms")
 m <- matrix(NA_real_, rounds, length(rows), dimnames = list(NULL, rows))
@@ -115,8 +129,9 @@ for (r in seq_len(rounds)) {
   m[r, "future_rt_ns"] <- per(20, value(future(NULL))) * 1e9
   m[r, "callr_rt_ns"] <- per(50, rs$run(trivial)) * 1e9
   m[r, "r_pipelined_tasks_per_s"] <- pipelined(p1, 50000)
-  m[r, "diamonds_enrich_us"] <- per(200, suiro_collect(suiro_submit(p1, enrich, dat = diamonds))) * 1e6
-  m[r, "psock_diamonds_enrich_us"] <- per(10, clusterCall(cl_nd, enrich, diamonds)) * 1e6
+  m[r, "diamonds_enrich_us"] <- each(200, suiro_collect(suiro_submit(p1, enrich, dat = diamonds))) * 1e6
+  m[r, "diamonds_enrich_mean_us"] <- per(200, suiro_collect(suiro_submit(p1, enrich, dat = diamonds))) * 1e6
+  m[r, "psock_diamonds_enrich_us"] <- each(10, clusterCall(cl_nd, enrich, diamonds)) * 1e6
   m[r, "winsum_2000_ms"] <- clock(suiro_collect(suiro_map(p2, 1:2000, winsum))) * 1e3
   m[r, "serial_winsum_2000_ms"] <- clock(lapply(1:2000, winsum)) * 1e3
   m[r, "parlapply_winsum_2000_ms"] <- clock(parLapply(cl2, 1:2000, winsum)) * 1e3
@@ -133,7 +148,7 @@ for (r in seq_len(rounds)) {
   }) * 1e3
   stopifnot(s == 1e7 * (1e7 + 1))
   rm(x, y)
-  m[r, "r_80mb_view_resend_us"] <- per(50, suiro_collect(suiro_submit(p1, same, view))) * 1e6
+  m[r, "r_80mb_view_resend_us"] <- each(50, suiro_collect(suiro_submit(p1, same, view))) * 1e6
   m[r, "memcpy_80mb_ms"] <- .Call(suiro:::C_memcpy_ms, 8e7, 5)
   cat(sprintf("round %d/%d done\n", r, rounds), file = stderr())
 }
@@ -168,7 +183,8 @@ line("PSOCK round trip, default options", fmt_ns(s[["psock_default_rt_ns"]]), sp
 line("future (multisession) round trip", fmt_ns(s[["future_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("future_rt_ns", "r_rt_ns")))
 line("callr r_session round trip", fmt_ns(s[["callr_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("callr_rt_ns", "r_rt_ns")))
 line("pipelined tasks/s, 1 R worker", sprintf("%.0f", s[["r_pipelined_tasks_per_s"]]))
-line("diamonds enrich round trip (suiro)", sprintf("%.1f us", s[["diamonds_enrich_us"]]))
+line("diamonds enrich round trip (suiro)", sprintf("%.1f us", s[["diamonds_enrich_us"]]),
+     sprintf("mean %.1f us (collections included)", s[["diamonds_enrich_mean_us"]]))
 line("diamonds enrich round trip (PSOCK no-delay)", sprintf("%.1f us", s[["psock_diamonds_enrich_us"]]),
      sprintf("suiro %.0f x faster", ratio("psock_diamonds_enrich_us", "diamonds_enrich_us")))
 line("winsum 2000: suiro_map, 2 workers", sprintf("%.2f ms", s[["winsum_2000_ms"]]),

@@ -174,11 +174,15 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
    * for. Right after this handle woke a parked worker, the scheduler tends to put that worker on
    * our CPU (the waker's): the spin then yields the CPU instead of holding it, and after a long
    * quiet spell (the worker was deep asleep, the task will take a wake-up at least) we park at
-   * once. */
+   * once. A worker the kernel put on our CPU while it was awake (another process holding the
+   * other CPUs) waits for ours however many CPUs the pool counts: spinning without a break would
+   * make every task wait out the whole budget and a park (measured: 2 us apart, 72 us sharing),
+   * so a spin that lasts yields every few microseconds, as an idle worker's does. */
   int woke = t0 - p->woke_at < 200000;
   if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && pool_awake(h) < h->ncpu &&
       spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
+    uint64_t next_yield = t0 + 2000;
     int yield = woke;
     for (;;) {
       for (int i = 0; i < 8; i++) {
@@ -192,6 +196,10 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
       }
       uint64_t now = suiro_ns();
       if (now >= spin_end || now >= deadline) break;
+      if (SUIRO_UNLIKELY(now >= next_yield)) {
+        sched_yield();
+        next_yield = now + 2000;
+      }
     }
     spin_leave(&h->spinners);
   }

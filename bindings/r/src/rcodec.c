@@ -363,6 +363,7 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
     size_t want = e->stage_need > align8(bytes) ? e->stage_need : align8(bytes);
     suiro_buf *nb = suiro_buf_alloc(want);
     if (!nb) return 0; /* no region: inline */
+    rs_region_made(nb);
     if (e->stage) suiro_buf_unref(e->stage); /* its grants keep it */
     e->stage = nb;
     e->stage_used = 0;
@@ -1661,6 +1662,7 @@ static SEXP dec_item(rs_decoder *d, wire_item *it) {
 SEXP rs_dec_item(rs_decoder *d, wire_item *it) { return dec_item(d, it); }
 
 void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o) {
+  if (!o->region) rs_views_new_message(); /* a message of its own (not a value inside a region) */
   /* the reader is set up by wire_reader_init; everything else is set here */
   d->o = *o;
   d->refs = R_NilValue;

@@ -163,6 +163,8 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
 /* When x is an unmodified view: its region, data and element type; else 0. */
 int rs_view_info(SEXP x, suiro_buf **b, const void **data, size_t *bytes);
 SEXP rs_view_stats(void);
+void rs_region_made(suiro_buf *b); /* a region this process's encoder made (its views weigh nothing) */
+void rs_views_new_message(void);    /* decoding of a new message starts */
 
 /* ---- worker (rworker.c), maps (rmap.c), embed (rembed.c), async (rasync.c) -------------------- */
 

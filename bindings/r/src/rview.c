@@ -34,20 +34,102 @@ typedef struct view_rec {
   size_t bytes;
   int type;            /* WIRE_T_* */
   int is_copy;         /* made by Duplicate: R may write into it (through the private mapping) */
+  size_t pinned;       /* of bytes, what counted as newly pinned here (0 or bytes) */
 } view_rec;
 
 static R_altrep_class_t cls_real, cls_int, cls_cplx, cls_raw;
-static size_t live_views, live_bytes, fresh_since_gc;
-static size_t gc_after_fresh = (size_t)1 << 30; /* collect after this many new bytes of views */
+static size_t live_views, live_bytes, made_since_gc, regions_since_gc, pinned_live, pinned_after_full;
 
-/* A worker collects garbage after a task once the views it holds exceed this: dropped views
- * (the arguments of finished tasks) then give their regions back while the pool's recycle list
- * and free lists can still take them warm (a worker's heap is small: a collection costs ~3 ms,
- * paid once per 64 MiB of large values). */
-#define WORKER_VIEW_BYTES ((size_t)64 << 20)
+/* R's collector cannot see the mapped pages a view holds and runs by how much R allocated, so
+ * a program moving large values through views but allocating little keeps dropped views (and
+ * their regions) for a long time, and every new large value needs a fresh region (pages the
+ * kernel zeroes) instead of a warm one. So views count the shared memory they newly pin here: a
+ * worker collects after a task once 16 MiB were pinned since the last collection (the arguments
+ * of finished tasks are garbage by then), a host before making a view once 64 MiB were; either
+ * once 24 regions were (many small values: the regions a collection frees come back warm only
+ * while they fit the pool's recycle list of 32 and a process's free list of 16; past those they
+ * are destroyed, and a fresh 512 KiB region costs ~300 us of page faults here). A
+ * collection of the young generation suffices (views die young: ~0.2 ms in a worker, where a
+ * full one is ~3 ms, and tens of ms in a host with a large heap); views that lived through one and
+ * died later wait for R's own older-generation collections, unless what is pinned after a young
+ * collection grew by 256 MiB since the last full one: then a full one runs. Views of a region
+ * already pinned here (a view sent on and back) pin nothing new, nor, in a worker, views of its
+ * own regions: resending a large view never collects for it. */
+#define WORKER_LITE_GC_BYTES ((size_t)16 << 20)
+#define HOST_LITE_GC_BYTES ((size_t)64 << 20)
+#define FULL_GC_BYTES ((size_t)256 << 20)
+#define LITE_GC_REGIONS 24
 
-void rs_views_after_task(void) {
-  if (live_bytes > WORKER_VIEW_BYTES) R_gc();
+extern int rs_in_worker;
+
+static void collect_young(void) {
+  static SEXP lite;
+  if (!lite) { /* .Internal(gc(verbose = FALSE, reset = FALSE, full = FALSE)) */
+    SEXP inner = PROTECT(Rf_lang4(Rf_install("gc"), Rf_ScalarLogical(0), Rf_ScalarLogical(0), Rf_ScalarLogical(0)));
+    lite = Rf_lang2(Rf_install(".Internal"), inner);
+    R_PreserveObject(lite);
+    UNPROTECT(1);
+  }
+  int err = 0;
+  R_tryEvalSilent(lite, R_BaseEnv, &err);
+}
+
+static void collect_views(size_t lite_after) {
+  if (made_since_gc < lite_after && regions_since_gc < LITE_GC_REGIONS) return;
+  made_since_gc = 0;
+  regions_since_gc = 0;
+  collect_young(); /* finalizers included: pinned_live is what survived */
+  if (pinned_live >= pinned_after_full + FULL_GC_BYTES) {
+    R_gc();
+    pinned_after_full = pinned_live;
+  } else if (pinned_live < pinned_after_full)
+    pinned_after_full = pinned_live;
+}
+
+void rs_views_after_task(void) { collect_views(WORKER_LITE_GC_BYTES); }
+
+/* Regions this process made (its encoders' stages): views of them pin nothing another process
+ * waits for (a view sent back to its maker), so in a worker they do not count. A small table of
+ * names. */
+#define OWN_CAP 256
+static char own_names[OWN_CAP][72];
+static int own_next;
+
+void rs_region_made(suiro_buf *b) {
+  const char *name = suiro_buf_name(b);
+  if (!name || strlen(name) >= sizeof own_names[0]) return;
+  for (int i = 0; i < OWN_CAP; i++)
+    if (!strcmp(own_names[i], name)) return;
+  snprintf(own_names[own_next], sizeof own_names[0], "%s", name);
+  own_next = (own_next + 1) % OWN_CAP;
+}
+
+/* Which message pinned a region here first (a view of a region already pinned by an earlier
+ * message pins nothing new: a view sent on and back, or a column read again). */
+static unsigned message_gen;
+static struct {
+  suiro_buf *b;
+  unsigned gen;
+} pinned[64];
+
+void rs_views_new_message(void) { message_gen++; }
+
+static int pins_new(suiro_buf *b, int fresh) {
+  size_t k = ((uintptr_t)b >> 6) & 63;
+  if (fresh) {
+    pinned[k].b = b;
+    pinned[k].gen = message_gen;
+    return 1;
+  }
+  return pinned[k].b == b && pinned[k].gen == message_gen;
+}
+
+static int region_is_own(suiro_buf *b) {
+  const char *name = suiro_buf_name(b);
+  if (!name) return 1;
+  for (int i = 0; i < OWN_CAP; i++)
+    if (own_names[i][0] && !strcmp(own_names[i], name)) return 1;
+  return 0;
 }
 
 static size_t esize(int type) { return type == WIRE_T_C128 ? 16 : type == WIRE_T_I32 ? 4 : type == WIRE_T_U8 ? 1 : 8; }
@@ -63,6 +145,7 @@ static void rec_free(SEXP ptr) {
   suiro_buf_unref(v->buf);
   live_views--;
   live_bytes -= v->bytes;
+  pinned_live -= v->pinned;
   free(v);
 }
 
@@ -72,25 +155,12 @@ static view_rec *rec_of(SEXP x) {
   return v;
 }
 
-/* R's collector cannot see the mapped pages a view holds, and runs by how much R allocated: a
- * program moving large values through views but allocating little would keep dropped views (and
- * their regions) for a long time, and every new value would need a fresh region (its pages
- * zeroed by the kernel) instead of a warm one. So a view carries an allocation of its size that
- * is never touched (no pages behind it, untouched malloc'd memory costs address space only):
- * R counts it, collects as often as if the data were its own, and dropped views give their
- * regions back in time to be reused warm. */
-static SEXP pressure(size_t bytes) {
-  if (bytes < ((size_t)64 << 10)) return R_NilValue;
-  return Rf_allocVector(RAWSXP, (R_xlen_t)bytes);
-}
-
 static SEXP make_view(view_rec *v, int type) {
   SEXP ptr = PROTECT(R_MakeExternalPtr(v, R_NilValue, R_NilValue));
   R_RegisterCFinalizerEx(ptr, rec_free, TRUE);
   R_altrep_class_t c = type == WIRE_T_I32 ? cls_int : type == WIRE_T_C128 ? cls_cplx : type == WIRE_T_U8 ? cls_raw : cls_real;
-  SEXP weight = PROTECT(pressure(v->bytes));
-  SEXP x = R_new_altrep(c, ptr, weight);
-  UNPROTECT(2);
+  SEXP x = R_new_altrep(c, ptr, R_NilValue);
+  UNPROTECT(1);
   return x;
 }
 
@@ -105,16 +175,19 @@ SEXP rs_view_new(suiro_buf *b, const void *data, R_xlen_t n, int type, int fresh
   v->n = n;
   v->type = type;
   v->bytes = (size_t)n * esize(type);
+  if (!rs_in_worker) collect_views(HOST_LITE_GC_BYTES); /* before this view exists: it is not garbage */
   live_views++;
   live_bytes += v->bytes;
-  if (fresh) {
-    fresh_since_gc += v->bytes;
-    /* R cannot see the mapped pages as memory it allocated: collect now and then so that dropped
-     * views give their regions back */
-    if (fresh_since_gc > gc_after_fresh) {
-      fresh_since_gc = 0;
-      R_gc();
-    }
+  /* what counts is shared memory newly pinned here: views of a region no earlier view here holds.
+   * A host's own regions count (its result views hold the regions it staged arguments in, which
+   * it wants back warm for the next argument); a worker's do not (a view of its own region is a
+   * result the host sent back, and the host usually still holds it: collecting for it would only
+   * slow the resending of large views down) */
+  if (pins_new(b, fresh) && (!rs_in_worker || !region_is_own(b))) {
+    made_since_gc += v->bytes;
+    regions_since_gc += fresh;
+    pinned_live += v->bytes;
+    v->pinned = v->bytes;
   }
   SEXP x = PROTECT(make_view(v, type));
   if (type == WIRE_T_I64) Rf_setAttrib(x, R_ClassSymbol, Rf_mkString("integer64"));
@@ -194,7 +267,7 @@ static SEXP view_duplicate(SEXP x, Rboolean deep) {
   view_rec *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   suiro_buf_hold(v->buf);
-  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1 };
+  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1, 0 };
   live_views++;
   live_bytes += c->bytes;
   return make_view(c, v->type); /* R copies the attributes (altrep_DuplicateEX_default) */
@@ -266,12 +339,16 @@ SEXP C_is_view(SEXP x) {
 }
 
 SEXP rs_view_stats(void) {
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, 2));
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, 4));
   REAL(x)[0] = (double)live_views;
   REAL(x)[1] = (double)live_bytes;
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
+  REAL(x)[2] = (double)made_since_gc;
+  REAL(x)[3] = (double)pinned_live;
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 4));
   SET_STRING_ELT(nm, 0, Rf_mkChar("views"));
   SET_STRING_ELT(nm, 1, Rf_mkChar("bytes"));
+  SET_STRING_ELT(nm, 2, Rf_mkChar("pinned_since_gc"));
+  SET_STRING_ELT(nm, 3, Rf_mkChar("pinned"));
   Rf_setAttrib(x, R_NamesSymbol, nm);
   UNPROTECT(2);
   return x;

@@ -89,6 +89,23 @@ test_that("views survive gc() while referenced and are released after", {
   expect_identical(suiro_view_stats()[["views"]], base)
 })
 
+test_that("views count the shared memory they newly pin; a view sent on and back pins nothing new", {
+  p <- local_pool(workers = 1)
+  gc()
+  base <- suiro_view_stats()[["pinned"]]
+  v <- suiro_collect(suiro_submit(p, function(x) x * 2, as.numeric(seq_len(1e5))), timeout = 10)
+  expect_true(suiro_is_view(v))
+  expect_identical(suiro_view_stats()[["pinned"]], base + 8e5)
+  for (i in 1:3) {
+    r <- suiro_collect(suiro_submit(p, function(x) x, v), timeout = 10)
+    expect_true(suiro_is_view(r))
+  }
+  expect_identical(suiro_view_stats()[["pinned"]], base + 8e5)
+  rm(v, r)
+  gc()
+  expect_identical(suiro_view_stats()[["pinned"]], base)
+})
+
 test_that("a large data frame crosses column by column as views", {
   p <- local_pool(workers = 1)
   n <- 60000
