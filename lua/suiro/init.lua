@@ -200,36 +200,25 @@ end
 
 M._start_pool = start_pool -- the MPI tier starts the same pools on every host (suiro.mpi)
 
--- backend = "mpi": the pool on every host of an MPI job (suiro.mpi, docs/mpi.md); "local" (the
--- default) is this host's pool. The option is taken off before the pool's own options are checked.
-local function backend_of(opts)
-  if type(opts) ~= "table" or rawget(opts, "backend") == nil then return nil, opts end
-  local b = opts.backend
-  if b ~= "mpi" and b ~= "local" then
-    local got = type(b) == "string" and ('"' .. b .. '"') or type(b)
-    error('suiro.pool: backend must be "local" or "mpi", got ' .. got, 0)
+-- Starts a pool from normalised options: backend = "mpi" is the pool on every host of an MPI job
+-- (suiro.mpi, docs/mpi.md); "local" (the default) is this host's pool. Errors name no file line.
+local function start_any(o)
+  local ok, p
+  if o.backend == "mpi" then
+    ok, p = pcall(require("suiro.mpi").pool, o, start_pool)
+  else
+    ok, p = pcall(start_pool, o)
   end
-  local rest = {}
-  for k, v in pairs(opts) do if k ~= "backend" then rest[k] = v end end
-  return b, rest
+  if not ok then error(tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1):gsub("^pool: ", "", 1), 0) end
+  return p
 end
 
 --- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
 function M.pool(opts)
   return checked(function()
-    local backend
-    backend, opts = backend_of(opts)
-    if backend == "mpi" then
-      local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
-      local ok, p = pcall(require("suiro.mpi").pool, o, start_pool)
-      if not ok then
-        error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1), 0)
-      end
-      return p
-    end
     local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
-    local ok, p = pcall(start_pool, o)
-    if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1), 0) end
+    local ok, p = pcall(start_any, o)
+    if not ok then error("suiro.pool: " .. tostring(p), 0) end
     return p
   end)
 end
@@ -485,11 +474,8 @@ function M.open(path)
       if not o then
         error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
       end
-      local ok, p = pcall(start_pool, o)
-      if not ok then
-        local msg = tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1)
-        error(('%s: pool "%s": %s'):format(path, name, msg), 2)
-      end
+      local ok, p = pcall(start_any, o)
+      if not ok then error(('%s: pool "%s": %s'):format(path, name, tostring(p)), 2) end
       created[#created + 1] = p
       rawset(t, name, p)
       return p

@@ -124,7 +124,7 @@ def _launcher_wire(l, where):
 
 
 _POOL_KEYS = ("workers", "max_workers", "timeout", "start_timeout", "env", "respawn", "ring_cap", "slot_size",
-              "result_slots", "result_size", "name")
+              "result_slots", "result_size", "name", "backend")
 
 
 def _normalise(opts, where):
@@ -136,6 +136,9 @@ def _normalise(opts, where):
 
 
 def _start(o, where):
+    if o.get("backend") == "mpi":
+        raise ValueError('%s: backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run '
+                         'script.lua, docs/mpi.md); a Python host starts local pools' % where)
     l = o["launcher"]
     kind = l["kind"]
     env = {}
@@ -436,10 +439,11 @@ class Pools:
         o = self._specs.get(name)
         if o is None:
             raise KeyError('no pool "%s" in %s (pools: %s)' % (name, self._path, ", ".join(sorted(self._specs))))
+        where = '%s: pool "%s"' % (self._path, name)
         try:
-            p = _start(o, "%s: pool \"%s\"" % (self._path, name))
-        except Exception as e:
-            raise type(e)('%s: pool "%s": %s' % (self._path, name, e)) from None
+            p = _start(o, where)
+        except Exception as e:  # the file and pool named once
+            raise type(e)(str(e) if str(e).startswith(where) else "%s: %s" % (where, e)) from None
         self._made[name] = p
         return p
 
