@@ -19,6 +19,10 @@ local examples = {
   { "build/bin/suiro run examples/nested_map.lua", "1 worker%(s%): 2635310 4818361 6239529 7388808",
     "2 worker%(s%): 2635310 4818361 6239529 7388808" },
   { "build/bin/suiro run examples/bootstrap.lua", "bitwise identical across worker counts:%s+true" },
+  -- without mpirun: the local host alone (tests/mpi runs it on three ranks and compares)
+  { "build/bin/suiro run examples/cluster_map.lua", "squares: 100000 elements, sum 333338333350000",
+    "nested: 2635310.2328 4818361.2879 6239529.1398", "error: ok=false class=remote index=7777",
+    "tasks: 42 72 110 156" },
   { "build/bin/embed_example", "part 4: 7388808", "sum of sqrt%(1..100000%) = 21082008.974" },
   -- the Python and R faces, with the checkout's builds (what scripts/python and scripts/rscript set)
   { PY .. "examples/quickstart.py", "1 %+ 2 = 3", "counted 20000 lines in 8 chunks",
