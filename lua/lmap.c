@@ -334,13 +334,16 @@ static int l_map_new(lua_State *L) {
 static void push_element(lua_State *L, lmap *lm, uint64_t i);
 
 
-static void draw_progress(lua_State *L, lmap *lm, int self, int final) {
+/* A map's progress: the `progress` option of the map at `self` (its user value 2) is a function,
+ * called with (done, n), or true for a bar on a terminal's stderr, redrawn at most every 100 ms.
+ * `hosts` > 0 names the hosts in the final line (the MPI tier shares this). */
+void lmap_progress(lua_State *L, int self, uint64_t done, uint64_t n, double t0, double *last_draw, int hosts,
+                   int final) {
   lua_getiuservalue(L, self, 2);
   lua_getfield(L, -1, "progress");
-  uint64_t done = suiro_map_done(lm->m);
   if (lua_isfunction(L, -1)) {
     lua_pushinteger(L, (lua_Integer)done);
-    lua_pushinteger(L, (lua_Integer)lm->n);
+    lua_pushinteger(L, (lua_Integer)n);
     lua_call(L, 2, 0);
     lua_pop(L, 1);
     return;
@@ -349,21 +352,26 @@ static void draw_progress(lua_State *L, lmap *lm, int self, int final) {
   lua_pop(L, 2);
   if (!want || !isatty(2)) return;
   double now = suiro_now();
-  if (!final && now - lm->last_draw < 0.1) return;
-  lm->last_draw = now;
-  double el = now - lm->t0, rate = el > 0 ? (double)done / el : 0;
-  double frac = lm->n ? (double)done / (double)lm->n : 1;
-  char bar[31];
+  if (!final && now - *last_draw < 0.1) return;
+  *last_draw = now;
+  double el = now - t0, rate = el > 0 ? (double)done / el : 0;
+  double frac = n ? (double)done / (double)n : 1;
+  char bar[31], where[32] = "";
   int fill = (int)(frac * 30);
   for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '-';
   bar[30] = 0;
+  if (hosts > 0) snprintf(where, sizeof where, ", %d hosts", hosts);
   if (final)
-    fprintf(stderr, "\r[%s] %3.0f%% %llu/%llu in %.1fs (%.0f/s)\033[K\n", bar, frac * 100,
-            (unsigned long long)done, (unsigned long long)lm->n, el, rate);
+    fprintf(stderr, "\r[%s] %3.0f%% %llu/%llu in %.1fs (%.0f/s%s)\033[K\n", bar, frac * 100,
+            (unsigned long long)done, (unsigned long long)n, el, rate, where);
   else
     fprintf(stderr, "\r[%s] %3.0f%% %llu/%llu %.0f/s ETA %.1fs\033[K", bar, frac * 100, (unsigned long long)done,
-            (unsigned long long)lm->n, rate, rate > 0 ? (double)(lm->n - done) / rate : 0.0);
+            (unsigned long long)n, rate, rate > 0 ? (double)(n - done) / rate : 0.0);
   fflush(stderr);
+}
+
+static void draw_progress(lua_State *L, lmap *lm, int self, int final) {
+  lmap_progress(L, self, suiro_map_done(lm->m), lm->n, lm->t0, &lm->last_draw, 0, final);
 }
 
 /* Waits for the run to end: 1 when done, 0 on timeout (the map keeps running: collect again
@@ -429,51 +437,64 @@ static uint64_t tpl_width(const suiro_template *t) {
   return w;
 }
 
-/* Pushes the results of a finished map in the shape its template asks for. */
-static void push_results(lua_State *L, lmap *lm) {
-  const suiro_plan *pl = suiro_plan_of(lm->m);
-  if (!pl) luaL_error(L, "map: %s", suiro_last_error());
-  const void *out = suiro_map_output(lm->m);
-  const suiro_template *t = lm->has_tpl ? &lm->tpl : NULL;
+/* Pushes a finished map's n results in the shape template t asks for (NULL: a table of values):
+ * a scalar or array template gives one suiro.array (n x cell shape), a record template a frame,
+ * from the typed cells col(ud, k) of field k (column 0 for scalars and arrays); untyped results
+ * come element by element from elem (a table with n set when it has holes). The MPI tier, whose
+ * cells live elsewhere, shares it. */
+void lmap_push_results(lua_State *L, const suiro_template *t, uint64_t n, lmap_column_fn col, lmap_element_fn elem,
+                       void *ud) {
   if (t && (t->kind == SUIRO_OUT_SCALAR || t->kind == SUIRO_OUT_ARRAY)) {
-    uint64_t count;
-    const void *col = suiro_plan_column(pl, out, 0, &count);
-    larray *a = larray_new_raw(L, t->type, (int64_t)count);
-    if (count) memcpy(a->data, col, larray_bytes(a));
+    uint64_t width = 1;
+    if (t->kind == SUIRO_OUT_ARRAY)
+      for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
+    larray *a = larray_new_raw(L, t->type, (int64_t)(n * width));
+    if (n) memcpy(a->data, col(ud, 0), larray_bytes(a));
     if (t->kind == SUIRO_OUT_ARRAY) { /* n x cell shape */
       a->nd = 1;
       a->ndim = 1 + t->ndim;
-      a->shape[0] = (int64_t)lm->n;
+      a->shape[0] = (int64_t)n;
       for (int k = 0; k < t->ndim; k++) a->shape[k + 1] = (int64_t)t->shape[k];
       if (t->ndim == 1) a->nd = 0;
     }
     return;
   }
   if (t) { /* RECORD: a suiro.frame, one column per field in the template's order */
-    lframe_push(L, (int64_t)lm->n);
+    lframe_push(L, (int64_t)n);
     int f = lua_gettop(L);
     for (int k = 0; k < t->nfields; k++) {
       lua_pushstring(L, t->fields[k].name);
-      uint64_t count;
-      const void *col = suiro_plan_column(pl, out, k, &count);
-      larray *a = larray_new_raw(L, t->fields[k].type, (int64_t)count);
-      if (count) memcpy(a->data, col, larray_bytes(a));
+      larray *a = larray_new_raw(L, t->fields[k].type, (int64_t)n);
+      if (n) memcpy(a->data, col(ud, k), larray_bytes(a));
       lframe_append(L, f);
     }
     return;
   }
-  lua_createtable(L, lm->n < (1u << 26) ? (int)lm->n : 0, 0);
+  lua_createtable(L, n < (1u << 26) ? (int)n : 0, 0);
   int tt = lua_gettop(L);
   int holes = 0;
-  for (uint64_t i = 0; i < lm->n; i++) {
-    push_element(L, lm, i);
+  for (uint64_t i = 0; i < n; i++) {
+    elem(L, ud, i);
     if (lua_isnil(L, -1)) holes = 1;
     lua_rawseti(L, tt, (lua_Integer)i + 1);
   }
   if (holes) {
-    lua_pushinteger(L, (lua_Integer)lm->n);
+    lua_pushinteger(L, (lua_Integer)n);
     lua_setfield(L, tt, "n");
   }
+}
+
+static const void *plan_column(void *ud, int k) {
+  lmap *lm = ud;
+  uint64_t count;
+  return suiro_plan_column(suiro_plan_of(lm->m), suiro_map_output(lm->m), k, &count);
+}
+static void plan_element(lua_State *L, void *ud, uint64_t i) { push_element(L, ud, i); }
+
+/* Pushes the results of a finished map in the shape its template asks for. */
+static void push_results(lua_State *L, lmap *lm) {
+  if (!suiro_plan_of(lm->m)) luaL_error(L, "map: %s", suiro_last_error());
+  lmap_push_results(L, lm->has_tpl ? &lm->tpl : NULL, lm->n, plan_column, plan_element, lm);
 }
 
 /* Pushes element i's result (any template). */

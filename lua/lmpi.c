@@ -1343,34 +1343,7 @@ static double map_timeout(lua_State *L, int arg, xmap *x) {
 }
 
 static void draw_progress(lua_State *L, xmap *x, int self, int final) {
-  lua_getiuservalue(L, self, 2);
-  lua_getfield(L, -1, "progress");
-  if (lua_isfunction(L, -1)) {
-    lua_pushinteger(L, (lua_Integer)x->done);
-    lua_pushinteger(L, (lua_Integer)x->n);
-    lua_call(L, 2, 0);
-    lua_pop(L, 1);
-    return;
-  }
-  int want = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  if (!want || !isatty(2)) return;
-  double now = suiro_now();
-  if (!final && now - x->last_draw < 0.1) return;
-  x->last_draw = now;
-  double el = now - x->t0, rate = el > 0 ? (double)x->done / el : 0;
-  double frac = x->n ? (double)x->done / (double)x->n : 1;
-  char bar[31];
-  int fill = (int)(frac * 30);
-  for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '-';
-  bar[30] = 0;
-  if (final)
-    fprintf(stderr, "\r[%s] %3.0f%% %llu/%llu in %.1fs (%.0f/s, %d hosts)\033[K\n", bar, frac * 100,
-            (unsigned long long)x->done, (unsigned long long)x->n, el, rate, x->hosts);
-  else
-    fprintf(stderr, "\r[%s] %3.0f%% %llu/%llu %.0f/s ETA %.1fs\033[K", bar, frac * 100, (unsigned long long)x->done,
-            (unsigned long long)x->n, rate, rate > 0 ? (double)(x->n - x->done) / rate : 0.0);
-  fflush(stderr);
+  lmap_progress(L, self, x->done, x->n, x->t0, &x->last_draw, x->hosts, final);
 }
 
 /* Waits for the map to end: 1 done, 0 on timeout (it keeps running), -1 when its pool stopped. */
@@ -1460,44 +1433,16 @@ static void push_element(lua_State *L, xmap *x, uint64_t i) {
   lua_settop(L, top + 1);
 }
 
+static const void *out_column(void *ud, int k) {
+  xmap *x = ud;
+  const suiro_template *t = &x->pw.tpl;
+  return t->kind == SUIRO_OUT_RECORD ? x->out + x->col_off[k] : x->out;
+}
+static void out_element(lua_State *L, void *ud, uint64_t i) { push_element(L, ud, i); }
+
 /* The results in the shape the template asks for, as a local map gives them. */
 static void push_results(lua_State *L, xmap *x) {
-  const suiro_template *t = x->pw.has_tpl ? &x->pw.tpl : NULL;
-  if (t && (t->kind == SUIRO_OUT_SCALAR || t->kind == SUIRO_OUT_ARRAY)) {
-    larray *a = larray_new_raw(L, t->type, (int64_t)(x->n * x->width));
-    if (x->n) memcpy(a->data, x->out, larray_bytes(a));
-    if (t->kind == SUIRO_OUT_ARRAY) {
-      a->nd = 1;
-      a->ndim = 1 + t->ndim;
-      a->shape[0] = (int64_t)x->n;
-      for (int k = 0; k < t->ndim; k++) a->shape[k + 1] = (int64_t)t->shape[k];
-      if (t->ndim == 1) a->nd = 0;
-    }
-    return;
-  }
-  if (t) {
-    lframe_push(L, (int64_t)x->n);
-    int f = lua_gettop(L);
-    for (int k = 0; k < t->nfields; k++) {
-      lua_pushstring(L, t->fields[k].name);
-      larray *a = larray_new_raw(L, t->fields[k].type, (int64_t)x->n);
-      if (x->n) memcpy(a->data, x->out + x->col_off[k], larray_bytes(a));
-      lframe_append(L, f);
-    }
-    return;
-  }
-  lua_createtable(L, x->n < (1u << 26) ? (int)x->n : 0, 0);
-  int tt = lua_gettop(L);
-  int holes = 0;
-  for (uint64_t i = 0; i < x->n; i++) {
-    push_element(L, x, i);
-    if (lua_isnil(L, -1)) holes = 1;
-    lua_rawseti(L, tt, (lua_Integer)i + 1);
-  }
-  if (holes) {
-    lua_pushinteger(L, (lua_Integer)x->n);
-    lua_setfield(L, tt, "n");
-  }
+  lmap_push_results(L, x->pw.has_tpl ? &x->pw.tpl : NULL, x->n, out_column, out_element, x);
 }
 
 static int push_closed(lua_State *L) {

@@ -215,6 +215,14 @@ void lmap_open(lua_State *L);
 /* Stages core.map's function (stack 2) and input (stack 3; the spec table at 4) into s; pushes
  * the three buffers s points into (keep them while s is in use). */
 void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *s);
+/* Pushes a finished map's results in its template's shape (lmap.c explains). */
+typedef const void *(*lmap_column_fn)(void *ud, int k);
+typedef void (*lmap_element_fn)(lua_State *L, void *ud, uint64_t i);
+void lmap_push_results(lua_State *L, const suiro_template *t, uint64_t n, lmap_column_fn col, lmap_element_fn elem,
+                       void *ud);
+/* Reports a map's progress per its `progress` option (user value 2 of the map at self). */
+void lmap_progress(lua_State *L, int self, uint64_t done, uint64_t n, double t0, double *last_draw, int hosts,
+                   int final);
 int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */

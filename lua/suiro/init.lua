@@ -209,7 +209,9 @@ local function start_any(o)
   else
     ok, p = pcall(start_pool, o)
   end
-  if not ok then error(tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1):gsub("^pool: ", "", 1), 0) end
+  if not ok then
+    error(tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1):gsub("^pool: ", "", 1), 0)
+  end
   return p
 end
 

@@ -37,7 +37,8 @@ function M.module_path()
   if found then return found end
   local exe = core.worker_exe()
   local prefix = exe and exe:match("^(.*)/bin/[^/]+$")
-  for _, p in ipairs { prefix and (prefix .. "/lib/suiro/mpi.so"), prefix and (prefix .. "/lib/lua/5.4/suiro/mpi.so") } do
+  local installed = { prefix and (prefix .. "/lib/suiro/mpi.so"), prefix and (prefix .. "/lib/lua/5.4/suiro/mpi.so") }
+  for _, p in ipairs(installed) do
     if readable(p) then return p end
   end
   return nil

@@ -145,7 +145,7 @@ describe("suiro.pool", function()
       "pool:submit: argument 1 must be a function or call spec, got number")
     assert.has_error(function() suiro.pool { workers = -1 } end)
     assert.has_error(function() suiro.pool { wrokers = 2 } end,
-      'unknown key "wrokers" in suiro.pool options (valid keys: env, launcher, max_workers, name, '
+      'unknown key "wrokers" in suiro.pool options (valid keys: backend, env, launcher, max_workers, name, '
       .. 'respawn, result_size, result_slots, ring_cap, slot_size, start_timeout, timeout, workers); '
       .. 'did you mean workers?')
   end)
