@@ -166,3 +166,29 @@ project "suiro_cli"
   links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }
   linkoptions { "-pthread", "-Wl,-E" }
   per_config("bin")
+
+-- The MPI tier (build/lib/suiro/mpi.so): links Open MPI; the engine and the Lua face come from
+-- the process that loads it (the suiro command exports them), so libsuiro, the CLI and the
+-- workers stay MPI-free. Built only where mpicc and libopenmpi-dev are installed.
+local function mpi_flags(what)
+  local f = io.popen("mpicc -showme:" .. what .. " 2>/dev/null")
+  if not f then return nil end
+  local s = f:read("*a") or ""
+  f:close()
+  s = s:gsub("%s+$", "")
+  if s == "" then return nil end
+  return s
+end
+local mpi_compile, mpi_link = mpi_flags("compile"), mpi_flags("link")
+if mpi_compile and mpi_link then
+  project "suiro_mpi"
+    kind "SharedLib"
+    targetname "mpi"
+    targetprefix ""
+    files { root .. "/lua/lmpi.c", root .. "/lua/lmpi_comm.c", root .. "/lua/lmpi_wire.c", root .. "/lua/lmpi_serve.c" }
+    includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
+    buildoptions(common_c)
+    buildoptions { mpi_compile }
+    linkoptions { "-pthread", mpi_link }
+    per_config("lib/suiro")
+end

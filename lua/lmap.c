@@ -203,16 +203,18 @@ static uint64_t table_count(lua_State *L, int t) {
   return (uint64_t)n;
 }
 
-/* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
-static int l_map_new(lua_State *L) {
-  lpool *lp = lpool_check(L, 1);
+/* Stages the function (argument 2) and input (argument 3) of core.map(pool, f, xs, spec) into s:
+ * the part every map shares (the MPI tier's too, lua/lmpi.c). Pushes three lbufs (stack 5..7)
+ * that hold the bytes s points to: keep them while s is in use. Raises naming the argument. */
+void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   int ft = lua_type(L, 2);
   if (ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call))
-    return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference; a call spec "
+    luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference; a call spec "
                          "carries its own arguments (map over a function that calls it)");
   if (ft != LUA_TFUNCTION && ft != LUA_TSTRING)
-    return luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference, got %s",
+    luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference, got %s",
                       luaL_typename(L, 2));
+  if (ft == LUA_TFUNCTION) lpool_check_runs_lua(L, lp, "pool:map");
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
@@ -228,10 +230,10 @@ static int l_map_new(lua_State *L) {
   s.fn = fn->p;
   s.fn_len = fn->len;
   if (a) {
-    if (a->type == WIRE_T_C128) return luaL_error(L, "pool:map: c128 arrays cannot be mapped over");
+    if (a->type == WIRE_T_C128) luaL_error(L, "pool:map: c128 arrays cannot be mapped over");
     if (larray_is_nd(a) && a->ndim != 1)
-      return luaL_error(L, "pool:map: map over a 1-d array (this one has %d dimensions)", a->ndim);
-    if (!a->data && a->n) return luaL_error(L, "pool:map: this array was released");
+      luaL_error(L, "pool:map: map over a 1-d array (this one has %d dimensions)", a->ndim);
+    if (!a->data && a->n) luaL_error(L, "pool:map: this array was released");
     s.in_kind = SUIRO_IN_ARRAY;
     s.in_type = a->type;
     s.n = (uint64_t)a->n;
@@ -268,9 +270,17 @@ static int l_map_new(lua_State *L) {
       s.in_offsets = (const uint64_t *)(void *)offs->p;
     }
   } else {
-    return luaL_error(L, "pool:map: argument 2 must be a table, a suiro.array or a suiro.range, got %s",
-                      luaL_typename(L, 3));
+    luaL_error(L, "pool:map: argument 2 must be a table, a suiro.array or a suiro.range, got %s",
+               luaL_typename(L, 3));
   }
+  *sp = s;
+}
+
+/* core.map(pool, f, xs, spec) -> a map (started unless spec.prepare) */
+static int l_map_new(lua_State *L) {
+  lpool *lp = lpool_check(L, 1);
+  suiro_plan_spec s;
+  lmap_stage(L, lp, &s);
   lmap *lm = lua_newuserdatauv(L, sizeof *lm, 2);
   memset(lm, 0, sizeof *lm);
   lsuiro_setmt(L, &lmap_key_map);

@@ -37,9 +37,47 @@ lpool *lpool_check(lua_State *L, int idx) {
 
 /* Tasks of a batch have their own metatable, without __gc (see submit_batch): both are tasks. */
 static const char key_batch_task, key_batch_guard;
+
+/* The pool and task methods carry the three metatables as upvalues (lpool_open), so the hot paths
+ * (submit, collect) compare metatables without a registry lookup: a hash lookup on a pointer is
+ * ~140 instructions, three per round trip were a tenth of the host's work. A fourth upvalue marks
+ * functions registered so; any other caller takes the registry path. */
+enum { UP_POOL_MT = 1, UP_TASK_MT, UP_BATCH_TASK_MT, UP_MARK, N_UPVALUES = UP_MARK };
+static const char key_upvalues;
+static int has_mt_upvalues(lua_State *L) {
+  return lua_touserdata(L, lua_upvalueindex(UP_MARK)) == &key_upvalues;
+}
+/* Whether the value at idx (a userdata) has the metatable in upvalue `up`. */
+static int has_up_mt(lua_State *L, int idx, int up) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  int same = lua_rawequal(L, -1, lua_upvalueindex(up));
+  lua_pop(L, 1);
+  return same;
+}
+/* Sets the metatable of the value on top: upvalue `up` when there, else registry[key]. */
+static void set_mt(lua_State *L, int up, const void *key) {
+  if (has_mt_upvalues(L)) {
+    lua_pushvalue(L, lua_upvalueindex(up));
+    lua_setmetatable(L, -2);
+  } else {
+    lsuiro_setmt(L, key);
+  }
+}
+
+static lpool *pool_arg(lua_State *L, int idx) {
+  lpool *lp = lua_touserdata(L, idx);
+  if (lp && has_mt_upvalues(L) && has_up_mt(L, idx, UP_POOL_MT)) {
+    if (lp->closed || !lp->p) luaL_error(L, "the pool is stopped");
+    return lp;
+  }
+  return lpool_check(L, idx); /* the registry, and its error message */
+}
+
 static ltask *testtask(lua_State *L, int idx) {
   ltask *k = lua_touserdata(L, idx);
-  if (!k || !lua_getmetatable(L, idx)) return NULL;
+  if (!k) return NULL;
+  if (has_mt_upvalues(L) && (has_up_mt(L, idx, UP_BATCH_TASK_MT) || has_up_mt(L, idx, UP_TASK_MT))) return k;
+  if (!lua_getmetatable(L, idx)) return NULL;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &key_batch_task); /* the common kind first */
   int is = lua_rawequal(L, -1, -2);
   if (!is) {
@@ -126,6 +164,14 @@ static int push_result(lua_State *L, const suiro_result *r, int index) {
 }
 
 /* ---- pool ------------------------------------------------------------------------------------- */
+
+/* A Lua function is code only Lua workers run: for others, refuse it at send time (their workers
+ * would fail every task with it). Functions inside values still cross (as descriptors). */
+void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb) {
+  if (lp->lang[0] && strcmp(lp->lang, "lua") != 0)
+    luaL_error(L, "%s: argument 1: a Lua function cannot run on %s workers; name one of their functions "
+                  "(\"%s\") or send a suiro.call", verb, lp->lang, strcmp(lp->lang, "r") ? "module.fn" : "pkg::fn");
+}
 
 static const char *const *string_list(lua_State *L, int idx, const char *what, int map_style) {
   /* A sequence of strings, or (map_style) a map KEY -> VALUE turned into "KEY=VALUE". */
@@ -217,6 +263,9 @@ static int l_pool_new(lua_State *L) {
   lua_getfield(L, 1, "name");
   if (lua_type(L, -1) == LUA_TSTRING) snprintf(lp->name, sizeof lp->name, "%s", lua_tostring(L, -1));
   lua_pop(L, 1);
+  lua_getfield(L, 1, "lang");
+  snprintf(lp->lang, sizeof lp->lang, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "lua");
+  lua_pop(L, 1);
   lua_replace(L, top); /* keep the pool; drop the temporaries above it */
   lua_settop(L, top);
   return 1;
@@ -300,7 +349,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
       k->own = 0;
       k->state = &k->own;
       k->lp = lp;
-      lsuiro_setmt(L, &lsuiro_key_task);
+      set_mt(L, UP_TASK_MT, &lsuiro_key_task);
       lua_pushvalue(L, pool_idx);
       lua_setiuservalue(L, -2, 1);
       return k;
@@ -320,7 +369,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
   k->t = t;
   k->state = &sl->e[i].state;
   k->lp = lp;
-  lsuiro_setmt(L, &key_batch_task);
+  set_mt(L, UP_BATCH_TASK_MT, &key_batch_task);
   lua_getiuservalue(L, pool_idx, 2);
   lua_setiuservalue(L, -2, 1);
   return k;
@@ -328,7 +377,7 @@ static ltask *push_task(lua_State *L, int pool_idx, suiro_task t) {
 
 /* pool:submit(f, ...) -> task */
 static int l_submit(lua_State *L) {
-  lpool *lp = lpool_check(L, 1);
+  lpool *lp = pool_arg(L, 1);
   int n = lua_gettop(L) - 2;
   if (n < 0) return luaL_error(L, "pool:submit: argument 1 must be a function or call spec, got no value");
   unsigned char stack[512];
@@ -970,27 +1019,37 @@ void lpool_open(lua_State *L) {
   static const luaL_Reg batch_task_meta[] = { { "__tostring", l_task_tostring }, { NULL, NULL } };
   static const luaL_Reg guard_meta[] = { { "__gc", batch_guard_gc }, { NULL, NULL } };
   lsuiro_newmt(L, LSUIRO_POOL, &lsuiro_key_pool);
-  luaL_newlib(L, pool_methods);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.pool_methods");
-  lua_setfield(L, -2, "__index");
   luaL_setfuncs(L, pool_meta, 0);
-  lua_pop(L, 1);
+  int pool_mt = lua_gettop(L);
   lsuiro_newmt(L, LSUIRO_TASK, &lsuiro_key_task);
-  luaL_newlib(L, task_methods);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
-  lua_setfield(L, -2, "__index");
   luaL_setfuncs(L, task_meta, 0);
-  lua_pop(L, 1);
   /* a batch's tasks: the same methods and name, no finalizer of their own */
   lua_newtable(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.task_methods");
-  lua_setfield(L, -2, "__index");
   luaL_setfuncs(L, batch_task_meta, 0);
   lua_pushliteral(L, LSUIRO_TASK);
   lua_setfield(L, -2, "__name");
+  lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_task);
+  /* the method tables, each function with the metatables as upvalues (UP_*) */
+  static const struct { const luaL_Reg *fns; const char *name; } tables[] = {
+    { pool_methods, "suiro.pool_methods" }, { task_methods, "suiro.task_methods" },
+  };
+  for (int i = 0; i < 2; i++) {
+    lua_newtable(L);
+    for (int up = 0; up < 3; up++) lua_pushvalue(L, pool_mt + up);
+    lua_pushlightuserdata(L, (void *)&key_upvalues);
+    luaL_setfuncs(L, tables[i].fns, N_UPVALUES);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, tables[i].name);
+    if (i == 0) {
+      lua_setfield(L, pool_mt, "__index");
+    } else {
+      lua_pushvalue(L, -1);
+      lua_setfield(L, pool_mt + 1, "__index");
+      lua_setfield(L, pool_mt + 2, "__index");
+    }
+  }
+  lua_settop(L, pool_mt - 1);
   lua_newtable(L); /* the guard of a batch or a slab of tasks */
   luaL_setfuncs(L, guard_meta, 0);
   lua_pushliteral(L, "suiro.task_guard");

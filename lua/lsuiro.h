@@ -59,7 +59,11 @@ typedef struct lpool {
   const void *fn_ptr;       /* the last function sent (lcodec.c), pinned in the registry */
   uint64_t fn_key;
   char name[64];            /* the name option ("" when none): status().name, tostring */
+  char lang[8];             /* the workers' language: "lua", "python", "r" ("" in a worker) */
 } lpool;
+
+/* Raises when a Lua function is to be a task of workers that are not Lua (lpool.c). */
+void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb);
 
 typedef struct ltask {
   suiro_task t;
@@ -208,6 +212,9 @@ int lworker_fail(lua_State *L, suiro_out *out, int errobj);
 
 /* lmap.c — pool:map, suiro.range, suiro.random; the runner of map tasks (in workers) */
 void lmap_open(lua_State *L);
+/* Stages core.map's function (stack 2) and input (stack 3; the spec table at 4) into s; pushes
+ * the three buffers s points into (keep them while s is in use). */
+void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *s);
 int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */

@@ -2,6 +2,7 @@
  * suiro_cli.c — the `suiro` command: Lua 5.4 with the engine and LPeg built in.
  *
  *   suiro run FILE [args]   run a script (arg table as in lua5.4)
+ *   suiro run --hosts h1,h2 FILE [args]   the same under mpirun, one rank per host
  *   suiro doctor            report which launchers work on this machine
  *   suiro version           print versions
  *   suiro --help            usage
@@ -9,6 +10,7 @@
  * Exit status: 0 on success, 1 when the script fails (the error is printed), 2 on usage errors.
  * The same binary is the Lua worker: the engine starts it with "--suiro-worker TOKEN".
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +29,8 @@ static const char usage[] =
   "\n"
   "commands:\n"
   "  run FILE [args]   run a Lua script with suiro loaded (args in the global `arg`)\n"
+  "  run --hosts h1,h2 FILE [args]\n"
+  "                    the same on several hosts (mpirun; suiro.pool { backend = \"mpi\" })\n"
   "  doctor            check which worker launchers work on this machine\n"
   "  version           print the suiro, Lua and LPeg versions\n"
   "  help, --help      show this message\n";
@@ -130,13 +134,87 @@ static void on_signal(int sig) {
   if (signal_L) lua_sethook(signal_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
+/* suiro run --hosts h1,h2 FILE [args]: the same run under mpirun, one rank per host named, not
+ * bound to a core (SUIRO_MPIRUN overrides the command, e.g. "mpirun --oversubscribe"). */
+static int run_hosts(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "suiro run --hosts: usage: suiro run --hosts h1,h2,... FILE [args]\n");
+    return 2;
+  }
+  const char *hosts = argv[3];
+  int n = 1;
+  for (const char *p = hosts; *p; p++) n += *p == ',';
+  if (!hosts[0] || hosts[0] == ',' || hosts[strlen(hosts) - 1] == ',' || strstr(hosts, ",,")) {
+    fprintf(stderr, "suiro run --hosts: a comma-separated list of host names, got \"%s\"\n", hosts);
+    return 2;
+  }
+  char exe[PATH_MAX];
+  ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (el <= 0) {
+    fprintf(stderr, "suiro run --hosts: cannot find this program's path\n");
+    return 1;
+  }
+  exe[el] = 0;
+  const char *cmd = getenv("SUIRO_MPIRUN");
+  char cmdbuf[1024];
+  snprintf(cmdbuf, sizeof cmdbuf, "%s", cmd && cmd[0] ? cmd : "mpirun");
+  char **av = calloc((size_t)argc + 64, sizeof *av);
+  if (!av) return 1;
+  int k = 0;
+  for (char *tok = strtok(cmdbuf, " "); tok && k < 40; tok = strtok(NULL, " ")) av[k++] = tok;
+  char np[16];
+  snprintf(np, sizeof np, "%d", n);
+  av[k++] = "--host";
+  av[k++] = (char *)hosts;
+  av[k++] = "--bind-to"; /* one rank per host: its workers use every core, not the rank's one */
+  av[k++] = "none";
+  av[k++] = "-np";
+  av[k++] = np;
+  av[k++] = exe;
+  av[k++] = "run";
+  for (int i = 4; i < argc; i++) av[k++] = argv[i];
+  av[k] = NULL;
+  execvp(av[0], av);
+  fprintf(stderr, "suiro run --hosts: cannot run %s (Open MPI's mpirun: apt-get install openmpi-bin): %s\n", av[0],
+          strerror(errno));
+  free(av);
+  return 1;
+}
+
+/* Inside an MPI job of more than one rank, before the script: rank 0 brings MPI up, every other
+ * rank serves rank 0 instead of running the script (lua/suiro/mpi.lua). Returns -1 to go on with
+ * the script, else the exit status. */
+static int mpi_prologue(lua_State *L) {
+  const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size || atoi(size) < 2) return -1;
+  if (luaL_loadstring(L, "return require('suiro.mpi').cli_main()") != LUA_OK) return 1;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, -2);
+  if (lua_pcall(L, 0, 1, -2) != LUA_OK) {
+    fprintf(stderr, "suiro: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  int rc = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : -1;
+  lua_pop(L, 2);
+  return rc;
+}
+
 static int run_file(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[2], "--hosts")) return run_hosts(argc, argv);
   if (argc < 3) {
     fprintf(stderr, "suiro run: missing FILE\n\n%s", usage);
     return 2;
   }
   const char *file = argv[2];
   lua_State *L = new_state();
+  signal_L = L;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  int mrc = mpi_prologue(L);
+  if (mrc >= 0) {
+    lua_close(L);
+    return mrc;
+  }
   /* arg: arg[0] = script, arg[1..] = its arguments, arg[-1] = "run", arg[-2] = the binary */
   lua_createtable(L, argc - 3, 3);
   for (int i = 0; i < argc; i++) {
@@ -148,9 +226,6 @@ static int run_file(int argc, char **argv) {
   if (st == LUA_OK) {
     int n = 0;
     for (int i = 3; i < argc; i++, n++) lua_pushstring(L, argv[i]);
-    signal_L = L;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     st = docall(L, n);
   }
   if (st != LUA_OK) {

@@ -204,6 +204,9 @@ typedef struct suiro_plan_spec {
   const suiro_template *tpl;   /* NULL: untyped results */
   int stream;                  /* completed ranges can be read as they finish */
   int runners;                 /* 0: one per live worker */
+  uint64_t index_base;         /* element i of this plan is element index_base + i of a larger map
+                                  (a range of it run elsewhere, e.g. on one host of a cluster): its
+                                  random stream is (seed, index_base + i); 0 for a whole map */
 } suiro_plan_spec;
 
 void suiro_plan_spec_init(suiro_plan_spec *s);
@@ -222,6 +225,8 @@ int suiro_plan_in_type(const suiro_plan *pl);
 const suiro_template *suiro_plan_template(const suiro_plan *pl); /* NULL: untyped results */
 /* The function's wire buffer (LIST [function]). */
 void suiro_plan_fn(const suiro_plan *pl, const void **buf, size_t *len);
+/* The spec's index_base: element i's index in the whole map is index_base + i. */
+uint64_t suiro_plan_index_base(const suiro_plan *pl);
 /* ARRAY input: the elements (swap in new ones of the same type and length for a prepared map's
  * next run, creator side only). */
 void *suiro_plan_in_data(const suiro_plan *pl);

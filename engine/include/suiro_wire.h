@@ -297,6 +297,9 @@ int wire_next(wire_reader *r, wire_item *it);
 int wire_skip(wire_reader *r);
 const char *wire_reader_error(const wire_reader *r);
 
+/* Writes one item as wire_next read it (a container announces its children, which the caller
+ * writes next): a copier that replaces some items (REF) and keeps the rest. */
+int wire_put_item(wire_writer *w, const wire_item *it);
 /* Re-encodes the next value (whole subtree) of r into w. Since every valid buffer is in
  * canonical form, copying a whole buffer reproduces it byte for byte. WIRE_OK, WIRE_END or
  * WIRE_ERR (message in r->err or w->err). */

@@ -370,7 +370,7 @@ suiro_status suiro_task_kill(suiro_pool *p, suiro_task t) {
     atomic_store(&wr->doom, t); /* seq_cst, then the re-read below (see worker_claim_and_run) */
     s = atomic_load(&r->state);
     int pid = ld_rlx(&wr->pid);
-    if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) == w && p->pidfds[w] >= 0 && pid > 0) {
+    if (rs_gen(s) == gen && rs_kind(s) == RS_RUNNING && rs_worker(s) == w && p->watchfds[w] >= 0 && pid > 0) {
       p->killing[w] = t;
       kill(pid, SIGKILL);
     } else {

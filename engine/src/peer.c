@@ -5,6 +5,10 @@
  * interpreter), in their own process group (a terminal's Ctrl-C goes to the host, which decides),
  * with a whitelisted environment. Each worker gets a pidfd; a monitor thread waits on all of them
  * with epoll, so a death is an OS event handled within microseconds, not a polling interval.
+ * Where pidfd_open is missing (Linux before 5.3, valgrind, sandboxes that filter it) or
+ * SUIRO_WATCH=pipe asks for it, each worker instead inherits the write end of a pipe of its own:
+ * the kernel closes it when the worker ends, the monitor sees the hang-up and reaps by pid. The
+ * pid is safe to use until then: the worker is our child and nobody reaped it yet.
  *
  * On a death the monitor, holding p->lock:
  *   1. fails exactly the tasks the worker held: queue entries CLAIMED by it and the tasks on its
@@ -21,6 +25,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -30,6 +35,7 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -74,6 +80,20 @@ static char **build_env(suiro_pool *p) {
   return out;
 }
 
+/* Whether this process can watch workers with pidfds (decided once: the answer cannot change). */
+static int pidfds_work(void) {
+  static _Atomic int known = 0; /* 0: not yet asked, 1: yes, 2: no */
+  int k = atomic_load(&known);
+  if (k == 0) {
+    const char *w = getenv("SUIRO_WATCH");
+    int fd = w && strcmp(w, "pipe") == 0 ? -1 : (int)syscall(SYS_pidfd_open, getpid(), 0);
+    k = fd >= 0 ? 1 : 2;
+    if (fd >= 0) close(fd);
+    atomic_store(&known, k);
+  }
+  return k == 1;
+}
+
 suiro_status peer_spawn(suiro_pool *p, int slot) {
   worker_rec *w = &p->workers[slot];
   uint32_t inc = ld_rlx(&w->incarnation) + 1;
@@ -85,8 +105,18 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   st_rel(&w->state, SUIRO_WORKER_STARTING);
   p->exit_reported[slot] = 0;
 
-  char token[SUIRO_NAME_MAX + 32];
-  snprintf(token, sizeof token, "%s:%d:%u", suiro_region_name(p->region), slot, inc);
+  /* Without pidfds, the worker's end of its death pipe rides in the token (name:slot:inc:fd). */
+  int death[2] = { -1, -1 };
+  if (p->watch_by_pipe && pipe2(death, O_CLOEXEC) != 0) {
+    st_rel(&w->state, SUIRO_WORKER_EMPTY);
+    return suiro_set_error(SUIRO_ERR, "cannot watch worker %d: pipe: %s%s", slot, strerror(errno),
+                           errno == EMFILE || errno == ENFILE ? " (raise the open-file limit, ulimit -n)" : "");
+  }
+  char token[SUIRO_NAME_MAX + 48];
+  if (death[1] >= 0)
+    snprintf(token, sizeof token, "%s:%d:%u:%d", suiro_region_name(p->region), slot, inc, death[1]);
+  else
+    snprintf(token, sizeof token, "%s:%d:%u", suiro_region_name(p->region), slot, inc);
   size_t nargs = 0;
   for (char **a = p->argv; a && *a; a++) nargs++;
   char **argv = calloc(nargs + 4, sizeof *argv);
@@ -94,6 +124,7 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   if (!argv || !env) {
     free(argv);
     free(env);
+    if (death[0] >= 0) close(death[0]), close(death[1]);
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
     return suiro_set_error(SUIRO_ERR, "out of memory");
   }
@@ -110,6 +141,7 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   posix_spawnattr_init(&at);
   /* The eventfd is close-on-exec; dup2 onto itself clears that flag in the child only. */
   posix_spawn_file_actions_adddup2(&fa, p->evfd, p->evfd);
+  if (death[1] >= 0) posix_spawn_file_actions_adddup2(&fa, death[1], death[1]);
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
@@ -124,12 +156,14 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   posix_spawnattr_destroy(&at);
   free(argv);
   free(env);
+  if (death[1] >= 0) close(death[1]); /* only the worker holds the write end now */
   if (rc != 0) {
+    if (death[0] >= 0) close(death[0]);
     st_rel(&w->state, SUIRO_WORKER_EMPTY);
     return suiro_set_error(SUIRO_ERR, "cannot start worker %d: %s: %s%s", slot, p->exe, strerror(rc),
                            rc == E2BIG ? " (the workers' environment and arguments are too large)" : "");
   }
-  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  int fd = death[0] >= 0 ? death[0] : (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
     int e = errno;
     kill(pid, SIGKILL);
@@ -141,7 +175,7 @@ suiro_status peer_spawn(suiro_pool *p, int slot) {
   }
   struct epoll_event ev = { .events = EPOLLIN, .data = { .u32 = (uint32_t)slot } };
   epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev);
-  p->pidfds[slot] = fd;
+  p->watchfds[slot] = fd;
   st_rlx(&w->pid, pid);
   atomic_fetch_add(&p->hdr->live, 1);
   return SUIRO_OK;
@@ -251,21 +285,44 @@ static void describe_exit(const siginfo_t *si, char *buf, size_t cap) {
   else snprintf(buf, cap, "was killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
 }
 
+/* Collects the exit status of worker `slot`, whose watch fd said it ended. 0 with *si filled, -1
+ * when someone else reaped it (a SIGCHLD handler of the host application). A death pipe hangs up
+ * as the process exits, a moment before it can be waited for: give it up to a second. A worker
+ * that closed its end while alive cannot be watched any more; it is killed, so that the pool's
+ * rule holds: the monitor knows of every worker that stops serving. */
+static int reap(suiro_pool *p, int slot, siginfo_t *si, int block) {
+  memset(si, 0, sizeof *si);
+  if (!p->watch_by_pipe)
+    return syscall(SYS_waitid, P_PIDFD, p->watchfds[slot], si, WEXITED | (block ? 0 : WNOHANG), NULL) == 0 &&
+                   si->si_pid != 0 ? 0 : -1;
+  pid_t pid = (pid_t)ld_rlx(&p->workers[slot].pid);
+  if (pid <= 0) return -1;
+  for (int i = 0; block || i < 1000; i++) {
+    int r = waitid(P_PID, (id_t)pid, si, WEXITED | (block ? 0 : WNOHANG));
+    if (r != 0 && errno == EINTR) continue;
+    if (r != 0) return -1;
+    if (si->si_pid != 0) return 0;
+    struct timespec ms = { 0, 1000000 };
+    nanosleep(&ms, NULL);
+  }
+  kill(pid, SIGKILL);
+  return waitid(P_PID, (id_t)pid, si, WEXITED) == 0 ? 0 : -1;
+}
+
 static void handle_exit(suiro_pool *p, int slot) {
   pool_hdr *h = p->hdr;
   worker_rec *w = &p->workers[slot];
-  int fd = p->pidfds[slot];
+  int fd = p->watchfds[slot];
   if (fd < 0) return;
   siginfo_t si;
-  memset(&si, 0, sizeof si);
-  if (syscall(SYS_waitid, P_PIDFD, fd, &si, WEXITED | WNOHANG, NULL) != 0 || si.si_pid == 0) {
+  if (reap(p, slot, &si, 0) != 0) {
     /* Reaped by someone else (a SIGCHLD handler of the host app): treat as an unknown death. */
     si.si_code = CLD_KILLED;
     si.si_status = 0;
   }
   epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
   close(fd);
-  p->pidfds[slot] = -1;
+  p->watchfds[slot] = -1;
   p->exit_reported[slot] = 1;
   int pid = ld_rlx(&w->pid);
   int state = ld_acq(&w->state);
@@ -324,6 +381,7 @@ static void *monitor_main(void *arg) {
 }
 
 suiro_status peer_start_monitor(suiro_pool *p) {
+  p->watch_by_pipe = !pidfds_work();
   p->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (p->epfd < 0) return suiro_set_errno("epoll_create1");
   p->monitor_ctl = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -352,11 +410,11 @@ void peer_stop_monitor(suiro_pool *p) {
   }
   /* Workers still around (stop timed out and the kill is in flight): reap what we can. */
   for (int i = 0; i < POOL_MAX_WORKERS; i++) {
-    if (p->pidfds[i] < 0) continue;
+    if (p->watchfds[i] < 0) continue;
     siginfo_t si;
-    syscall(SYS_waitid, P_PIDFD, p->pidfds[i], &si, WEXITED, NULL);
-    close(p->pidfds[i]);
-    p->pidfds[i] = -1;
+    reap(p, i, &si, 1);
+    close(p->watchfds[i]);
+    p->watchfds[i] = -1;
   }
   if (p->monitor_ctl >= 0) close(p->monitor_ctl);
   if (p->epfd >= 0) close(p->epfd);

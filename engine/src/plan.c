@@ -36,6 +36,7 @@ typedef struct plan_hdr {
   uint32_t in_kind, in_type;
   uint32_t seeded, has_tpl;
   uint64_t seed;
+  uint64_t index_base;       /* random streams: (seed, index_base + i) */
   uint64_t width;            /* SCALAR 1, ARRAY cells per element */
   uint64_t col_off[SUIRO_TEMPLATE_MAX_FIELDS]; /* RECORD: column offsets in the output area */
   uint64_t out_bytes;
@@ -217,6 +218,7 @@ suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_ma
     return suiro_set_error(SUIRO_ERR, "map: the output of %llu elements overflows 64 bits", (unsigned long long)s->n);
   h.seeded = s->seeded ? 1 : 0;
   h.seed = s->seed;
+  h.index_base = s->index_base;
   /* description layout */
   uint64_t desc;
   h.fn_off = align8(sizeof h);
@@ -347,6 +349,8 @@ void suiro_plan_fn(const suiro_plan *pl, const void **buf, size_t *len) {
   *len = pl->h.fn_len;
 }
 
+uint64_t suiro_plan_index_base(const suiro_plan *pl) { return pl->h.index_base; }
+
 void *suiro_plan_in_data(const suiro_plan *pl) {
   return pl->h.in_kind == SUIRO_IN_ARRAY ? pl->desc + pl->h.in_off : NULL;
 }
@@ -392,7 +396,7 @@ int suiro_plan_elem(const suiro_plan *pl, uint64_t i, suiro_elem *e) {
 
 void suiro_plan_enter(const suiro_plan *pl, uint64_t i) {
   map_runner_at(pl->map, i);
-  if (pl->h.seeded) rng_enter(pl->h.seed, i);
+  if (pl->h.seeded) rng_enter(pl->h.seed, pl->h.index_base + i);
 }
 void suiro_plan_leave(void) { rng_leave(); }
 

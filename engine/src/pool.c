@@ -62,7 +62,7 @@ static void pools_at_exit(void) {
     atomic_store(&p->hdr->closing, 1);
     for (int w = 0; w < p->hdr->max_workers; w++) {
       int pid = ld_rlx(&p->workers[w].pid);
-      if (pid > 0 && p->pidfds[w] >= 0) kill(pid, SIGKILL);
+      if (pid > 0 && p->watchfds[w] >= 0) kill(pid, SIGKILL);
     }
   }
   pthread_mutex_unlock(&hosts_lock);
@@ -257,7 +257,7 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   p->epfd = -1;
   p->worker_slot = -1;
   p->is_host = 1;
-  for (int i = 0; i < POOL_MAX_WORKERS; i++) p->pidfds[i] = -1;
+  for (int i = 0; i < POOL_MAX_WORKERS; i++) p->watchfds[i] = -1;
   pthread_mutex_init(&p->lock, NULL);
 
   int pid;
@@ -403,7 +403,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < h->max_workers; i++) {
       int pid = ld_rlx(&p->workers[i].pid);
-      if (p->pidfds[i] >= 0 && pid > 0) kill(pid, SIGKILL);
+      if (p->watchfds[i] >= 0 && pid > 0) kill(pid, SIGKILL);
     }
     pthread_mutex_unlock(&p->lock);
     /* Killed workers are reaped by the monitor; give it a moment, bounded. */
@@ -505,7 +505,7 @@ suiro_status suiro_pool_spawn_workers(suiro_pool *p, int n) {
   pthread_mutex_lock(&p->lock);
   for (int i = 0; i < p->hdr->max_workers && spawned < n; i++) {
     int s = ld_acq(&p->workers[i].state);
-    if (p->pidfds[i] >= 0) continue; /* still running or not yet reaped */
+    if (p->watchfds[i] >= 0) continue; /* still running or not yet reaped */
     if (s != SUIRO_WORKER_EMPTY && s != SUIRO_WORKER_EXITED && s != SUIRO_WORKER_DEAD) continue;
     st = peer_spawn(p, i);
     if (st != SUIRO_OK) break;
@@ -536,7 +536,7 @@ suiro_status suiro_pool_retire(suiro_pool *p, int slot, double timeout) {
   for (;;) {
     uint32_t seq = ld_acq(&p->hdr->state_seq);
     pthread_mutex_lock(&p->lock);
-    int gone = p->pidfds[slot] < 0;
+    int gone = p->watchfds[slot] < 0;
     pthread_mutex_unlock(&p->lock);
     if (gone) return SUIRO_OK;
     if (suiro_ns() >= deadline)

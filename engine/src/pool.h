@@ -164,7 +164,9 @@ struct suiro_pool {
   char **env;
   char *exe;
   int evfd;
-  int pidfds[POOL_MAX_WORKERS];
+  int watchfds[POOL_MAX_WORKERS]; /* each worker's pidfd, or the read end of its death pipe
+                                    * (peer.c); -1 once reaped */
+  int watch_by_pipe;       /* no pidfds here: deaths are watched through pipes (peer.c) */
   int exit_reported[POOL_MAX_WORKERS];
   suiro_task killing[POOL_MAX_WORKERS]; /* the task each worker is being killed for (0: none) */
   pthread_t monitor;
@@ -172,7 +174,7 @@ struct suiro_pool {
   int monitor_ctl;         /* eventfd to wake the monitor */
   _Atomic int monitor_stop;
   int epfd;
-  pthread_mutex_t lock;    /* guards spawning, pidfds and worker records against the monitor */
+  pthread_mutex_t lock;    /* guards spawning, watchfds and worker records against the monitor */
   uint64_t submitted, collected, host_parks;
   uint64_t woke_at;        /* when this handle last woke a parked worker (suiro_ns) */
 };

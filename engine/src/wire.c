@@ -1262,7 +1262,7 @@ int wire_validate(const void *buf, size_t len, char *err, size_t errcap) {
 }
 
 /* Re-emits one item (not its children) through the writer. */
-static int put_item(wire_writer *w, const wire_item *it) {
+int wire_put_item(wire_writer *w, const wire_item *it) {
   switch (it->tag) {
   case WIRE_NIL: return wire_put_nil(w);
   case WIRE_BOOL: return wire_put_bool(w, it->flag);
@@ -1317,7 +1317,7 @@ int wire_copy(wire_writer *w, wire_reader *r) {
   do {
     int st = wire_next(r, &it);
     if (st != WIRE_OK) return st;
-    if (put_item(w, &it) != WIRE_OK) return WIRE_ERR;
+    if (wire_put_item(w, &it) != WIRE_OK) return WIRE_ERR;
   } while (r->depth > d0);
   return WIRE_OK;
 }

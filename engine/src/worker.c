@@ -19,6 +19,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -477,12 +478,16 @@ static int any_work(suiro_pool *p) {
 static int watched_pid;
 static uint64_t watched_start;
 
+/* The host watch: a pidfd of the host when the kernel has them; else (fd -1) the host's
+ * /proc entry looked at every 100 ms, a pid whose start time changed being a host gone. */
 static void *watch_host(void *arg) {
   int fd = (int)(intptr_t)arg;
   struct pollfd pfd = { fd, POLLIN, 0 };
   for (;;) {
-    int r = poll(&pfd, 1, -1);
-    if (r > 0 || (r < 0 && errno != EINTR)) {
+    int r = fd >= 0 ? poll(&pfd, 1, -1) : poll(NULL, 0, 100);
+    int gone = fd >= 0 ? r > 0 || (r < 0 && errno != EINTR)
+                       : suiro_proc_start(watched_pid) != watched_start;
+    if (gone) {
       /* The host is gone: nobody will collect our results. A host that was SIGKILLed left its
        * pools, regions and anchor behind; its workers are the first to know, so they remove it all
        * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
@@ -493,9 +498,9 @@ static void *watch_host(void *arg) {
   return NULL;
 }
 
-static int start_host_watch(pool_hdr *h) {
-  int fd = (int)syscall(SYS_pidfd_open, h->host_pid, 0);
-  if (fd < 0) return -1;
+static int start_host_watch(pool_hdr *h, int by_pipe) {
+  int fd = by_pipe ? -1 : (int)syscall(SYS_pidfd_open, h->host_pid, 0);
+  if (fd < 0 && !by_pipe && errno != ENOSYS && errno != EPERM) return -1; /* ESRCH: host gone */
   if (suiro_proc_start(h->host_pid) != h->host_start) return -1; /* pid reused: host gone */
   watched_pid = h->host_pid;
   watched_start = h->host_start;
@@ -532,10 +537,12 @@ static void leave(suiro_pool *p, int state) {
 
 int suiro_worker_run(const char *token) {
   char name[SUIRO_NAME_MAX];
-  int slot = -1;
+  int slot = -1, death_fd = -1;
   unsigned inc = 0;
   const char *c1 = strchr(token, ':');
-  if (!c1 || (size_t)(c1 - token) >= sizeof name || sscanf(c1 + 1, "%d:%u", &slot, &inc) != 2) {
+  /* name:slot:incarnation[:fd of the death pipe, when the host watches workers without pidfds] */
+  int fields = c1 ? sscanf(c1 + 1, "%d:%u:%d", &slot, &inc, &death_fd) : 0;
+  if (!c1 || (size_t)(c1 - token) >= sizeof name || fields < 2) {
     fprintf(stderr, "suiro worker: malformed token '%s'\n", token);
     return 2;
   }
@@ -565,7 +572,9 @@ int suiro_worker_run(const char *token) {
     fprintf(stderr, "suiro worker: slot %d was given to another worker\n", slot);
     return 2;
   }
-  if (start_host_watch(h) != 0) return 0; /* host already gone */
+  /* The death pipe stays with this process alone: what it starts must not keep it open. */
+  if (death_fd >= 0) fcntl(death_fd, F_SETFD, FD_CLOEXEC);
+  if (start_host_watch(h, death_fd >= 0) != 0) return 0; /* host already gone */
   pool_install_buf_env();
   buf_set_worker(name, h->host_pid, h->host_start);
   st_rlx(&me->pid, (int32_t)getpid());

@@ -17,7 +17,7 @@ local config = {}
 config.pool_keys = {
   workers = true, max_workers = true, launcher = true, timeout = true, start_timeout = true,
   env = true, respawn = true, ring_cap = true, slot_size = true, result_slots = true,
-  result_size = true, name = true,
+  result_size = true, name = true, backend = true,
 }
 
 -- Launcher options. Every launcher takes env (added to the workers' environment); the Lua
@@ -178,6 +178,12 @@ function config.pool_options(opts, where, what)
     fail(where, "name", "must be a non-empty string, got " .. type(opts.name))
   end
   o.name = opts.name
+  -- "local" (this host's pool, the default) or "mpi" (a pool on every host of an MPI job, docs/mpi.md)
+  if opts.backend ~= nil and opts.backend ~= "local" and opts.backend ~= "mpi" then
+    local b = opts.backend
+    fail(where, "backend", 'must be "local" or "mpi", got ' .. (type(b) == "string" and ('"' .. b .. '"') or type(b)))
+  end
+  o.backend = opts.backend
   o.launcher = launcher_of(opts.launcher, where)
   return o
 end

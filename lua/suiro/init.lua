@@ -191,18 +191,34 @@ local function start_pool(o)
     start_timeout = o.start_timeout,
     timeout = o.timeout,
     name = o.name,
+    lang = l.kind,
     exe = exe or core.worker_exe(),
     argv = argv,
     env = env,
   }
 end
 
+M._start_pool = start_pool -- the MPI tier starts the same pools on every host (suiro.mpi)
+
+-- Starts a pool from normalised options: backend = "mpi" is the pool on every host of an MPI job
+-- (suiro.mpi, docs/mpi.md); "local" (the default) is this host's pool. Errors name no file line.
+local function start_any(o)
+  local ok, p
+  if o.backend == "mpi" then
+    ok, p = pcall(require("suiro.mpi").pool, o, start_pool)
+  else
+    ok, p = pcall(start_pool, o)
+  end
+  if not ok then error(tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^suiro.pool: ", "", 1):gsub("^pool: ", "", 1), 0) end
+  return p
+end
+
 --- suiro.pool { workers = 2, launcher = suiro.lua{}, timeout = "30s", env = { K = "v" } }
 function M.pool(opts)
   return checked(function()
     local o = config().pool_options(opts, "suiro.pool", "suiro.pool options")
-    local ok, p = pcall(start_pool, o)
-    if not ok then error("suiro.pool: " .. tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1), 0) end
+    local ok, p = pcall(start_any, o)
+    if not ok then error("suiro.pool: " .. tostring(p), 0) end
     return p
   end)
 end
@@ -242,6 +258,8 @@ local function map_spec(opts, verb)
     timeout_s = seconds(opts.timeout, verb .. ": timeout"),
   }
 end
+
+M._map_spec = map_spec -- the MPI tier checks map options the same way
 
 --- pool:map(f, xs, { template = "f64", seed = 42, progress = true, timeout = "1m", stream = false })
 --- xs: a table, a suiro.array or a suiro.range. Returns a map: m:collect(), m:results(), m:cancel().
@@ -456,11 +474,8 @@ function M.open(path)
       if not o then
         error(('no pool "%s" in %s (pools: %s)'):format(tostring(name), path, table.concat(names, ", ")), 2)
       end
-      local ok, p = pcall(start_pool, o)
-      if not ok then
-        local msg = tostring(p):gsub("^[^\n]-:%d+: ", "", 1):gsub("^pool: ", "", 1)
-        error(('%s: pool "%s": %s'):format(path, name, msg), 2)
-      end
+      local ok, p = pcall(start_any, o)
+      if not ok then error(('%s: pool "%s": %s'):format(path, name, tostring(p)), 2) end
       created[#created + 1] = p
       rawset(t, name, p)
       return p
@@ -512,7 +527,21 @@ function M.doctor(out)
   local r = not okr and probe("Rscript -e 'cat(R.version.string)'")
   line(okr, "r", okr and ("workers start and run call specs (%.1f ms)"):format((core.now() - t2) * 1e3)
     or ((r and (r .. ": ") or "no Rscript on PATH: ") .. tostring(rerr)))
+  -- the MPI tier (optional: its absence does not fail the doctor)
+  local okc, okm, mdetail = pcall(function() return require("suiro.mpi").doctor() end)
+  line(okc and okm, "mpi", okc and mdetail or tostring(okm))
   return ok_all
+end
+
+-- Under mpirun with stock lua5.4 (the suiro command does this before the script runs): rank 0
+-- brings MPI up, the other ranks serve rank 0 and never return to the script.
+package.loaded.suiro = M
+if package.preload["suiro.core"] == nil and (tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "") or 1) > 1 then
+  local mpi = require "suiro.mpi"
+  if not mpi.serving then
+    local code = mpi.cli_main()
+    if code then os.exit(code, true) end
+  end
 end
 
 return M

@@ -480,6 +480,31 @@ TEST(seeded_plans_draw_the_same_on_any_worker_count) {
   }
 }
 
+/* A range of a seeded map run as a plan of its own (index_base) draws what the whole map draws
+ * for those elements: how a host of a cluster runs its share. */
+TEST(index_base_gives_a_range_the_whole_maps_streams) {
+  suiro_pool *p = test_pool(2);
+  _Alignas(8) unsigned char fb[64];
+  suiro_template t = f64_template();
+  suiro_plan_spec s = range_spec(fb, "draw", 50, &t);
+  s.seeded = 1;
+  s.seed = 7;
+  s.index_base = 1000;
+  suiro_map *m;
+  CHECK_OK(suiro_plan_create(p, &s, &m));
+  CHECK_EQ(suiro_plan_index_base(suiro_plan_of(m)), 1000);
+  CHECK_OK(suiro_map_start(m, 5));
+  CHECK_OK(suiro_map_wait(m, 20));
+  const double *out = suiro_map_output(m);
+  for (int i = 0; i < 50; i++) {
+    suiro_rng r;
+    suiro_rng_seed(&r, 7, 1000 + (uint64_t)i);
+    CHECK(out[i] == suiro_rng_unit(&r));
+  }
+  suiro_map_free(m);
+  CHECK_OK(suiro_pool_stop(p, 5));
+}
+
 TEST(plan_sizes_are_checked_before_use) {
   suiro_pool *p = test_pool(1);
   _Alignas(8) unsigned char fb[64];

@@ -355,7 +355,7 @@ TEST(cancel_before_start) {
   suiro_pool_stop(p, 5);
 }
 
-TEST(worker_killed_mid_task) {
+static void killed_mid_task(void) {
   suiro_pool *p = test_pool(2);
   char prefix[128];
   snprintf(prefix, sizeof prefix, "%s", suiro_pool_name(p) + 1);
@@ -402,7 +402,48 @@ TEST(worker_killed_mid_task) {
   CHECK_EQ(shm_count(prefix), 0);
 }
 
-TEST(worker_suicide_fails_only_its_task_and_respawns) {
+TEST(worker_killed_mid_task) { killed_mid_task(); }
+
+/* Without pidfds (Linux < 5.3, valgrind, filtered sandboxes) deaths are watched through a pipe
+ * each worker holds; SUIRO_WATCH=pipe chooses that path here. */
+static void watch_by_pipe(void) {
+  CHECK(setenv("SUIRO_WATCH", "pipe", 1) == 0);
+}
+
+/* The worker's token carries its death pipe (name:slot:inc:fd) and that fd is a pipe. */
+static void check_pipe_watched(suiro_pool *p) {
+  suiro_worker_info w[8];
+  int n = suiro_pool_status(p, NULL, w, 8);
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) {
+    char path[64], cmd[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", w[i].pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+    fclose(f);
+    cmd[len] = 0;
+    const char *tok = NULL; /* the last argument */
+    for (size_t k = 0; k < len; k += strlen(cmd + k) + 1) tok = cmd + k;
+    int slot, fd;
+    unsigned inc;
+    const char *c = tok ? strchr(tok, ':') : NULL;
+    CHECK(c && sscanf(c + 1, "%d:%u:%d", &slot, &inc, &fd) == 3);
+    char link[64], target[128] = "";
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", w[i].pid, fd);
+    CHECK(readlink(link, target, sizeof target - 1) > 0 && strncmp(target, "pipe:", 5) == 0);
+  }
+}
+
+TEST(worker_killed_mid_task_watched_by_pipe) {
+  watch_by_pipe();
+  suiro_pool *p = test_pool(2);
+  check_pipe_watched(p);
+  CHECK_OK(suiro_pool_stop(p, 5));
+  killed_mid_task();
+}
+
+static void suicide_fails_only_its_task(void) {
   suiro_pool_opts o;
   suiro_pool_opts_init(&o);
   o.workers = 1;
@@ -420,6 +461,9 @@ TEST(worker_suicide_fails_only_its_task_and_respawns) {
   CHECK_EQ(s.respawns, 1);
   suiro_pool_stop(p, 5);
 }
+
+TEST(worker_suicide_fails_only_its_task_and_respawns) { suicide_fails_only_its_task(); }
+TEST(worker_suicide_watched_by_pipe) { watch_by_pipe(); suicide_fails_only_its_task(); }
 
 /* Waits (bounded) until every live worker of p is asleep. */
 static void wait_all_parked(suiro_pool *p) {
@@ -696,7 +740,7 @@ static int alive(int pid) {
   return suiro_proc_stat(pid, &pi) == 0 && pi.state != 'Z' && pi.state != 'X';
 }
 
-TEST(host_killed_workers_exit_and_next_start_reaps) {
+static void host_killed_workers_exit(void) {
   int fds[2];
   CHECK(pipe(fds) == 0);
   pid_t child = fork();
@@ -747,6 +791,9 @@ TEST(host_killed_workers_exit_and_next_start_reaps) {
   }
   CHECK_EQ(shm_count(owner), 0);
 }
+
+TEST(host_killed_workers_exit_and_next_start_reaps) { host_killed_workers_exit(); }
+TEST(host_killed_workers_exit_watched_by_pipe) { watch_by_pipe(); host_killed_workers_exit(); }
 
 /* Liveness is its anchor's lock, not its pid: a segment of a live owner whose pid means nothing
  * here (another PID namespace sharing /dev/shm) stays; one without a held anchor goes. */

@@ -48,5 +48,7 @@ print(p:submit(function(a, b) return a * b end, 3, 7):collect(10))'
 check stock_lua "7" env LUA_PATH="$prefix/share/suiro/lua/?.lua;$prefix/share/suiro/lua/?/init.lua;;" \
   LUA_CPATH="$prefix/lib/lua/5.4/?.so;;" lua5.4 -e \
   'local s = require "suiro"; local p <close> = s.pool { workers = 1 }; print(p:submit(function() return 7 end):collect(10))'
+# the MPI tier: installed next to core.so and found by the installed CLI (scripts/test builds it)
+check mpi_module "$prefix/lib/lua/5.4/suiro/mpi.so" "$prefix/bin/suiro" run - <<<'print(require("suiro.mpi").module_path())'
 echo "install: $pass passed, $fail failed"
 ((fail == 0))

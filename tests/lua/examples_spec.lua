@@ -2,6 +2,10 @@
 local suiro = require "suiro"
 local sh = require("tests.lua.support").sh
 
+local PY = "PYTHONPATH=bindings/python /usr/bin/python3 "
+local R = "R_LIBS=build/R-lib SUIRO_WORKER_EXE=build/bin/suiro "
+  .. "SUIRO_PY_WORKER=bindings/python/suiro/_worker.py Rscript "
+
 -- command, then the patterns its output must match
 local examples = {
   { "build/bin/suiro run examples/quickstart.lua", "1 %+ 2 =%s+3", "counted 20000 lines in 8 chunks",
@@ -15,7 +19,21 @@ local examples = {
   { "build/bin/suiro run examples/nested_map.lua", "1 worker%(s%): 2635310 4818361 6239529 7388808",
     "2 worker%(s%): 2635310 4818361 6239529 7388808" },
   { "build/bin/suiro run examples/bootstrap.lua", "bitwise identical across worker counts:%s+true" },
+  -- without mpirun: the local host alone (tests/mpi runs it on three ranks and compares)
+  { "build/bin/suiro run examples/cluster_map.lua", "squares: 100000 elements, sum 333338333350000",
+    "nested: 2635310.2328 4818361.2879 6239529.1398", "error: ok=false class=remote index=7777",
+    "tasks: 42 72 110 156" },
   { "build/bin/embed_example", "part 4: 7388808", "sum of sqrt%(1..100000%) = 21082008.974" },
+  -- the Python and R faces, with the checkout's builds (what scripts/python and scripts/rscript set)
+  { PY .. "examples/quickstart.py", "1 %+ 2 = 3", "counted 20000 lines in 8 chunks",
+    "water%s+16232\n%s+canal%s+16148\n%s+stream%s+16114",
+    "error caught: LookupError no such canal %(worker traceback attached: True%)",
+    "worker 1 %(pid %d+%): idle" },
+  { R .. "examples/quickstart.R", "1 %+ 2 = 3", "counted 20000 lines in 8 chunks",
+    "water%s+16232\n%s+canal%s+16148\n%s+stream%s+16114", "error caught: suiro_error_remote no such canal",
+    "worker 1 %(pid %d+%): idle" },
+  { R .. "examples/interop.R", "cyl%s+mpg\n1%s+4 26.66364\n2%s+6 19.74286\n3%s+8 15.10000" },
+  { PY .. "examples/interop.py", "cyl%s+mpg\n0%s+4.0%s+26.663636\n1%s+6.0%s+19.742857\n2%s+8.0%s+15.100000" },
 }
 
 describe("examples", function()

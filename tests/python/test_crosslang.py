@@ -110,14 +110,22 @@ def test_lua_host_python_errors():
         print(err.traceback:find("pyfuncs.py", 1, true) ~= nil)
         ok, err = pcall(function() return py:submit(suiro.call { "decimal.Decimal", "1.5" }):collect() end)
         print(ok, err.message)
-        ok, err = pcall(function() return py:submit(function(a) return a end, 1):collect() end)
-        print(ok, err.message)
+        -- a Lua function is refused at send time: these workers could not run it
+        ok, err = pcall(function() return py:submit(function(a) return a end, 1) end)
+        print(ok, (err:gsub("^.-:%d+: ", "")))
+        ok, err = pcall(function() return py:map(function(a) return a end, { 1 }) end)
+        print(ok, (err:gsub("^.-:%d+: ", "")))
+        print(py:submit(suiro.call { "abs", -2 }):collect())  -- and the pool serves on
     """)
     assert out[0] == "false\tValueError\toops"
     assert out[1] == "true"
     assert out[2] == ("false\ttask result: result: decimal.Decimal cannot be sent to a lua host "
                       "(only Python processes read pickled objects)")
-    assert out[3] == "false\tthis is a python worker: it cannot run a lua function"
+    assert out[3] == ("false\tpool:submit: argument 1: a Lua function cannot run on python workers; "
+                      "name one of their functions (\"module.fn\") or send a suiro.call")
+    assert out[4] == ("false\tpool:map: argument 1: a Lua function cannot run on python workers; "
+                      "name one of their functions (\"module.fn\") or send a suiro.call")
+    assert out[5] == "2"
 
 
 def test_lua_host_maps_on_python_workers():

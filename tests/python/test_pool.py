@@ -94,7 +94,7 @@ def test_collect_any_gives_the_first(pool):
 def test_collect_timeout_consumes_nothing(pool):
     t = pool.submit(pyfuncs.sleep_then, 0.5, 7)
     t0 = time.monotonic()
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"^collect: not done after 0\.05 s$"):
         t.collect(timeout=0.05)
     assert time.monotonic() - t0 < 0.4
     assert not t.done()

@@ -1663,8 +1663,10 @@ PyObject *sp_function_from_key(uint64_t key) {
   size_t len = 0;
   if (!p || suiro_fn_fetch(p, key, &code, &len) != SUIRO_OK) {
     Py_DECREF(k);
-    return PyErr_Format(PyExc_RuntimeError, "cannot load the task's function (key %016llx): %s",
-                        (unsigned long long)key, p ? suiro_last_error() : "not in a worker");
+    char hex[17]; /* PyErr_Format has no %llx: the key in hex by C's printf */
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
+    return PyErr_Format(PyExc_RuntimeError, "cannot load the task's function (key %s): %s", hex,
+                        p ? suiro_last_error() : "not in a worker");
   }
   PyObject *b = PyBytes_FromStringAndSize(code, (Py_ssize_t)len);
   free(code);

@@ -636,7 +636,10 @@ static PyObject *task_outcome(TaskObject *k) {
 }
 
 static PyObject *timeout_error(const char *verb, double timeout) {
-  PyErr_Format(PyExc_TimeoutError, "%s: not done after %g s", verb, timeout);
+  /* PyErr_Format knows no floating-point conversions: format the number with C's printf */
+  char secs[32];
+  snprintf(secs, sizeof secs, "%g", timeout);
+  PyErr_Format(PyExc_TimeoutError, "%s: not done after %s s", verb, secs);
   return NULL;
 }
 

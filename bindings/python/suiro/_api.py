@@ -54,6 +54,29 @@ def _lua_worker_exe():
                        "build it with scripts/build, set SUIRO_WORKER_EXE, or give suiro.lua(exe=...)")
 
 
+def _r_worker(rscript, env, where):
+    """The R face's worker command (as the Lua face starts it): Rscript entering the R package's
+    worker main, with the checkout's R library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS; an
+    installed package (R CMD INSTALL bindings/r) is found on R's own library path."""
+    import shutil
+
+    rscript = rscript or "Rscript"
+    if not (os.sep in rscript and os.access(rscript, os.X_OK)) and not shutil.which(rscript):
+        raise RuntimeError("%s: R workers need Rscript (%s not found; Debian: apt-get install r-base-core), "
+                           "or give suiro.r(rscript=...)" % (where, rscript))
+    libs = os.environ.get("SUIRO_R_LIBS")
+    if not libs:
+        cand = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "R-lib"))
+        libs = cand if os.path.isfile(os.path.join(cand, "suiro", "DESCRIPTION")) else None
+    if libs and "R_LIBS" not in env:
+        inherited = os.environ.get("R_LIBS")
+        env["R_LIBS"] = libs + (":" + inherited if inherited else "")
+    env.setdefault("LANG", "C.UTF-8")
+    for v in _THREAD_VARS:
+        env.setdefault(v, "1")
+    return rscript, [rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()"]
+
+
 class Launcher:
     """How a pool's workers start: suiro.python(...), suiro.lua(...), suiro.r(...)."""
 
@@ -101,7 +124,7 @@ def _launcher_wire(l, where):
 
 
 _POOL_KEYS = ("workers", "max_workers", "timeout", "start_timeout", "env", "respawn", "ring_cap", "slot_size",
-              "result_slots", "result_size", "name")
+              "result_slots", "result_size", "name", "backend")
 
 
 def _normalise(opts, where):
@@ -113,6 +136,9 @@ def _normalise(opts, where):
 
 
 def _start(o, where):
+    if o.get("backend") == "mpi":
+        raise ValueError('%s: backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run '
+                         'script.lua, docs/mpi.md); a Python host starts local pools' % where)
     l = o["launcher"]
     kind = l["kind"]
     env = {}
@@ -137,9 +163,8 @@ def _start(o, where):
         exe = exe or _lua_worker_exe()
         lang = _core.LANG_LUA
     elif kind == "r":
-        if not exe:
-            raise NotImplementedError("%s: R workers need the R binding's worker command; give "
-                                      "suiro.r(exe=..., argv=[...])" % where)
+        if not argv:
+            exe, argv = _r_worker(exe or l.get("rscript"), env, where)
         env["SUIRO_HOST_LANG"] = "python"
         lang = _core.LANG_R
     else:
@@ -414,10 +439,11 @@ class Pools:
         o = self._specs.get(name)
         if o is None:
             raise KeyError('no pool "%s" in %s (pools: %s)' % (name, self._path, ", ".join(sorted(self._specs))))
+        where = '%s: pool "%s"' % (self._path, name)
         try:
-            p = _start(o, "%s: pool \"%s\"" % (self._path, name))
-        except Exception as e:
-            raise type(e)('%s: pool "%s": %s' % (self._path, name, e)) from None
+            p = _start(o, where)
+        except Exception as e:  # the file and pool named once
+            raise type(e)(str(e) if str(e).startswith(where) else "%s: %s" % (where, e)) from None
         self._made[name] = p
         return p
 

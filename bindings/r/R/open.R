@@ -22,7 +22,7 @@ suiro_open <- function(path) {
   o <- env$specs[[i]]
   if (is.null(o)) stop(sprintf("no pool \"%s\" in %s (pools: %s)", i, env$path, paste(names(env$specs), collapse = ", ")), call. = FALSE)
   p <- tryCatch(pool_start(o, label = i), error = function(e)
-    stop(sprintf("%s: pool \"%s\": %s", env$path, i, conditionMessage(e)), call. = FALSE))
+    stop(sprintf("%s: pool \"%s\": %s", env$path, i, sub(paste0("^", i, ": "), "", conditionMessage(e))), call. = FALSE))
   env$pools[[i]] <- p
   p
 }

@@ -77,6 +77,9 @@ normalise_options <- function(opts, where) {
 
 # Starts a pool from normalised options (suiro.config's form).
 pool_start <- function(o, label = NULL) {
+  if (identical(o$backend, "mpi"))
+    stop(label %||% "suiro_pool", ': backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run ',
+         "script.lua, docs/mpi.md); an R host starts local pools", call. = FALSE)
   l <- o$launcher
   s <- launch_spec(l)
   env <- utils::modifyList(s$env, o$env %||% list())

@@ -19,6 +19,15 @@ test_that("suiro_open reads examples/pools.lua and starts its pools on first use
   expect_output(print(p), "stopped")
 })
 
+test_that("an mpi pool in a config script is refused clearly, a local one starts", {
+  f <- tempfile(fileext = ".lua")
+  writeLines('return { m = { workers = 1, backend = "mpi" }, l = { workers = 1, backend = "local" } }', f)
+  pools <- suiro_open(f)
+  on.exit(suiro_close(pools))
+  expect_identical(suiro_collect(suiro_submit(pools$l, "string.rep", "x", 2L), timeout = 10), "xx")
+  expect_error(pools$m, paste0(f, ": pool \"m\": backend \"mpi\" runs from a Lua host under mpirun"), fixed = TRUE)
+})
+
 test_that("an R pool in a config script, and errors naming file, pool and key", {
   f <- tempfile(fileext = ".lua")
   writeLines(c("return {", "  rw = { workers = 1, launcher = suiro.r {}, timeout = \"20s\" },",

@@ -1,0 +1,177 @@
+/* lmpi.h — the MPI tier of the Lua face (build/lib/suiro/mpi.so, linked with Open MPI).
+ *
+ * One suiro engine runs per host (an MPI rank), each with its own shared-memory pool; rank 0
+ * runs the script, every other rank serves: it starts the pools rank 0 asks for and runs the
+ * tasks and map ranges rank 0 deals it on them. MPI is used by one thread per process only, the
+ * communication thread (lmpi_comm.c); the Lua state talks to it through two queues.
+ *
+ *   lmpi_comm.c   the communication thread: MPI_Init_thread(FUNNELED) .. MPI_Finalize, an
+ *                 outbox and an inbox of messages, an eventfd for the inbox
+ *   lmpi_wire.c   what crosses hosts in wire buffers: function keys (code goes once per host),
+ *                 region references (large values go once per host, or inline)
+ *   lmpi_serve.c  ranks 1..K-1: the serving loop (pools, plans, map ranges, tasks)
+ *   lmpi.c        rank 0: MPI pools, their tasks and maps (dealt out across hosts), the module
+ *
+ * The module resolves the engine and the Lua face from the process that loads it (the suiro
+ * command exports them; stock lua5.4 after suiro.core was loaded globally), so one engine runs
+ * per process; workers never load it, so they never link MPI.
+ */
+#ifndef LMPI_H
+#define LMPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lsuiro.h"
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+enum {
+  MSG_HELLO = 1,    /* r -> 0: a: pid, b: CPUs its workers may use; payload: host name */
+  MSG_EXIT,         /* 0 -> r: stop serving and finalize */
+  MSG_POOL_NEW,     /* 0 -> r: pool; payload: the pool's options (a wire value) */
+  MSG_POOL_UP,      /* r -> 0: pool; a: 1 started / 0 failed; payload: status (wire) or message */
+  MSG_POOL_STOP,    /* 0 -> r: pool */
+  MSG_BLOB,         /* 0 -> r: pool, a: content key; payload: the code */
+  MSG_REGION,       /* 0 -> r: payload: region_wire + the bytes of a large value */
+  MSG_FORGET,       /* 0 -> r: payload: region_wire (no bytes): drop that copy */
+  MSG_PLAN,         /* 0 -> r: pool, id: map; payload: plan_wire + function */
+  MSG_CHUNK,        /* 0 -> r: id: map, a: begin, b: end; payload: the input of that range */
+  MSG_NOMORE,       /* 0 -> r: id: map: nothing left to deal */
+  MSG_NEED,         /* r -> 0: id: map: room for another range */
+  MSG_RESULT,       /* r -> 0: id: map, a: begin, b: end; payload: the range's results */
+  MSG_FAIL,         /* r -> 0: id: map, a: kind, b: slot, c: pid; payload: error (wire ERROR) */
+  MSG_MAP_END,      /* 0 -> r: id: map, a: 0 done, 1 cancel, 2 kill */
+  MSG_TASK,         /* 0 -> r: pool, id: task; payload: the task's wire buffer */
+  MSG_TRESULT,      /* r -> 0: id: task, a: kind, b: slot, c: pid; payload: the result */
+  MSG_TCANCEL,      /* 0 -> r: id: task */
+  MSG_TCANCEL_ACK,  /* r -> 0: id: task, a: 1 cancelled before it started */
+  MSG_TKILL,        /* 0 -> r: id: task */
+  MSG_STATUS,       /* 0 -> r: pool, id: request */
+  MSG_STATUS_REPLY, /* r -> 0: pool, id: request; payload: pool:status() (wire) */
+  MSG_LOST,         /* comm thread -> its own inbox: MPI failed (payload: the message) */
+  MSG_TYPE_MAX
+};
+
+typedef struct msg_hdr {
+  uint32_t type;
+  uint32_t pool;
+  uint64_t id, a, b, c;
+  uint64_t len; /* payload bytes after the header */
+} msg_hdr;
+
+/* A message: the link and peer are local; header and payload are what travels (contiguous). */
+typedef struct msg {
+  struct msg *next;
+  int peer;          /* destination (outbox) or source (inbox) rank */
+  int parts_left;    /* comm thread: sends of this message still in flight */
+  /* outgoing only: the payload's tail sent from memory the message does not hold (the pages of a
+   * large value), kept alive by a reference to its region until the send completes */
+  const unsigned char *ext;
+  size_t ext_len;
+  suiro_buf *ext_buf;
+  msg_hdr h;         /* the payload follows, 8-aligned */
+} msg;
+
+static inline unsigned char *msg_payload(msg *m) { return (unsigned char *)(m + 1); }
+static inline size_t align8z(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* A new message with room for `payload` bytes (h.len set, header fields zero); NULL when out of
+ * memory. */
+msg *msg_new(uint32_t type, size_t payload);
+/* The same with `inline_len` bytes (a multiple of 8) in the message and then `ext_len` bytes sent
+ * from ext, which lives in region b (a reference is taken for the message). */
+msg *msg_new_ext(uint32_t type, size_t inline_len, const void *ext, size_t ext_len, suiro_buf *b);
+void msg_free(msg *m);
+
+/* ---- the communication thread (lmpi_comm.c) ------------------------------------------------- */
+
+/* Starts it (MPI_Init_thread in that thread): 0, or -1 with a message in err. Once per process. */
+int comm_start(char *err, size_t cap);
+int comm_started(void);
+int comm_rank(void);
+int comm_size(void);
+const char *comm_host(void);      /* this rank's host name (MPI_Get_processor_name) */
+const char *comm_version(void);   /* the MPI library, "Open MPI v4.1.4" */
+/* Queues m for rank `peer` (takes it; m is freed once sent). */
+void comm_send(int peer, msg *m);
+/* Sends a copy of m to every rank but this one (m stays the caller's). */
+void comm_send_all(const msg *m);
+/* The next inbox message (the caller frees it), or NULL. */
+msg *comm_recv(void);
+/* Readable while the inbox is not empty (level-triggered: comm_recv drains it). */
+int comm_inbox_fd(void);
+/* rank 0: messages the communication thread handles itself (dealing map ranges while the Lua
+ * state is busy): the hook returns 1 when it took the message. Runs on the comm thread. */
+void comm_set_intercept(int (*hook)(msg *m));
+/* While on, the thread sleeps at most 50 us between polls (replies are expected soon). */
+void comm_set_eager(int on);
+/* Bytes sent to and received from each rank (for status). */
+void comm_traffic(int peer, uint64_t *sent, uint64_t *received);
+/* Sends what is queued, then finalizes MPI and joins the thread (waits at most `timeout`). */
+void comm_stop(double timeout);
+/* Set (with a message) when an MPI call failed: a host is lost; every wait should end. */
+const char *comm_lost(void);
+
+/* The state lock shared by rank 0's dealer (comm thread) and its Lua side. */
+void comm_lock(void);
+void comm_unlock(void);
+
+/* ---- wire buffers that cross hosts (lmpi_wire.c) ------------------------------------------------ */
+
+/* Calls func for each FUNC item with a content key and ref for each REF item of buf. Returns
+ * the number of REF items, or -1 when buf is malformed. */
+int xwire_scan(const void *buf, size_t len, void (*func)(void *ud, uint64_t key),
+               void (*ref)(void *ud, const wire_ref *r), void *ud);
+/* Copies buf into w, writing each REF item with subst (which writes its replacement: an inline
+ * copy or a reference to a local region). WIRE_OK, or WIRE_ERR with a message in err. */
+int xwire_rewrite(const void *buf, size_t len, wire_writer *w,
+                  int (*subst)(void *ud, const wire_ref *r, wire_writer *w), void *ud, char *err, size_t cap);
+/* A REF written as its data (a typed array, bytes, or the value a wire REF holds): the region is
+ * mapped, copied and the reference (the grant the sender made) given back. */
+int xwire_inline_ref(void *ud, const wire_ref *r, wire_writer *w);
+/* buf with every REF inlined, in a malloc'd buffer (*out, *outlen); 0 when buf had no REF (out
+ * untouched), 1 when rewritten, -1 on error (message in err). */
+int xwire_inline_all(const void *buf, size_t len, void **out, size_t *outlen, char *err, size_t cap);
+
+/* Region identity of a REF as it travels: where the sender's copy lives. */
+typedef struct region_wire {
+  char name[WIRE_REF_NAME_MAX + 1];
+  uint64_t offset, length;
+} region_wire;
+
+/* ---- plans as they travel (rank 0 -> r) ----------------------------------------------------- */
+
+typedef struct plan_wire {
+  uint64_t n;
+  int32_t in_kind, in_type;
+  int64_t start, step;
+  uint32_t seeded, has_tpl;
+  uint64_t seed;
+  uint64_t fn_len;       /* the function's wire buffer follows this header */
+  suiro_template tpl;    /* the same binary on every host of a cluster: sent as is */
+} plan_wire;
+
+/* Element size of a plan's ARRAY input or typed cells. */
+size_t lmpi_tpl_width(const suiro_template *t);
+/* Cell bytes of one element of a template (every field of a record). */
+size_t lmpi_tpl_elem_bytes(const suiro_template *t);
+
+/* ---- the serving side (lmpi_serve.c) ---------------------------------------------------------- */
+
+/* The results of range [b, e) of map `id` from its finished plan m, as a RESULT message
+ * (references inlined when inline_refs); NULL with a message in err. */
+msg *lmpi_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int inline_refs, char *err, size_t cap);
+/* A FAIL message for map `id` from failure e of a range that starts at base. */
+msg *lmpi_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64_t base, const char *host, int rank);
+/* SUIRO_RESULT_ERROR, _DIED or _CANCELLED for a failure's class. */
+int lmpi_failure_kind(const suiro_error_info *e);
+
+/* Runs ranks 1..K-1 until rank 0 says EXIT (or MPI fails): the Lua callbacks at `handlers`
+ * (a table: pool_new(id, options), pool_stop(pool), status(pool)) start and stop the local pools. */
+int lmpi_serve(lua_State *L, int handlers);
+/* Error message fix-up: "element <local>:" in a message of range [base, ...) becomes the element
+ * of the whole map; writes into out. */
+void lmpi_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen);
+
+#endif

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# tests/mpi/run.sh — the MPI tier's suite (scripts/test runs it as "mpi"):
+#   - the same maps and tasks (templates, seeds, errors with their index, nested maps, streams)
+#     on a local pool, on an MPI pool without mpirun and under mpirun -np 3: identical output;
+#   - examples/cluster_map.lua prints the same on one host and on three ranks;
+#   - tests/mpi/cluster.lua under mpirun -np 3: hosts, workers killed on other ranks, code and
+#     large values once per host, a million elements, cancel/kill, timeouts, collect_any/all;
+#   - a lost rank: mpirun ends the job and rank 0 says what happened; nothing is left;
+#   - suiro run --hosts, suiro doctor's MPI line;
+#   - two hosts in network namespaces (tests/mpi/netns.sh).
+# MPI that cannot run is a failure, never a skip. Prints "mpi: N passed, M failed" last.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="$(mktemp -d /tmp/suiro-mpi-test.XXXXXX)"
+trap 'rm -rf "$out"' EXIT
+pass=0
+fail=0
+ok() { echo "ok   mpi.$1"; pass=$((pass + 1)); }
+bad() {
+  echo "FAIL mpi.$1: $2"
+  fail=$((fail + 1))
+}
+finish() { echo "mpi: $pass passed, $fail failed"; exit $((fail > 0)); }
+
+suiro="$root/build/bin/suiro"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# one machine: ranks talk TCP over the loopback only (what other interfaces there are is not ours)
+local_mca=(--bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+mpirun3() { timeout -k 5 "${MPI_TEST_TIMEOUT:-150}" mpirun --oversubscribe -np 3 "${local_mca[@]}" "$suiro" run "$@"; }
+
+command -v mpirun >/dev/null || { bad prerequisites "mpirun is missing (scripts/setup installs openmpi-bin)"; finish; }
+[[ -x "$suiro" ]] || { bad prerequisites "$suiro is not built"; finish; }
+[[ -f build/lib/suiro/mpi.so ]] || { bad prerequisites "build/lib/suiro/mpi.so is not built (libopenmpi-dev, scripts/build)"; finish; }
+
+# Waits (at most 10 s) until none of the pids lives; prints those left.
+gone() {
+  local left=""
+  for _ in $(seq 1 50); do
+    left=""
+    for p in "$@"; do
+      [[ -d /proc/$p ]] && [[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]] && left="$left $p"
+    done
+    [[ -z "$left" ]] && return 0
+    sleep 0.2
+  done
+  echo "$left"
+  return 1
+}
+
+# 1. the same results everywhere
+"$suiro" run tests/mpi/same.lua local >"$out/same.local" 2>&1 || bad same_local_runs "$(tail -3 "$out/same.local")"
+if "$suiro" run tests/mpi/same.lua mpi >"$out/same.one" 2>&1 && cmp -s "$out/same.local" "$out/same.one"; then
+  ok same_without_mpirun
+else
+  bad same_without_mpirun "$(diff "$out/same.local" "$out/same.one" | head -5 | tr '\n' ' ')"
+fi
+if mpirun3 tests/mpi/same.lua mpi >"$out/same.three" 2>"$out/same.err" && cmp -s "$out/same.local" "$out/same.three"; then
+  ok same_on_three_ranks
+else
+  bad same_on_three_ranks "$(diff "$out/same.local" "$out/same.three" | head -5 | tr '\n' ' ') $(tail -3 "$out/same.err" | tr '\n' ' ')"
+fi
+# seeded maps bitwise identical (the seed lines of same.lua, checked apart so a failure says so)
+if [[ $(grep -c '^seed' "$out/same.local") -ge 5 ]] && diff <(grep '^seed' "$out/same.local") <(grep '^seed' "$out/same.three") >/dev/null; then
+  ok seeded_bitwise_identical
+else
+  bad seeded_bitwise_identical "$(diff <(grep '^seed' "$out/same.local") <(grep '^seed' "$out/same.three") | head -4 | tr '\n' ' ')"
+fi
+
+# 2. the example
+"$suiro" run examples/cluster_map.lua >"$out/example.one" 2>"$out/example.one.err"
+if mpirun3 examples/cluster_map.lua >"$out/example.three" 2>"$out/example.err" && [[ -s "$out/example.one" ]] &&
+   cmp -s "$out/example.one" "$out/example.three"; then
+  ok example_prints_the_same
+else
+  bad example_prints_the_same "$(diff "$out/example.one" "$out/example.three" | head -5 | tr '\n' ' ') $(tail -3 "$out/example.err" | tr '\n' ' ')"
+fi
+grep -q "3 hosts" "$out/example.err" && ok example_on_three_hosts || bad example_on_three_hosts "$(head -2 "$out/example.err")"
+
+# 3. the cluster checks
+mpirun3 tests/mpi/cluster.lua >"$out/cluster.out" 2>"$out/cluster.err"
+rc=$?
+grep -E '^(ok|FAIL)' "$out/cluster.out" | sed 's/^/  /'
+line=$(grep -E '^cluster: [0-9]+ passed, [0-9]+ failed$' "$out/cluster.out" | tail -1)
+if [[ -n "$line" ]]; then
+  [[ "$line" =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]
+  pass=$((pass + BASH_REMATCH[1]))
+  fail=$((fail + BASH_REMATCH[2]))
+  ((rc == 0)) && ok cluster_job_ends_cleanly || bad cluster_job_ends_cleanly "mpirun exit $rc: $(tail -3 "$out/cluster.err" | tr '\n' ' ')"
+else
+  bad cluster "no summary (mpirun exit $rc): $(tail -5 "$out/cluster.err" | tr '\n' ' ')"
+fi
+pids=$(grep '^pids ' "$out/cluster.out" | cut -d' ' -f2-)
+if [[ -n "$pids" ]] && left=$(gone $pids); then ok cluster_leaves_no_process; else bad cluster_leaves_no_process "alive:$left"; fi
+
+# 4. a rank lost: Open MPI ends the job; rank 0 says so; nothing is left
+cat >"$out/lost.lua" <<'EOF'
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi", workers = 1 }
+local pids = {}
+for _, h in ipairs(pool:status().hosts) do
+  pids[#pids + 1] = h.pid
+  for _, w in ipairs(h.workers) do pids[#pids + 1] = w.pid end
+end
+io.stderr:write("pids ", table.concat(pids, " "), "\n")
+io.stderr:flush()
+local m = pool:map(function(x)
+  if os.getenv("SUIRO_MPI_RANK") == "1" then -- the serving process of rank 1 dies
+    local f = io.open("/proc/self/stat")
+    local ppid = f:read("a"):match("^%d+ %b() %S+ (%d+)")
+    f:close()
+    os.execute("kill -9 " .. ppid)
+  end
+  local t = os.clock()
+  while os.clock() - t < 0.002 do end
+  return x
+end, suiro.range(1, 4000), { template = "f64" })
+m:collect(60)
+print("not reached")
+EOF
+t0=$(date +%s)
+MPI_TEST_TIMEOUT=60 mpirun3 "$out/lost.lua" >"$out/lost.out" 2>"$out/lost.err"
+rc=$?
+t1=$(date +%s)
+if ((rc != 0 && rc != 124 && t1 - t0 < 40)) && ! grep -q "not reached" "$out/lost.out" &&
+   grep -q "Open MPI is ending the job" "$out/lost.err" && grep -q "rank 1" "$out/lost.err"; then
+  ok lost_rank_is_named
+else
+  bad lost_rank_is_named "exit $rc after $((t1 - t0)) s: $(grep -v '^pids' "$out/lost.err" | head -8 | tr '\n' ' ')"
+fi
+pids=$(grep '^pids ' "$out/lost.err" | cut -d' ' -f2-)
+if [[ -n "$pids" ]] && left=$(gone $pids); then ok lost_rank_leaves_no_process; else bad lost_rank_leaves_no_process "alive:$left"; fi
+
+# 5. suiro run --hosts calls mpirun; suiro doctor reports MPI
+cat >"$out/hosts.lua" <<'EOF'
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi" }
+print("hosts " .. #pool:status().hosts, select("#", ...), ...)
+EOF
+if SUIRO_MPIRUN="timeout -k 5 60 mpirun --oversubscribe ${local_mca[*]}" "$suiro" run --hosts localhost,localhost \
+     "$out/hosts.lua" a b >"$out/hosts.out" 2>&1 && grep -q "^hosts 2	2	a	b$" "$out/hosts.out"; then
+  ok run_hosts
+else
+  bad run_hosts "$(tail -3 "$out/hosts.out" | tr '\n' ' ')"
+fi
+"$suiro" run --hosts ",x" "$out/hosts.lua" >"$out/hosts.bad" 2>&1
+[[ $? -eq 2 ]] && grep -q "comma-separated" "$out/hosts.bad" && ok run_hosts_refuses_bad_lists || bad run_hosts_refuses_bad_lists "$(cat "$out/hosts.bad")"
+if "$suiro" doctor >"$out/doctor.out" 2>&1; grep -qE '^ok +mpi +Open MPI' "$out/doctor.out"; then
+  ok doctor_reports_mpi
+else
+  bad doctor_reports_mpi "$(grep mpi "$out/doctor.out" || tail -3 "$out/doctor.out")"
+fi
+
+# 6. stock lua5.4 under mpirun (require "suiro" brings MPI up), and Python workers on every host
+if LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;" LUA_CPATH="$root/build/lib/?.so;;" \
+     timeout -k 5 60 mpirun -x LUA_PATH -x LUA_CPATH --oversubscribe -np 3 "${local_mca[@]}" lua5.4 "$out/hosts.lua" x \
+     >"$out/stock.out" 2>&1 && grep -q "^hosts 3	1	x$" "$out/stock.out"; then
+  ok stock_lua
+else
+  bad stock_lua "$(tail -3 "$out/stock.out" | tr '\n' ' ')"
+fi
+cat >"$out/python.lua" <<'EOF'
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi", workers = 1, launcher = suiro.python {} }
+local tasks = {}
+for i = 1, 6 do tasks[i] = pool:submit(suiro.call { "operator.mul", i, 10 }) end
+print("python " .. table.concat(pool:collect_all(tasks, 60), " ") .. " on " .. #pool:status().hosts)
+EOF
+if mpirun3 "$out/python.lua" >"$out/python.out" 2>&1 && grep -q "^python 10 20 30 40 50 60 on 3$" "$out/python.out"; then
+  ok python_workers_on_every_host
+else
+  bad python_workers_on_every_host "$(tail -3 "$out/python.out" | tr '\n' ' ')"
+fi
+
+# 7. two hosts in network namespaces
+tests/mpi/netns.sh "$out/netns" >"$out/netns.out" 2>&1
+sed 's/^/  /' "$out/netns.out" | grep -E '^  (ok|FAIL)'
+line=$(grep -E '^netns: [0-9]+ passed, [0-9]+ failed$' "$out/netns.out" | tail -1)
+if [[ "$line" =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+  pass=$((pass + BASH_REMATCH[1]))
+  fail=$((fail + BASH_REMATCH[2]))
+else
+  bad netns "no summary: $(tail -5 "$out/netns.out" | tr '\n' ' ')"
+fi
+finish
