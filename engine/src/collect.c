@@ -184,9 +184,11 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     uint64_t next_yield = t0 + 2000;
     int yield = woke;
+    st_rlx(&h->host_cpu, sched_getcpu()); /* for the workers' placement (worker.c) */
     for (;;) {
       for (int i = 0; i < 8; i++) {
         if (any_done(c)) {
+          st_rlx(&h->host_cpu, -1);
           spin_leave(&h->spinners);
           spin_observe(&p->collect_spin, suiro_ns() - t0);
           return SUIRO_OK;
@@ -201,6 +203,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
         next_yield = now + 2000;
       }
     }
+    st_rlx(&h->host_cpu, -1);
     spin_leave(&h->spinners);
   }
   for (;;) {

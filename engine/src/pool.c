@@ -279,6 +279,7 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   h->host_pid = pid;
   h->host_start = start;
   h->ncpu = suiro_ncpu();
+  st_rlx(&h->host_cpu, -1);
   h->max_workers = o.max_workers;
   h->nsubs = nsubs;
   h->ring_cap = o.ring_cap;

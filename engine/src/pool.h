@@ -95,6 +95,7 @@ typedef struct pool_hdr {
                                                monitor clears a dead worker's bit (pool_awake) */
   _Atomic uint32_t monitor_ticking;          /* the host's monitor is watching a backlog */
   SUIRO_ALIGNED _Atomic int32_t spinners;    /* processes spinning right now */
+  _Atomic int32_t host_cpu;                  /* the CPU of the host while it spins, else -1 */
   SUIRO_ALIGNED _Atomic int32_t idle_spinners; /* idle workers spinning for work */
   SUIRO_ALIGNED _Atomic uint32_t state_seq;  /* futex: bumped on worker attach/exit/death */
   _Atomic uint64_t active_mask;              /* bit w: worker slot w attached and alive */

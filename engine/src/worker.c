@@ -336,7 +336,10 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
  * mask right after leaves the kernel free again. Only the worker that runs can notice (the other
  * is waiting for the CPU), so exactly one moves; after a move the worker leaves placement to the
  * kernel for 10 ms, and checks are at most one a millisecond, so stale records cannot ping-pong.
- * Records are relaxed hints: a wrong one costs one needless move at worst. */
+ * Records are relaxed hints: a wrong one costs one needless move at worst. A host spinning for
+ * results records its CPU too (collect.c): a worker the kernel left on it (a worker starts on its
+ * host's CPU, and nothing parks to let the kernel rebalance: R round trips measured 10-14 us
+ * sharing, 2 us apart) sees that while it spins idle and moves the same way. */
 static cpu_set_t allowed_cpus;
 static int nallowed = -1;
 static uint64_t placement_next; /* suiro_ns: no check before this */
@@ -358,6 +361,11 @@ static void placement_check(suiro_pool *p, uint64_t now) {
     if (c < 0 || c >= CPU_SETSIZE) continue;
     CPU_SET(c, &used);
     clash |= c == cpu;
+  }
+  int hc = ld_rlx(&h->host_cpu); /* a host spinning for results counts as a busy CPU too */
+  if (hc >= 0 && hc < CPU_SETSIZE) {
+    CPU_SET(hc, &used);
+    clash |= hc == cpu;
   }
   if (!clash) return;
   /* the mask as it is now (someone may have changed it since), to restore after the move */
@@ -618,8 +626,16 @@ int suiro_worker_run(const char *token) {
         }
         if (found || suiro_ns() >= end || ld_rlx(&h->closing) || ld_rlx(&me->retire)) break;
         /* Every few microseconds, let a process the kernel queued on this CPU run: typically
-         * the host we just woke with a result, which otherwise waits out our whole budget. */
-        if ((k & 3) == 0) sched_yield();
+         * the host we just woke with a result, which otherwise waits out our whole budget. A
+         * host spinning for our results on this very CPU is better served by our moving away
+         * (placement, at most one check a millisecond). */
+        if ((k & 3) == 0) {
+          if (SUIRO_UNLIKELY(ld_rlx(&h->host_cpu) >= 0)) {
+            uint64_t now = suiro_ns();
+            if (now >= placement_next) placement_check(p, now);
+          }
+          sched_yield();
+        }
       }
       atomic_fetch_sub_explicit(&h->idle_spinners, 1, memory_order_relaxed);
       spin_leave(&h->spinners);
