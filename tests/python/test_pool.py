@@ -260,6 +260,7 @@ def test_ctrl_c_interrupts_collect():
 
     code = ("import sys; sys.path[:0] = %r\n"
             "import os, signal, threading, time, suiro\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it\n"
             "p = suiro.pool(workers=1)\n"
             "t = p.submit(time.sleep, 30)\n"
             "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
@@ -328,6 +329,7 @@ def test_ctrl_c_interrupts_a_submit_waiting_for_queue_room():
 
     code = ("import sys; sys.path[:0] = %r\n"
             "import os, signal, threading, time, suiro\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it\n"
             "p = suiro.pool(workers=1, ring_cap=2)\n"
             "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue\n"
             "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
