@@ -139,6 +139,17 @@ static int any_done(void *c) {
   return 0;
 }
 
+/* An awake worker last ran a task on this CPU (worker.c records where): the host's spin would
+ * hold the CPU that worker waits for. Relaxed hints; a stale one costs a yield or a late one (a
+ * spin past 50 us yields regardless). */
+static int shares_cpu(suiro_pool *p, int cpu) {
+  pool_hdr *h = p->hdr;
+  uint64_t awake = ld_rlx(&h->active_mask) & ~ld_rlx(&h->parked_mask);
+  for (; awake; awake &= awake - 1)
+    if (ld_rlx(&p->workers[__builtin_ctzll(awake)].cpu) == cpu) return 1;
+  return 0;
+}
+
 /* Waits until one of the tasks is done (ctx->which tells which). */
 static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadline) {
   if (any_done(c)) return SUIRO_OK;
@@ -177,14 +188,17 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
    * once. A worker the kernel put on our CPU while it was awake (another process holding the
    * other CPUs) waits for ours however many CPUs the pool counts: spinning without a break would
    * make every task wait out the whole budget and a park (measured: 2 us apart, 72 us sharing),
-   * so a spin that lasts yields every few microseconds, as an idle worker's does. */
+   * so a spin that lasts yields every few microseconds when a worker is recorded on our CPU
+   * (and after 50 us regardless, for stale records): a yield costs ~0.4 us here, too much to pay
+   * on every slow R task (2 us) when nobody waits for our CPU. */
   int woke = t0 - p->woke_at < 200000;
   if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && pool_awake(h) < h->ncpu &&
       spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     uint64_t next_yield = t0 + 2000;
     int yield = woke;
-    st_rlx(&h->host_cpu, sched_getcpu()); /* for the workers' placement (worker.c) */
+    int my_cpu = sched_getcpu();
+    st_rlx(&h->host_cpu, my_cpu); /* for the workers' placement (worker.c) */
     for (;;) {
       for (int i = 0; i < 8; i++) {
         if (any_done(c)) {
@@ -199,7 +213,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
       uint64_t now = suiro_ns();
       if (now >= spin_end || now >= deadline) break;
       if (SUIRO_UNLIKELY(now >= next_yield)) {
-        sched_yield();
+        if (shares_cpu(p, my_cpu) || now - t0 > 50000) sched_yield();
         next_yield = now + 2000;
       }
     }

@@ -43,6 +43,8 @@ typedef struct rpool {
   struct rwatch *watch; /* rasync.c: the eventfd watcher, NULL until a promise needs it */
   SEXP fn_last;       /* the last closure sent (preserved) and its key: the submit loop's memo */
   uint64_t fn_last_key;
+  SEXP slab;          /* the task slab being filled (preserved; rpool.c), or NULL */
+  int slab_cap;       /* tasks a slab holds (0: not sized yet) */
 } rpool;
 
 extern SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
@@ -50,6 +52,7 @@ extern SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim,
 rpool *rs_pool_of(SEXP pool, const char *verb, int must_run); /* errors naming the argument */
 SEXP rs_pool_new_sexp(rpool *rp, SEXP info);
 void rs_pool_unref(rpool *rp);
+void rs_pool_retire_slab(rpool *rp);
 /* Waits in slices so that R can be interrupted; returns the engine's status. */
 suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, double timeout);
 /* Signals the condition for a failed result (never returns). index: element index or -1. */

@@ -158,4 +158,13 @@ test_that("result slots: a batch larger than the free slots is cut short, a full
   # tasks dropped uncollected give their slots back
   for (i in 1:200) suiro_submit(p, function() 0)
   expect_identical(suiro_collect(suiro_submit(p, function() "still"), timeout = 10), "still")
+  # fewer slots than a slab of task objects holds: dropped tasks still give theirs back
+  q <- local_pool(workers = 1, result_slots = 8)
+  for (i in 1:30) invisible(suiro_submit(q, function() 0, .timeout = 5))
+  expect_identical(suiro_collect(suiro_submit(q, function() "small", .timeout = 5), timeout = 10), "small")
+  # a kept task survives the slab its neighbours were dropped from
+  keep <- suiro_submit(q, function() "kept")
+  for (i in 1:20) invisible(suiro_submit(q, function() 0, .timeout = 5))
+  gc()
+  expect_identical(suiro_collect(keep, timeout = 10), "kept")
 })
