@@ -77,7 +77,7 @@ static size_t free_bytes, free_count;
 static size_t cache_count;
 #define CACHE_CAP 16
 static size_t free_cap_bytes = (size_t)512 << 20;
-static size_t free_cap_count = 16;
+static size_t free_cap_count = 64;
 static _Atomic uint32_t counter;
 
 /* The pool layer's services (buf.h); until a pool installs them, no recycling and no home. */

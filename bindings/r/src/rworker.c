@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 
 #include "rsuiro.h"
 
@@ -445,6 +446,11 @@ void rs_error_parts(char **cls, char **msg, char **tb) { error_parts(cls, msg, t
 
 SEXP C_worker_run(SEXP token) {
   rs_in_worker = 1;
+  /* A worker is long-lived and its tasks allocate alike: keep freed memory (up to 64 MB at the
+   * top of the heap) for the next task rather than unmapping it and faulting it back in (glibc
+   * serves large vectors by mmap otherwise): diamonds enrich 500 -> 400 us in the worker. */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
   const char *h = getenv("SUIRO_HOST_LANG");
   host_is_r = h && !strcmp(h, "r");
   suiro_set_executor(exec, NULL);
