@@ -722,35 +722,19 @@ static PyObject *elem_value(const suiro_elem *e) {
 
 /* The element's failure: the pending exception as the map's error (cancels the rest). */
 static void fail_element(suiro_map *m, uint64_t i) {
-  PyObject *t, *v, *tb;
-  PyErr_Fetch(&t, &v, &tb);
-  PyErr_NormalizeException(&t, &v, &tb);
-  if (tb && v) PyException_SetTraceback(v, tb);
-  PyObject *d = v ? PyObject_CallOneArg(SP.format_exc, v) : NULL;
-  const char *cls = "remote", *msg = "unknown error", *trace = "";
-  Py_ssize_t cl = 6, ml = 13, tl = 0;
-  if (d && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 3) {
-    const char *c = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 0), &cl);
-    const char *ms = c ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 1), &ml) : NULL;
-    const char *r = ms ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 2), &tl) : NULL;
-    if (r) cls = c, msg = ms, trace = r;
-    else cl = 6, ml = 13, tl = 0;
-  }
-  PyErr_Clear();
-  size_t cap = 4096 + (size_t)ml + (size_t)tl;
+  wire_str cls, msg, trace;
+  PyObject *hold;
+  sp_take_exception(&cls, &msg, &trace, &hold);
+  size_t cap = 4096 + msg.len + trace.len;
   void *buf = PyMem_Malloc(cap);
   if (buf) {
-    size_t n = suiro_error_encode(buf, cap, (wire_str){ cls, (size_t)cl }, (wire_str){ msg, (size_t)ml },
-                                  (wire_str){ trace, (size_t)tl }, (int64_t)i);
+    size_t n = suiro_error_encode(buf, cap, cls, msg, trace, (int64_t)i);
     suiro_map_fail(m, i, buf, n);
     PyMem_Free(buf);
   } else {
     suiro_map_fail(m, i, "out of memory", 13);
   }
-  Py_XDECREF(d);
-  Py_XDECREF(t);
-  Py_XDECREF(v);
-  Py_XDECREF(tb);
+  Py_XDECREF(hold);
 }
 
 int sp_run_map(const void *arg, size_t len, suiro_out *out) {

@@ -169,6 +169,7 @@ int sp_template(PyObject *spec, suiro_template *t); /* 0, or -1 with ValueError 
 int sp_run_map(const void *arg, size_t len, suiro_out *out); /* worker: a map runner task */
 int sp_exec_task(const void *arg, size_t len, suiro_out *out); /* worker: one binding task */
 int sp_error_out(suiro_out *out, PyObject *exc_info_unused, int64_t index); /* current exception -> ERROR */
+void sp_take_exception(wire_str *cls, wire_str *msg, wire_str *trace, PyObject **hold); /* worker.c */
 PyObject *sp_current_pool(void);   /* suiro.current_pool(): borrowed worker handle (new ref) */
 extern int sp_in_worker;
 
