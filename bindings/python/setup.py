@@ -8,6 +8,7 @@ modules it runs, copied into the package) come from ../../lua either way.
 import glob
 import os
 import shutil
+import subprocess
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
@@ -65,10 +66,10 @@ extra_objects = []
 libsuiro = os.environ.get("SUIRO_LIBSUIRO")
 if libsuiro:
     extra_objects.append(libsuiro)
-else:  # the engine compiled in; its private headers travel with its sources (no include path)
-    engine = os.path.join(ROOT, "engine", "src")
-    vendor(sorted(glob.glob(os.path.join(engine, "*.h"))), "engine")
-    sources += vendor(sorted(glob.glob(os.path.join(engine, "*.c"))), "engine")
+else:  # the engine compiled in, as standalone sources (its private headers expanded in place)
+    dst = os.path.join(HERE, "build", "vendor", "engine")
+    subprocess.run(["sh", os.path.join(ROOT, "engine", "standalone.sh"), dst], check=True)
+    sources += [os.path.relpath(p, HERE) for p in sorted(glob.glob(os.path.join(dst, "*.c")))]
 
 ext = Extension(
     "suiro._core",
