@@ -49,41 +49,17 @@ static const char key_xpool, key_xtask, key_xmap;
 
 /* ---- state ----------------------------------------------------------------------------------- */
 
-typedef struct keyset { /* content keys sent to one host (open addressing, 0 = empty) */
-  uint64_t *k;
-  size_t n, cap;
-} keyset;
-
-static int keyset_add(keyset *s, uint64_t key) { /* 1 when new */
-  if ((s->n + 1) * 2 > s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    uint64_t *k = calloc(cap, sizeof *k);
-    if (!k) return 1; /* send it again rather than fail */
-    for (size_t i = 0; i < s->cap; i++)
-      if (s->k[i]) {
-        size_t j = (size_t)(s->k[i] * 0x9e3779b97f4a7c15ull) & (cap - 1);
-        while (k[j]) j = (j + 1) & (cap - 1);
-        k[j] = s->k[i];
-      }
-    free(s->k);
-    s->k = k;
-    s->cap = cap;
-  }
-  size_t j = (size_t)(key * 0x9e3779b97f4a7c15ull) & (s->cap - 1);
-  while (s->k[j]) {
-    if (s->k[j] == key) return 0;
-    j = (j + 1) & (s->cap - 1);
-  }
-  s->k[j] = key;
-  s->n++;
-  return 1;
+/* 1 when key is new to s (or cannot be remembered: then it is sent again rather than fail). */
+static int keyset_add(suiro_keyidx *s, uint64_t key) {
+  size_t before = s->n;
+  return suiro_keyidx_add(s, key) < 0 || s->n > before;
 }
 
 typedef struct xhost {
   int up;              /* 1 started, -1 failed, 0 waiting for POOL_UP */
   int workers;
   char err[512];
-  keyset funcs;        /* content keys whose code this host's pool has */
+  suiro_keyidx funcs;  /* content keys whose code this host's pool has */
 } xhost;
 
 typedef struct xpool {

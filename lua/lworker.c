@@ -42,37 +42,27 @@ typedef struct proto {
   int bc_ref;       /* registry reference of the bytecode (for fresh closures) */
 } proto;
 
-static proto *protos;
-static size_t nprotos, protos_cap; /* open addressing, power-of-two capacity */
+static proto *protos;          /* at their index in proto_keys */
+static size_t protos_cap;
+static suiro_keyidx proto_keys;
 
 static proto *proto_find(uint64_t key) {
-  if (!protos_cap) return NULL;
-  for (size_t i = key & (protos_cap - 1);; i = (i + 1) & (protos_cap - 1)) {
-    if (protos[i].key == key) return &protos[i];
-    if (protos[i].key == 0) return NULL;
-  }
+  ptrdiff_t i = suiro_keyidx_find(&proto_keys, key);
+  return i < 0 ? NULL : &protos[i];
 }
 
 static proto *proto_insert(lua_State *L, uint64_t key) {
-  if ((nprotos + 1) * 2 > protos_cap) {
+  if (proto_keys.n == protos_cap) {
     size_t cap = protos_cap ? protos_cap * 2 : 64;
-    proto *t = calloc(cap, sizeof *t);
+    proto *t = realloc(protos, cap * sizeof *t);
     if (!t) luaL_error(L, "out of memory");
-    for (size_t i = 0; i < protos_cap; i++) {
-      if (!protos[i].key) continue;
-      size_t j = protos[i].key & (cap - 1);
-      while (t[j].key) j = (j + 1) & (cap - 1);
-      t[j] = protos[i];
-    }
-    free(protos);
     protos = t;
     protos_cap = cap;
   }
-  size_t j = key & (protos_cap - 1);
-  while (protos[j].key) j = (j + 1) & (protos_cap - 1);
-  protos[j].key = key;
-  nprotos++;
-  return &protos[j];
+  ptrdiff_t i = suiro_keyidx_add(&proto_keys, key);
+  if (i < 0) luaL_error(L, "out of memory");
+  protos[i] = (proto){ .key = key };
+  return &protos[i];
 }
 
 /* The cache entry for prototype `key`, loading its blob from the pool on first sight. */

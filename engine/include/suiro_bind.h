@@ -99,6 +99,20 @@ suiro_status suiro_fn_publish(suiro_pool *p, uint64_t key, const void *code, siz
 /* Worker: the code stored under key (a malloc'd copy: free it). PEER_GONE when none is stored. */
 suiro_status suiro_fn_fetch(suiro_pool *p, uint64_t key, void **code, size_t *len);
 
+/* A key index: nonzero 64-bit keys (function keys), each given the dense index 0, 1, 2, ... in the
+ * order they were added, so a face keeps what it caches per key in an array of its own. Zero it to
+ * start; not thread-safe (one per thread or process, like the caches it serves). */
+typedef struct suiro_keyidx {
+  uint64_t *keys; /* open addressing, 0 = empty */
+  uint32_t *idx;
+  size_t n, cap;
+} suiro_keyidx;
+/* The index of key, or -1 when absent. */
+ptrdiff_t suiro_keyidx_find(const suiro_keyidx *t, uint64_t key);
+/* The index of key, added (as index n) when absent; -1 when key is 0 or memory runs out. */
+ptrdiff_t suiro_keyidx_add(suiro_keyidx *t, uint64_t key);
+void suiro_keyidx_free(suiro_keyidx *t);
+
 /* ---------------------------------------------------------------------------------------------
  * 4. Zero-copy references (docs/zero-copy.md)
  *

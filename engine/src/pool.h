@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "buf.h"
+#include "suiro_bind.h"
 #include "internal.h"
 #include "park.h"
 #include "region.h"
@@ -152,8 +153,7 @@ struct suiro_pool {
   uint32_t nreleased;
   uint64_t tail;           /* producer position in own queue */
   struct suiro_map *maps;  /* maps created on this handle and not freed (map.c): a stop orphans them */
-  uint64_t *fn_keys;       /* function keys this handle published (func.c): open addressing */
-  uint32_t fn_cap, fn_count;
+  suiro_keyidx fn_published; /* function keys this handle published (func.c) */
   spin_adapt collect_spin;
   /* result staging for collect */
   unsigned char *scratch;

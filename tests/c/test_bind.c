@@ -196,6 +196,23 @@ TEST(functions_publish_once_and_fetch_anywhere) {
   CHECK_OK(suiro_pool_stop(p, 5));
 }
 
+TEST(key_index_gives_dense_indices) {
+  suiro_keyidx t = { 0 };
+  CHECK_EQ(suiro_keyidx_find(&t, 42), -1);
+  CHECK_EQ(suiro_keyidx_add(&t, 0), -1); /* 0 is never a key */
+  for (uint64_t i = 0; i < 5000; i++) /* keys that share low bits, through several growths */
+    CHECK_EQ(suiro_keyidx_add(&t, (i + 1) << 20), (ptrdiff_t)i);
+  CHECK_EQ(t.n, 5000);
+  CHECK_EQ(suiro_keyidx_add(&t, 7ull << 20), 6); /* present: its index, nothing added */
+  CHECK_EQ(t.n, 5000);
+  for (uint64_t i = 0; i < 5000; i++) CHECK_EQ(suiro_keyidx_find(&t, (i + 1) << 20), (ptrdiff_t)i);
+  CHECK_EQ(suiro_keyidx_find(&t, 5001ull << 20), -1);
+  CHECK_EQ(suiro_keyidx_find(&t, 1), -1);
+  suiro_keyidx_free(&t);
+  CHECK(t.n == 0 && t.cap == 0 && t.keys == NULL);
+  CHECK_EQ(suiro_keyidx_find(&t, 1ull << 20), -1);
+}
+
 /* ---- cells ------------------------------------------------------------------------------------ */
 
 TEST(cells_follow_the_range_rules) {

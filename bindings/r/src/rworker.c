@@ -92,20 +92,13 @@ static void note_clear(void) {
 
 /* ---- the code cache: key -> closure (with the global environment) or expression ------------- */
 
-typedef struct code_ent {
-  uint64_t key;
-  SEXP obj; /* preserved */
-} code_ent;
-static code_ent *codes;
-static size_t ncodes, codes_cap;
+static SEXP *codes; /* preserved, at their index in code_keys */
+static size_t codes_cap;
+static suiro_keyidx code_keys;
 
 static SEXP code_get(uint64_t key) {
-  if (codes_cap) {
-    for (size_t i = key & (codes_cap - 1);; i = (i + 1) & (codes_cap - 1)) {
-      if (codes[i].key == key) return codes[i].obj;
-      if (!codes[i].key) break;
-    }
-  }
+  ptrdiff_t have = suiro_keyidx_find(&code_keys, key);
+  if (have >= 0) return codes[have];
   suiro_pool *p = suiro_current_pool();
   void *blob = NULL;
   size_t len = 0;
@@ -115,26 +108,17 @@ static SEXP code_get(uint64_t key) {
   memcpy(RAW(raw), blob, len);
   free(blob);
   SEXP obj = PROTECT(rs_unserialize(raw));
-  if ((ncodes + 1) * 2 > codes_cap) {
+  if (code_keys.n == codes_cap) {
     size_t cap = codes_cap ? codes_cap * 2 : 64;
-    code_ent *t = calloc(cap, sizeof *t);
+    SEXP *t = realloc(codes, cap * sizeof *t);
     if (!t) Rf_error("out of memory");
-    for (size_t i = 0; i < codes_cap; i++) {
-      if (!codes[i].key) continue;
-      size_t j = codes[i].key & (cap - 1);
-      while (t[j].key) j = (j + 1) & (cap - 1);
-      t[j] = codes[i];
-    }
-    free(codes);
     codes = t;
     codes_cap = cap;
   }
-  size_t j = key & (codes_cap - 1);
-  while (codes[j].key) j = (j + 1) & (codes_cap - 1);
+  ptrdiff_t i = suiro_keyidx_add(&code_keys, key);
+  if (i < 0) Rf_error("out of memory");
   R_PreserveObject(obj);
-  codes[j].key = key;
-  codes[j].obj = obj;
-  ncodes++;
+  codes[i] = obj;
   UNPROTECT(2);
   return obj;
 }
