@@ -254,26 +254,31 @@ def test_nothing_left_in_dev_shm():
     assert [n for n in os.listdir("/dev/shm") if n.startswith(prefix)] == []
 
 
-def test_ctrl_c_interrupts_collect():
+def _interrupted(setup, call):
+    """Runs setup, then call with a SIGINT 0.3 s later, in a child process: (word, seconds)."""
     import subprocess
     import sys
 
     code = ("import sys; sys.path[:0] = %r\n"
             "import os, signal, threading, time, suiro\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it\n"
-            "p = suiro.pool(workers=1)\n"
-            "t = p.submit(time.sleep, 30)\n"
+            "%s\n"
             "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
             "t0 = time.monotonic()\n"
             "try:\n"
-            "    t.collect()\n"
+            "    %s\n"
             "except KeyboardInterrupt:\n"
             "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
-            "p.stop(timeout=1)\n" % (sys.path[:3],))
+            "p.stop(timeout=1)\n" % (sys.path[:3], setup, call))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     word, took = out.stdout.split()
-    assert word == "interrupted" and 0.25 < float(took) < 3.0
+    return word, float(took)
+
+
+def test_ctrl_c_interrupts_collect():
+    word, took = _interrupted("p = suiro.pool(workers=1)\nt = p.submit(time.sleep, 30)", "t.collect()")
+    assert word == "interrupted" and 0.25 < took < 3.0
 
 
 def test_explicit_python_launcher():
@@ -324,22 +329,7 @@ def test_large_values_spill_and_come_back(pool):
 
 
 def test_ctrl_c_interrupts_a_submit_waiting_for_queue_room():
-    import subprocess
-    import sys
-
-    code = ("import sys; sys.path[:0] = %r\n"
-            "import os, signal, threading, time, suiro\n"
-            "signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it\n"
-            "p = suiro.pool(workers=1, ring_cap=2)\n"
-            "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue\n"
-            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
-            "t0 = time.monotonic()\n"
-            "try:\n"
-            "    p.submit(abs, 1)\n"
-            "except KeyboardInterrupt:\n"
-            "    print('interrupted %%.2f' %% (time.monotonic() - t0))\n"
-            "p.stop(timeout=1)\n" % (sys.path[:3],))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    word, took = out.stdout.split()
-    assert word == "interrupted" and 0.25 < float(took) < 3.0
+    word, took = _interrupted("p = suiro.pool(workers=1, ring_cap=2)\n"
+                              "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue",
+                              "p.submit(abs, 1)")
+    assert word == "interrupted" and 0.25 < took < 3.0
