@@ -499,20 +499,32 @@ static void *watch_host(void *arg) {
   return NULL;
 }
 
+/* 0: watching; 1: the host is already gone; -1: the watch thread could not start (errno set).
+ * The thread runs on the default stack size: glibc carves the process's static TLS out of a
+ * thread's stack, and an interpreter that loaded many libraries (R) needs more than a small
+ * fixed size would leave. */
 static int start_host_watch(pool_hdr *h, int by_pipe) {
   int fd = by_pipe ? -1 : (int)syscall(SYS_pidfd_open, h->host_pid, 0);
-  if (fd < 0 && !by_pipe && errno != ENOSYS && errno != EPERM) return -1; /* ESRCH: host gone */
-  if (suiro_proc_start(h->host_pid) != h->host_start) return -1; /* pid reused: host gone */
+  if (fd < 0 && !by_pipe && errno == ESRCH) return 1;
+  if (fd < 0 && !by_pipe && errno != ENOSYS && errno != EPERM) return -1;
+  if (suiro_proc_start(h->host_pid) != h->host_start) { /* pid reused: host gone */
+    if (fd >= 0) close(fd);
+    return 1;
+  }
   watched_pid = h->host_pid;
   watched_start = h->host_start;
   pthread_t th;
   pthread_attr_t a;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 64 * 1024);
   int rc = pthread_create(&th, &a, watch_host, (void *)(intptr_t)fd);
   pthread_attr_destroy(&a);
-  return rc == 0 ? 0 : -1;
+  if (rc != 0) {
+    if (fd >= 0) close(fd);
+    errno = rc;
+    return -1;
+  }
+  return 0;
 }
 
 const char *suiro_worker_token(int argc, char **argv) {
@@ -575,7 +587,12 @@ int suiro_worker_run(const char *token) {
   }
   /* The death pipe stays with this process alone: what it starts must not keep it open. */
   if (death_fd >= 0) fcntl(death_fd, F_SETFD, FD_CLOEXEC);
-  if (start_host_watch(h, death_fd >= 0) != 0) return 0; /* host already gone */
+  int watch = start_host_watch(h, death_fd >= 0);
+  if (watch == 1) return 0; /* host already gone: nobody to tell */
+  if (watch < 0) {
+    fprintf(stderr, "suiro worker: cannot watch host %d: %s\n", (int)h->host_pid, strerror(errno));
+    return 2;
+  }
   pool_install_buf_env();
   buf_set_worker(name, h->host_pid, h->host_start);
   st_rlx(&me->pid, (int32_t)getpid());
