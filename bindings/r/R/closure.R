@@ -3,7 +3,8 @@
 # functions and functions of the global environment take nothing: workers have their own.
 
 free_variables <- function(fn) {
-  if (!requireNamespace("codetools", quietly = TRUE)) return(NULL) # take every variable
+  # codetools is in Imports but not imported: its namespace loads on first use, not in every
+  # worker at start
   tryCatch(codetools::findGlobals(fn, merge = TRUE), error = function(e) NULL)
 }
 
