@@ -1,62 +1,43 @@
 # Promises: as.promise(task), as.promise(map), promises::then(task, ...). A watcher thread sleeps
-# on the pool's eventfd and schedules .suiro_async_dispatch on later's loop when results land
-# (src/rasync.c); no polling.
-
-async_registry <- new.env(parent = emptyenv())
-async_stats <- new.env(parent = emptyenv())
-async_stats$dispatches <- 0
+# on the pool's eventfd and, when results land, one callback on later's loop picks the promises
+# whose task or map is done (src/rasync.c) and settles them here; no polling. A promise whose
+# pool stops is rejected (a suiro_error_closed condition), and one made for a task that was
+# collected already is rejected at once (its value was taken).
 
 as.promise.suiro_task <- function(x) {
   if (!requireNamespace("promises", quietly = TRUE) || !requireNamespace("later", quietly = TRUE))
     stop("as.promise: install the promises and later packages", call. = FALSE)
   pool <- .Call(C_task_pool, x)
-  promises::promise(function(resolve, reject) async_register(pool, x, resolve, reject))
+  promises::promise(function(resolve, reject) .Call(C_async_add, pool, x, resolve, reject))
 }
 
 as.promise.suiro_map <- function(x) {
   if (!requireNamespace("promises", quietly = TRUE) || !requireNamespace("later", quietly = TRUE))
     stop("as.promise: install the promises and later packages", call. = FALSE)
   pool <- .Call(C_map_pool, x)
-  promises::promise(function(resolve, reject) async_register(pool, x, resolve, reject))
+  promises::promise(function(resolve, reject) .Call(C_async_add, pool, x, resolve, reject))
 }
 
-async_register <- function(pool, x, resolve, reject) {
-  key <- pool_key(pool)
-  entry <- async_registry[[key]] %||% list(pool = pool, waiting = list())
-  entry$waiting[[length(entry$waiting) + 1L]] <- list(x = x, resolve = resolve, reject = reject)
-  async_registry[[key]] <- entry
-  .Call(C_async_watch, pool)
-  later::later(function() .suiro_async_dispatch(pool), 0) # results that landed before the watch
-  invisible()
+# Callbacks run and promises settled so far (the tests check that waiting costs no wake-ups).
+async_counts <- function() .Call(C_async_counts)
+
+closed_condition <- function(x, sentinel) {
+  what <- if (inherits(x, "suiro_map")) "map" else "task"
+  msg <- if (inherits(sentinel, "suiro_closed")) sprintf("the %s's pool stopped before its result was collected", what)
+         else sprintf("the %s cannot be collected (%s)", what, class(sentinel)[1])
+  structure(class = c("suiro_error_closed", "suiro_error", "error", "condition"),
+            list(message = msg, call = NULL))
 }
 
-pool_key <- function(pool) format(.Call(C_pool_addr, pool))
-
-# Settles the promises whose task or map is done (called on later's loop).
-.suiro_async_dispatch <- function(pool) {
-  async_stats$dispatches <- async_stats$dispatches + 1
-  key <- pool_key(pool)
-  entry <- async_registry[[key]]
-  if (is.null(entry)) return(invisible())
-  left <- list()
-  for (w in entry$waiting) {
-    if (!suiro_ready(w$x)) {
-      left[[length(left) + 1L]] <- w
-      next
-    }
-    res <- tryCatch(list(ok = TRUE, value = suiro_collect(w$x, timeout = 0)),
+# Settles the promises of entries list(x, resolve, reject) whose task or map is done (called by
+# src/rasync.c on later's loop).
+.suiro_async_settle <- function(ready) {
+  for (w in ready) {
+    x <- w[[1L]]
+    res <- tryCatch(list(ok = TRUE, value = suiro_collect(x, timeout = 0)),
                     error = function(e) list(ok = FALSE, value = e))
-    if (res$ok) w$resolve(res$value) else w$reject(res$value)
-  }
-  if (length(left)) {
-    entry$waiting <- left
-    async_registry[[key]] <- entry
-    # maps finish through their runners' results, which wake the watcher too; a map still
-    # finishing its last range is looked at again shortly
-    if (any(vapply(left, function(w) inherits(w$x, "suiro_map"), TRUE)))
-      later::later(function() .suiro_async_dispatch(pool), 0.005)
-  } else {
-    rm(list = key, envir = async_registry)
+    if (res$ok && suiro_is_sentinel(res$value)) res <- list(ok = FALSE, value = closed_condition(x, res$value))
+    if (res$ok) w[[2L]](res$value) else w[[3L]](res$value)
   }
   invisible()
 }

@@ -9,7 +9,8 @@ void rs_func_init(void);
 void rs_worker_init(void);
 void rs_map_init(void);
 
-SEXP C_async_watch(SEXP pool);
+SEXP C_async_add(SEXP pool, SEXP x, SEXP resolve, SEXP reject);
+SEXP C_async_counts(void);
 SEXP C_wire_encode(SEXP x, SEXP rich);
 SEXP C_wire_decode(SEXP raw, SEXP describe);
 SEXP C_embed_set_dir(SEXP dir);
@@ -63,7 +64,8 @@ SEXP C_worker_slot(void);
 
 #define CALLDEF(name, n) { #name, (DL_FUNC)(void (*)(void))&name, n }
 static const R_CallMethodDef calls[] = {
-  CALLDEF(C_async_watch, 1),
+  CALLDEF(C_async_add, 4),
+  CALLDEF(C_async_counts, 0),
   CALLDEF(C_wire_encode, 2),
   CALLDEF(C_wire_decode, 2),
   CALLDEF(C_embed_set_dir, 1),

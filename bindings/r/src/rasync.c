@@ -2,18 +2,29 @@
  * rasync.c — promises without polling: a watcher thread per pool sleeps on the pool's eventfd
  * (suiro_pool_eventfd) and, when results land, schedules one callback on R's main thread through
  * later's C entry point (execLaterNative2; later 1.3.0 has no later_fd). The callback
- * acknowledges the event and lets R settle the promises whose tasks are ready
- * (R/async.R: .suiro_async_dispatch); a burst of completions is one wake-up.
+ * acknowledges the event, finds every pending promise whose task or map is done in one pass over
+ * the pool's pending list (here, in C) and hands just those to R (R/async.R:
+ * .suiro_async_settle), which collects each and resolves or rejects its promise. A burst of
+ * completions is one wake-up, and a wake-up costs one cheap readiness check per pending promise
+ * plus the settling of the ready ones: 2,000 task promises settle in a few wake-ups.
+ *
+ * A promise registered for a task that is already done (or collected already, or whose pool
+ * stopped) gets one "kick" callback (one per burst of registrations); otherwise the next event
+ * settles it. When the pool stops, every pending promise is settled from a callback: collecting
+ * then gives the closed sentinel, which R turns into a rejection.
  *
  * Threads and ownership:
  *   - The watcher thread only polls file descriptors and calls execLaterNative2 (thread-safe by
  *     later's contract). It never touches R or the engine's pool handle.
- *   - The main thread (the callback, rs_async_stop) acknowledges events, runs R code and frees.
+ *   - The main thread (callbacks, C_async_add, rs_async_stop) acknowledges events, owns the
+ *     pending list (`pending`, `npending`, `kicked`), runs R code and frees.
  *   - Hand-over: after scheduling a callback the thread waits on `ack` (an eventfd) until the
- *     callback has re-armed the pool's eventfd, so it never schedules twice for one event.
- *   - The watch record is shared by the thread and at most one pending callback: `refs` counts
- *     them (atomic); whoever drops it to zero frees it. `stopped` (atomic) tells a late callback
- *     that the pool is gone.
+ *     callback has re-armed the pool's eventfd, so it never schedules twice for one event. The
+ *     callback re-arms (suiro_pool_event_ack) before it checks readiness, so a result that lands
+ *     after the check writes the eventfd again: no completion is missed.
+ *   - The watch record is shared by the thread and the callbacks pending on later's queue: `refs`
+ *     counts them and the pool (atomic); whoever drops it to zero frees it. `stopped` (atomic)
+ *     tells a late callback that the pool is gone.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +40,9 @@
 typedef void (*later_fn)(void (*)(void *), void *, double, int);
 static later_fn later_native;
 
+/* Counters for the tests (main thread only): callbacks run, promises settled. */
+static double n_wakeups, n_settled;
+
 typedef struct rwatch {
   pthread_t th;
   int evfd;          /* the pool's eventfd (owned by the engine) */
@@ -37,31 +51,97 @@ typedef struct rwatch {
   atomic_int refs;
   atomic_int stopped;
   rpool *rp;         /* main thread only */
-  SEXP pool;         /* the pool object, for the R dispatcher (not owned: the registry keeps it) */
+  SEXP pending;      /* main thread only: VECSXP of list(x, resolve, reject) (preserved), or NULL */
+  R_xlen_t npending; /* entries in use (the first ones) */
+  int kicked;        /* a kick callback is scheduled */
 } rwatch;
+
+int rs_task_settled(SEXP x); /* rpool.c: 1 when collecting it now would not wait */
+int rs_map_settled(SEXP x);  /* rmap.c: the same for a map */
+
+static int entry_settled(SEXP e) {
+  SEXP x = VECTOR_ELT(e, 0);
+  return Rf_inherits(x, "suiro_map") ? rs_map_settled(x) : rs_task_settled(x);
+}
 
 static void watch_unref(rwatch *w) {
   if (atomic_fetch_sub(&w->refs, 1) == 1) {
     close(w->ack);
     close(w->stopfd);
+    if (w->pending) R_ReleaseObject(w->pending);
     free(w);
   }
 }
 
-static void on_results(void *p) { /* main thread, from later's loop */
+/* Hands a list of entries to R, which collects each and settles its promise. */
+static void settle_entries(SEXP ready) {
+  if (!XLENGTH(ready)) return;
+  n_settled += (double)XLENGTH(ready);
+  SEXP fn = PROTECT(rs_call_fn("suiro", ".suiro_async_settle"));
+  SEXP call = PROTECT(Rf_lang2(fn, ready));
+  int err = 0;
+  R_tryEvalSilent(call, R_GlobalEnv, &err);
+  UNPROTECT(2);
+}
+
+/* One pass over the pending list: the entries that settle now leave it (order kept). */
+static void settle_ready(rwatch *w) {
+  if (!w->pending || !w->npending) return;
+  R_xlen_t n = w->npending, k = 0;
+  char *flag = R_alloc((size_t)n, 1);
+  for (R_xlen_t i = 0; i < n; i++) k += flag[i] = (char)entry_settled(VECTOR_ELT(w->pending, i));
+  if (!k) return;
+  SEXP ready = PROTECT(Rf_allocVector(VECSXP, k));
+  R_xlen_t r = 0, keep = 0;
+  for (R_xlen_t i = 0; i < n; i++) {
+    SEXP e = VECTOR_ELT(w->pending, i);
+    if (flag[i]) SET_VECTOR_ELT(ready, r++, e);
+    else SET_VECTOR_ELT(w->pending, keep++, e);
+  }
+  for (R_xlen_t i = keep; i < n; i++) SET_VECTOR_ELT(w->pending, i, R_NilValue);
+  w->npending = keep;
+  settle_entries(ready);
+  UNPROTECT(1);
+}
+
+static void on_results(void *p) { /* main thread, from later's loop: the eventfd fired */
   rwatch *w = p;
   if (!atomic_load(&w->stopped) && w->rp && w->rp->p) {
+    n_wakeups++;
     suiro_pool_event_ack(w->rp->p);
-    SEXP fn = PROTECT(rs_call_fn("suiro", ".suiro_async_dispatch"));
-    SEXP call = PROTECT(Rf_lang2(fn, w->pool));
-    int err = 0;
-    R_tryEvalSilent(call, R_GlobalEnv, &err);
-    UNPROTECT(2);
+    const void *vmax = vmaxget();
+    settle_ready(w);
+    vmaxset(vmax);
     uint64_t one = 1;
     if (write(w->ack, &one, sizeof one) < 0) { /* cannot happen with an eventfd below 2^64 - 1 */
     }
   }
   watch_unref(w);
+}
+
+static void on_kick(void *p) { /* main thread: promises registered for tasks already done */
+  rwatch *w = p;
+  w->kicked = 0;
+  if (!atomic_load(&w->stopped) && w->rp && w->rp->p) {
+    n_wakeups++;
+    const void *vmax = vmaxget();
+    settle_ready(w);
+    vmaxset(vmax);
+  }
+  watch_unref(w);
+}
+
+/* The promises pending when their pool stopped, settled from later's loop. */
+typedef struct stopped_batch {
+  SEXP list; /* preserved */
+} stopped_batch;
+
+static void on_stopped(void *p) {
+  stopped_batch *b = p;
+  n_wakeups++;
+  settle_entries(b->list);
+  R_ReleaseObject(b->list);
+  free(b);
 }
 
 static void *watch_main(void *p) {
@@ -89,10 +169,10 @@ static void *watch_main(void *p) {
   return NULL;
 }
 
-/* .Call(C_async_watch, pool): starts the pool's watcher (once). */
-SEXP C_async_watch(SEXP pool) {
+/* Starts the pool's watcher (once). */
+static rwatch *watch_start(SEXP pool) {
   rpool *rp = rs_pool_of(pool, "as.promise", 1);
-  if (rp->watch) return Rf_ScalarLogical(1);
+  if (rp->watch) return rp->watch;
   if (!rp->owner) Rf_error("as.promise: promises need a host's pool (inside a worker, collect instead)");
   if (!later_native) {
     later_native = (later_fn)R_GetCCallable("later", "execLaterNative2");
@@ -100,11 +180,10 @@ SEXP C_async_watch(SEXP pool) {
   }
   rwatch *w = calloc(1, sizeof *w);
   if (!w) Rf_error("as.promise: out of memory");
-  w->evfd = suiro_pool_eventfd(rp->p);
+  w->evfd = suiro_pool_eventfd(rp->p); /* arms it: results from now on write it */
   w->ack = eventfd(0, EFD_CLOEXEC);
   w->stopfd = eventfd(0, EFD_CLOEXEC);
   w->rp = rp;
-  w->pool = pool;
   atomic_init(&w->refs, 2); /* the thread and the pool */
   if (w->evfd < 0 || w->ack < 0 || w->stopfd < 0 || pthread_create(&w->th, NULL, watch_main, w) != 0) {
     if (w->ack >= 0) close(w->ack);
@@ -113,10 +192,53 @@ SEXP C_async_watch(SEXP pool) {
     Rf_error("as.promise: cannot start the event watcher");
   }
   rp->watch = w;
-  return Rf_ScalarLogical(1);
+  return w;
 }
 
-/* Called before the pool stops (main thread). */
+/* .Call(C_async_add, pool, x, resolve, reject): x (a task or map of pool) settles its promise
+ * through resolve/reject once it is done. */
+SEXP C_async_add(SEXP pool, SEXP x, SEXP resolve, SEXP reject) {
+  if (!Rf_isFunction(resolve) || !Rf_isFunction(reject)) Rf_error("as.promise: resolve and reject must be functions");
+  rwatch *w = watch_start(pool);
+  SEXP e = PROTECT(Rf_allocVector(VECSXP, 3));
+  SET_VECTOR_ELT(e, 0, x);
+  SET_VECTOR_ELT(e, 1, resolve);
+  SET_VECTOR_ELT(e, 2, reject);
+  if (!w->pending || w->npending == XLENGTH(w->pending)) { /* grow by doubling: adds stay O(1) */
+    R_xlen_t cap = w->pending ? 2 * XLENGTH(w->pending) : 16;
+    SEXP np = PROTECT(Rf_allocVector(VECSXP, cap));
+    for (R_xlen_t i = 0; i < w->npending; i++) SET_VECTOR_ELT(np, i, VECTOR_ELT(w->pending, i));
+    R_PreserveObject(np);
+    if (w->pending) R_ReleaseObject(w->pending);
+    w->pending = np;
+    UNPROTECT(1);
+  }
+  SET_VECTOR_ELT(w->pending, w->npending++, e);
+  /* done already (before the watch was armed, or collected): no event will come for it */
+  if (!w->kicked && entry_settled(e)) {
+    w->kicked = 1;
+    atomic_fetch_add(&w->refs, 1);
+    later_native(on_kick, w, 0, 0);
+  }
+  UNPROTECT(1);
+  return R_NilValue;
+}
+
+/* .Call(C_async_counts): callbacks run and promises settled so far (for the tests). */
+SEXP C_async_counts(void) {
+  SEXP v = PROTECT(Rf_allocVector(REALSXP, 2));
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
+  REAL(v)[0] = n_wakeups;
+  REAL(v)[1] = n_settled;
+  SET_STRING_ELT(nm, 0, Rf_mkChar("wakeups"));
+  SET_STRING_ELT(nm, 1, Rf_mkChar("settled"));
+  Rf_setAttrib(v, R_NamesSymbol, nm);
+  UNPROTECT(2);
+  return v;
+}
+
+/* Called before the pool stops (main thread): the thread ends, and the promises still pending
+ * settle from a callback (rejected: their pool stopped). */
 void rs_async_stop(rpool *rp) {
   rwatch *w = rp->watch;
   if (!w) return;
@@ -127,5 +249,17 @@ void rs_async_stop(rpool *rp) {
   if (write(w->stopfd, &one, sizeof one) < 0) {
   }
   pthread_join(w->th, NULL);
+  if (w->pending && w->npending) {
+    stopped_batch *b = malloc(sizeof *b);
+    SEXP list = PROTECT(Rf_allocVector(VECSXP, w->npending));
+    for (R_xlen_t i = 0; i < w->npending; i++) SET_VECTOR_ELT(list, i, VECTOR_ELT(w->pending, i));
+    w->npending = 0;
+    if (b) {
+      R_PreserveObject(list);
+      b->list = list;
+      later_native(on_stopped, b, 0, 0);
+    }
+    UNPROTECT(1);
+  }
   watch_unref(w); /* the pool's reference; a pending callback holds its own */
 }

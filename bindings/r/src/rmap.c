@@ -587,6 +587,14 @@ SEXP C_map_ready(SEXP self) {
   return Rf_ScalarLogical(suiro_map_wait(mp->m, 0) == SUIRO_OK);
 }
 
+/* For promises (rasync.c): 1 when collecting the map now would not wait (done, collected, freed,
+ * never started, or its pool stopped), 0 while it runs. Never signals. */
+int rs_map_settled(SEXP x) {
+  rmap *mp = TYPEOF(x) == EXTPTRSXP ? R_ExternalPtrAddr(x) : NULL;
+  if (!mp || mp->collected || !mp->m || !mp->started || !mp->rp || !mp->rp->p) return 1;
+  return suiro_map_wait(mp->m, 0) != SUIRO_TIMEOUT;
+}
+
 SEXP C_map_info(SEXP self) {
   rmap *mp = map_of(self, "suiro_map");
   SEXP v = PROTECT(Rf_allocVector(VECSXP, 4));

@@ -474,6 +474,14 @@ SEXP C_task_ready(SEXP task) {
   return Rf_ScalarLogical(suiro_task_ready(k->rp->p, k->t) != 0);
 }
 
+/* For promises (rasync.c): 1 when collecting the task now would not wait (ready, collected
+ * already, or its pool stopped), 0 while it is pending. Never signals. */
+int rs_task_settled(SEXP x) {
+  rtask *k = TYPEOF(x) == EXTPTRSXP ? R_ExternalPtrAddr(x) : NULL;
+  if (!k || k->state != 0 || !k->rp || !k->rp->p) return 1;
+  return suiro_task_ready(k->rp->p, k->t) != 0;
+}
+
 SEXP C_task_cancel(SEXP task) {
   rtask *k = task_of(task, "suiro_cancel", 1);
   if (k->state != 0 || !k->rp || !k->rp->p) return Rf_ScalarLogical(0);
