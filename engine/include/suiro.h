@@ -258,6 +258,10 @@ int suiro_out_error_bytes(suiro_out *o, const void *data, size_t n);
 suiro_pool *suiro_current_pool(void);
 /* Inside a worker: its slot, or -1. */
 int suiro_worker_slot(void);
+/* Inside a task: who submitted it, -1 the pool's host, else the slot of the worker that did
+ * (a nested submission; a map runner's submitter is the map's creator); -2 outside a task. Faces
+ * use it to trust language-specific payloads only from processes of their own language. */
+int suiro_task_origin(void);
 /* Inside a task: nonzero when the host asked to cancel it. */
 int suiro_cancelled(void);
 

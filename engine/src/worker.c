@@ -171,9 +171,11 @@ int suiro_out_error_bytes(suiro_out *o, const void *data, size_t n) {
 
 static suiro_pool *current;      /* this worker's handle on its pool (NULL in hosts) */
 static suiro_task running_task;  /* innermost task being run, for suiro_cancelled */
+static int running_origin = -2;  /* its submitter, for suiro_task_origin */
 
 suiro_pool *suiro_current_pool(void) { return current; }
 int suiro_worker_slot(void) { return current ? current->worker_slot : -1; }
+int suiro_task_origin(void) { return current && running_task ? running_origin : -2; }
 
 int suiro_cancelled(void) {
   if (!current || !running_task) return 0;
@@ -302,10 +304,13 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   suiro_out o = { result_data(r), 0, inline_cap, 0, 0, NULL };
   int rc;
   suiro_task outer = running_task;
+  int outer_origin = running_origin;
   running_task = t;
+  running_origin = qi == 0 ? -1 : qi - 1; /* queues are per submitter: 0 the host, 1 + slot */
   if (spill_failed) rc = suiro_out_error(&o, "reading the task's argument failed: %s", spill_err);
   else rc = run_fn(fn, arg, len, &o);
   running_task = outer;
+  running_origin = outer_origin;
   if (arg_heap) free(arg);
   if (arg_buf) suiro_buf_unref(arg_buf);
   if (rc != 0 && !o.error) suiro_out_error(&o, "task function failed (returned %d)", rc);

@@ -64,6 +64,26 @@ NATIVE(checksum) { /* sums the bytes of its argument */
   return suiro_out_write(out, &s, sizeof s);
 }
 
+NATIVE(origin) { /* who submitted this task, and where it runs */
+  int v[2] = { suiro_task_origin(), suiro_worker_slot() };
+  return suiro_out_write(out, v, sizeof v);
+}
+
+NATIVE(nested_origin) { /* the origin a nested task sees, and this worker's slot */
+  suiro_pool *p = suiro_current_pool();
+  suiro_task t;
+  suiro_result r;
+  if (!p || suiro_submit(p, suiro_fn_id("origin"), NULL, 0, &t, -1) != SUIRO_OK ||
+      suiro_collect(p, t, &r, -1) != SUIRO_OK || r.kind != SUIRO_RESULT_VALUE || r.len != 2 * sizeof(int))
+    return suiro_out_error(out, "nested origin failed");
+  int inner[2], v[3];
+  memcpy(inner, r.data, sizeof inner);
+  v[0] = inner[0];
+  v[1] = suiro_worker_slot();
+  v[2] = suiro_task_origin(); /* restored after the nested task */
+  return suiro_out_write(out, v, sizeof v);
+}
+
 /* Submits n nested `add` tasks to its own pool, collects them all, returns the sum. */
 NATIVE(nested_sum) {
   int64_t n;
@@ -624,6 +644,25 @@ TEST(nested_submit_with_one_worker) {
   int64_t d = 6;
   CHECK_OK(suiro_submit(p, suiro_fn_id("tree"), &d, 8, &t, 10));
   CHECK_EQ(collect_i64(p, t), 64);
+  suiro_pool_stop(p, 5);
+}
+
+TEST(task_origin_names_the_submitter) {
+  CHECK_EQ(suiro_task_origin(), -2); /* a host, outside any task */
+  suiro_pool *p = test_pool(2);
+  suiro_task t;
+  suiro_result r;
+  CHECK_OK(suiro_submit(p, suiro_fn_id("origin"), NULL, 0, &t, 10));
+  CHECK_OK(suiro_collect(p, t, &r, 30));
+  int v[3];
+  memcpy(v, r.data, 2 * sizeof(int));
+  CHECK_EQ(v[0], -1); /* the host submitted it */
+  CHECK_OK(suiro_submit(p, suiro_fn_id("nested_origin"), NULL, 0, &t, 10));
+  CHECK_OK(suiro_collect(p, t, &r, 30));
+  CHECK_EQ(r.kind, SUIRO_RESULT_VALUE);
+  memcpy(v, r.data, sizeof v);
+  CHECK_EQ(v[0], v[1]); /* the nested task names the worker that submitted it */
+  CHECK_EQ(v[2], -1);   /* and the outer task's origin is back */
   suiro_pool_stop(p, 5);
 }
 
