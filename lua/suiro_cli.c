@@ -36,7 +36,8 @@ static const char usage[] =
   "  help, --help      show this message\n";
 
 /* Where suiro's Lua sources are: <prefix>/share/suiro/lua for an installed suiro (bin/suiro
- * under prefix), <checkout>/lua for a build (build/bin/suiro). */
+ * under prefix), <tree>/share/lua/5.4 for a LuaRocks tree (bin/suiro of the tree), <checkout>/lua
+ * for a build (build/bin/suiro). */
 static void find_lua_dir(char *out, size_t cap) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -46,7 +47,7 @@ static void find_lua_dir(char *out, size_t cap) {
   char *slash = strrchr(exe, '/');
   if (!slash) return;
   *slash = 0; /* .../bin */
-  static const char *const up[] = { "/../share/suiro/lua", "/../../lua", "/../lua" };
+  static const char *const up[] = { "/../share/suiro/lua", "/../share/lua/5.4", "/../../lua", "/../lua" };
   for (size_t i = 0; i < sizeof up / sizeof *up; i++) {
     char probe[PATH_MAX + 64];
     snprintf(probe, sizeof probe, "%s%s/suiro/init.lua", exe, up[i]);

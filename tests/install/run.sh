@@ -5,7 +5,9 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 prefix="$(mktemp -d /tmp/suiro-install.XXXXXX)"
-trap 'rm -rf "$prefix"' EXIT
+rocktree="$(mktemp -d /tmp/suiro-rock.XXXXXX)"
+away="$(mktemp -d /tmp/suiro-away.XXXXXX)" # a directory outside the checkout
+trap 'rm -rf "$prefix" "$rocktree" "$away"' EXIT
 pass=0
 fail=0
 check() { # name expected-substring command...
@@ -50,5 +52,23 @@ check stock_lua "7" env LUA_PATH="$prefix/share/suiro/lua/?.lua;$prefix/share/su
   'local s = require "suiro"; local p <close> = s.pool { workers = 1 }; print(p:submit(function() return 7 end):collect(10))'
 # the MPI tier: installed next to core.so and found by the installed CLI (scripts/test builds it)
 check mpi_module "$prefix/lib/lua/5.4/suiro/mpi.so" "$prefix/bin/suiro" run - <<<'print(require("suiro.mpi").module_path())'
+# The rock: `luarocks make` of the checkout's rockspec into a temporary tree, then used from a
+# directory outside the checkout with no SUIRO_* variables, as a LuaRocks user would.
+rockspec=$(ls "$root"/suiro-*.rockspec | head -1)
+check rock_make "suiro $(basename "$rockspec" .rockspec | sed 's/^suiro-//') is now installed" \
+  bash -c 'cd "$1" && luarocks --lua-version=5.4 make --tree="$2" "$3"' _ "$root" "$rocktree" "$rockspec"
+rock_env=(env -u SUIRO_WORKER_EXE -u SUIRO_LUA_DIR -u SUIRO_LUA_PATH -u SUIRO_LUA_CPATH -u SUIRO_MPI_SO
+  LUA_PATH="$rocktree/share/lua/5.4/?.lua;$rocktree/share/lua/5.4/?/init.lua;;"
+  LUA_CPATH="$rocktree/lib/lua/5.4/?.so;;")
+check rock_stock_lua "7 $rocktree/bin/suiro" bash -c 'cd "$1" && shift && "$@"' _ "$away" "${rock_env[@]}" lua5.4 -e \
+  'local s = require "suiro"; local p <close> = s.pool { workers = 1 }
+   print(p:submit(function() return 7 end):collect(10) .. " " .. require("suiro.core").worker_exe())'
+check rock_cli "21" bash -c 'cd "$1" && env -u SUIRO_WORKER_EXE -u SUIRO_LUA_DIR -u LUA_PATH -u LUA_CPATH "$2" run - <<<"$3"' _ \
+  "$away" "$rocktree/bin/suiro" 'local s = require "suiro"; local p <close> = s.pool { workers = 2 }
+print(p:submit(function(a, b) return a * b end, 3, 7):collect(10))'
+if [[ -f "$root/build/lib/suiro/mpi.so" ]]; then
+  check rock_mpi_module "$rocktree/lib/lua/5.4/suiro/mpi.so" bash -c 'cd "$1" && "$2" run - <<<"$3"' _ "$away" \
+    "$rocktree/bin/suiro" 'print(require("suiro.mpi").module_path())'
+fi
 echo "install: $pass passed, $fail failed"
 ((fail == 0))
