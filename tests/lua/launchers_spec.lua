@@ -38,3 +38,31 @@ for _, case in ipairs {
     end)
   end)
 end
+
+describe("python workers from Lua find modules", function()
+  -- a module in a directory of its own, reached only through PYTHONPATH (the worker runs
+  -- python3 -I, which ignores PYTHONPATH; the launcher passes it on)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local f = assert(io.open(dir .. "/suiro_pp_probe.py", "w"))
+  f:write("def add1(x):\n    return x + 1\n")
+  f:close()
+  teardown(function() os.execute("rm -rf " .. dir) end)
+
+  it("through the launcher's env PYTHONPATH", function()
+    local pool <close> = suiro.pool { workers = 1, timeout = "30s",
+      launcher = suiro.python { env = { PYTHONPATH = dir } } }
+    assert.are.equal(42, pool:submit("suiro_pp_probe.add1", 41):collect())
+  end)
+
+  it("through the pool's env PYTHONPATH, and say what is missing otherwise", function()
+    local pool <close> = suiro.pool { workers = 1, timeout = "30s", env = { PYTHONPATH = dir },
+      launcher = suiro.python {} }
+    assert.are.equal(42, pool:submit("suiro_pp_probe.add1", 41):collect())
+    local bare <close> = suiro.pool { workers = 1, timeout = "30s", launcher = suiro.python {} }
+    local ok, err = pcall(function() return bare:submit("suiro_pp_probe.add1", 41):collect() end)
+    assert.is_false(ok)
+    assert.matches("suiro_pp_probe", tostring(err))
+  end)
+end)

@@ -15,7 +15,10 @@ def main(argv):
     pkg_parent = os.path.dirname(here)
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
         del sys.path[0]  # never import the package's own modules as top-level ones
-    extra = [p for p in os.environ.get("SUIRO_PYTHONPATH", "").split(os.pathsep) if p]
+    # The host's path (SUIRO_PYTHONPATH), then the PYTHONPATH this worker was given (its pool's or
+    # launcher's env, or the host's environment): -I made Python itself ignore the latter.
+    extra = [p for var in ("SUIRO_PYTHONPATH", "PYTHONPATH")
+             for p in os.environ.get(var, "").split(os.pathsep) if p]
     for p in reversed([pkg_parent] + extra):
         if p not in sys.path:
             sys.path.insert(0, p)
