@@ -1,6 +1,7 @@
 """suiro.open: the Lua face's config scripts, read by the same Lua code (embedded), with the same
 checks and messages; and templates parsed by the one LPeg grammar."""
 
+import collections.abc
 import os
 import subprocess
 
@@ -99,3 +100,25 @@ def test_templates_use_the_lua_grammar():
     with pytest.raises(ValueError, match="column"):
         suiro._core.template("{mean f64}")
     assert suiro._core.duration("1m30s") == 90.0
+
+
+def test_open_is_a_mapping_of_names(tmp_path):
+    # a pool that cannot start: iterating, len, `in` and keys() must not try to start it
+    path = str(tmp_path / "pools.lua")
+    with open(path, "w") as f:
+        f.write('return { good = { workers = 1 }, broken = { workers = 1, launcher = suiro.lua '
+                '{ exe = "/nonexistent/suiro-worker" } } }\n')
+    with suiro.open(path) as pools:
+        assert list(pools) == ["broken", "good"] == pools.names()
+        assert len(pools) == 2 and "good" in pools and "nope" not in pools
+        assert sorted(pools.keys()) == ["broken", "good"]
+        assert isinstance(pools, collections.abc.Mapping)
+        assert pools.get("nope") is None
+        assert pools["good"].submit(suiro.call(source="return 1 + 1")).collect(timeout=10) == 2
+        with pytest.raises(suiro.StartError):
+            pools["broken"]
+
+
+def test_dir_lists_lazy_names():
+    names = dir(suiro)
+    assert "PoolExecutor" in names and "RemoteTraceback" in names and "pool" in names

@@ -65,3 +65,8 @@ def __getattr__(name):
     if name == "RemoteTraceback":  # concurrent.futures.process._RemoteTraceback
         return _errors._remote_traceback_class()
     raise AttributeError("module 'suiro' has no attribute %r" % name)
+
+
+def __dir__():
+    # the lazily imported names (PoolExecutor, RemoteTraceback) are listed too
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,6 @@
 """suiro's Python API: pools, launchers, maps, config scripts."""
 
+import collections.abc as _abc
 import os
 import sys
 
@@ -420,9 +421,10 @@ def current_pool():
     return _core.current_pool()
 
 
-class Pools:
-    """The pools of a config script: created on first use (pools.name or pools["name"]), all
-    stopped by close() or at the end of a with block."""
+class Pools(_abc.Mapping):
+    """The pools of a config script, a read-only mapping of names to pools: each is created on
+    first use (pools.name or pools["name"]); `in`, len(), keys() and iteration give the names
+    without starting anything; all are stopped by close() or at the end of a with block."""
 
     def __init__(self, path, specs):
         self._path = path
@@ -431,6 +433,18 @@ class Pools:
 
     def names(self):
         return sorted(self._specs)
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __len__(self):
+        return len(self._specs)
+
+    def __contains__(self, name):
+        return name in self._specs
+
+    def __repr__(self):
+        return "<suiro.Pools of %s: %s>" % (self._path, ", ".join(self.names()))
 
     def __getitem__(self, name):
         p = self._made.get(name)
