@@ -36,6 +36,7 @@ lbuf *lbuf_push(lua_State *L) {
 }
 
 void lbuf_put(lua_State *L, lbuf *b, const void *data, size_t n) {
+  if (n == 0) return; /* b->p may still be NULL: memcpy must not see it */
   if (n > b->cap - b->len) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap - b->len < n) {

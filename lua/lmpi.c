@@ -31,6 +31,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,10 @@ typedef struct xregion { /* a large value sent to hosts: held open so its bytes 
 
 typedef struct xrange { uint64_t b, e; } xrange;
 
+/* A range as dealt: to whom, and whether its results came (each is accepted once, complete, from
+ * that rank only). Dealt in order, so the list is sorted by b. */
+typedef struct xdealt { uint64_t b, e; int rank, got; } xdealt;
+
 typedef struct xlocal { suiro_map *m; uint64_t b, e; } xlocal;
 
 typedef struct xfail {
@@ -113,6 +118,8 @@ typedef struct xmap {
   int hosts;               /* ranks taking part */
   int stop;
   int listed;              /* in R.maps */
+  xdealt *dealt;           /* [ndealt]: every range dealt, sorted by b */
+  size_t ndealt, capdealt;
   /* results (Lua thread) */
   unsigned char *out;      /* typed cells */
   uint64_t col_off[SUIRO_TEMPLATE_MAX_FIELDS];
@@ -363,9 +370,18 @@ static xmap *listed_map(uint64_t id) {
   return NULL;
 }
 
-/* The next range for a host, guided self-scheduling: a share of what is left, at least the floor. */
-static int deal(xmap *x, uint64_t *b, uint64_t *e) {
+/* The next range for rank `rank`, guided self-scheduling: a share of what is left, at least the
+ * floor. Recorded as dealt to that rank (0 when the record cannot grow: the map stops dealing, and
+ * what was dealt still completes it or fails it). */
+static int deal(xmap *x, int rank, uint64_t *b, uint64_t *e) {
   if (x->stop || x->cursor >= x->n) return 0;
+  if (x->ndealt == x->capdealt) {
+    size_t cap = x->capdealt ? x->capdealt * 2 : 32;
+    xdealt *d = realloc(x->dealt, cap * sizeof *d);
+    if (!d) return 0;
+    x->dealt = d;
+    x->capdealt = cap;
+  }
   uint64_t left = x->n - x->cursor, h2 = 2 * (uint64_t)(x->hosts > 0 ? x->hosts : 1);
   uint64_t c = (left + h2 - 1) / h2;
   if (c < x->min_chunk) c = x->min_chunk;
@@ -373,7 +389,19 @@ static int deal(xmap *x, uint64_t *b, uint64_t *e) {
   *b = x->cursor;
   *e = x->cursor + c;
   x->cursor = *e;
+  x->dealt[x->ndealt++] = (xdealt){ *b, *e, rank, 0 };
   return 1;
+}
+
+/* The range dealt that starts at b, or NULL (under comm_lock). */
+static xdealt *dealt_at(xmap *x, uint64_t b) {
+  size_t lo = 0, hi = x->ndealt;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (x->dealt[mid].b < b) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < x->ndealt && x->dealt[lo].b == b ? &x->dealt[lo] : NULL;
 }
 
 /* A CHUNK message with the input of [b, e) (ranges carry nothing: the host computes them). */
@@ -417,7 +445,7 @@ static int intercept(msg *m) {
   comm_lock();
   xmap *x = listed_map(m->h.id);
   uint64_t b, e;
-  msg *r = x && deal(x, &b, &e) ? chunk_msg(x, b, e) : nomore_msg(m->h.id);
+  msg *r = x && deal(x, m->peer, &b, &e) ? chunk_msg(x, b, e) : nomore_msg(m->h.id);
   comm_unlock();
   if (r) comm_send(m->peer, r);
   msg_free(m);
@@ -513,34 +541,88 @@ static void add_range(xmap *x, uint64_t b, uint64_t e) {
   x->ranges[x->nranges++] = (xrange){ b, e };
 }
 
-/* Writes a RESULT message's cells into the map's output (takes m). */
+/* A RESULT that breaks the protocol fails the map, naming the rank and what was wrong. */
+static void reject(xmap *x, const msg *m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reject(xmap *x, const msg *m, const char *fmt, ...) {
+  char why[300], text[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  int n = snprintf(text, sizeof text, "the map's results from host %s (rank %d) for elements %llu..%llu were refused: %s",
+                   host_name(m->peer), m->peer, (unsigned long long)m->h.a + 1, (unsigned long long)m->h.b, why);
+  set_fail(x, SUIRO_RESULT_ERROR, SUIRO_CLASS_REMOTE, strlen(SUIRO_CLASS_REMOTE), text,
+           n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, "", 0, -1, -1, 0);
+  stop_map(x, 1);
+  check_finished(x);
+}
+
+/* The payload bytes a RESULT of n elements must have (typed cells), or 0 for untyped results. */
+static size_t typed_bytes(const xmap *x, uint64_t n) {
+  const suiro_template *t = &x->pw.tpl;
+  if (!x->pw.has_tpl) return 0;
+  if (t->kind != SUIRO_OUT_RECORD) return (size_t)n * lmpi_tpl_elem_bytes(t);
+  size_t bytes = 0;
+  for (int k = 0; k < t->nfields; k++) bytes += align8z((size_t)n * wire_type_size(t->fields[k].type));
+  return bytes;
+}
+
+/* Writes a RESULT message's cells into the map's output (takes m). A range's results are taken
+ * only from the rank it was dealt to, once, and complete; anything else fails the map. */
 static void place(xmap *x, msg *m) {
   uint64_t b = m->h.a, e = m->h.b, n = e - b;
-  if (x->finished || x->fail.kind || e < b || e > x->n) {
+  if (x->finished || x->fail.kind) {
+    msg_free(m);
+    return;
+  }
+  comm_lock();
+  xdealt *d = e > b && e <= x->n ? dealt_at(x, b) : NULL;
+  xdealt seen = d ? *d : (xdealt){ 0, 0, -1, 0 };
+  if (d && d->e == e && d->rank == m->peer && !d->got) d->got = 1;
+  comm_unlock();
+  if (!d || seen.e != e) {
+    reject(x, m, "no range of that extent was dealt");
+    msg_free(m);
+    return;
+  }
+  if (seen.rank != m->peer) {
+    reject(x, m, "that range was dealt to host %s (rank %d)", host_name(seen.rank), seen.rank);
+    msg_free(m);
+    return;
+  }
+  if (seen.got) {
+    reject(x, m, "they came twice");
     msg_free(m);
     return;
   }
   const unsigned char *p = msg_payload(m);
   size_t len = (size_t)m->h.len;
   if (x->pw.has_tpl) {
+    size_t want = typed_bytes(x, n);
+    if (len != want) {
+      reject(x, m, "%zu bytes of cells, not the %zu of %llu elements", len, want, (unsigned long long)n);
+      msg_free(m);
+      return;
+    }
     const suiro_template *t = &x->pw.tpl;
     if (t->kind == SUIRO_OUT_RECORD) {
       size_t at = 0;
       for (int k = 0; k < t->nfields; k++) {
         size_t es = wire_type_size(t->fields[k].type), cb = (size_t)n * es;
-        if (at + cb > len) break;
         memcpy(x->out + x->col_off[k] + (size_t)b * es, p + at, cb);
         at += align8z(cb);
       }
-    } else {
-      size_t eb = lmpi_tpl_elem_bytes(t);
-      if ((size_t)n * eb <= len) memcpy(x->out + (size_t)b * eb, p, (size_t)n * eb);
+    } else if (want) {
+      memcpy(x->out + (size_t)b * lmpi_tpl_elem_bytes(t), p, want);
     }
     msg_free(m);
   } else {
     const uint64_t *offs = (const uint64_t *)(const void *)p;
     size_t head = ((size_t)n + 1) * 8;
-    if (len < head || offs[n] > len - head) {
+    int bad = len < head || offs[0] != 0 || offs[n] > len - head;
+    for (uint64_t i = 0; i < n && !bad; i++) bad = offs[i + 1] < offs[i] || offs[i] % 8 != 0;
+    if (bad) {
+      reject(x, m, "their offsets do not describe %llu results in %zu bytes", (unsigned long long)n, len);
       msg_free(m);
       return;
     }
@@ -557,7 +639,6 @@ static void place(xmap *x, msg *m) {
     }
     x->kept[x->nkept++] = m;
     for (uint64_t i = 0; i < n; i++) {
-      if (offs[i + 1] < offs[i] || offs[i + 1] > offs[n]) break;
       x->slots[b + i].p = p + head + offs[i];
       x->slots[b + i].len = offs[i + 1] - offs[i];
     }
@@ -654,7 +735,7 @@ static void pump_local(lua_State *L, xmap *x) {
     if (x->nlocal == 1 && suiro_map_done(x->local[0].m) * 2 < x->local[0].e - x->local[0].b) break;
     uint64_t b, e;
     comm_lock();
-    int got = x->listed && deal(x, &b, &e);
+    int got = x->listed && deal(x, 0, &b, &e);
     comm_unlock();
     if (!got) break;
     char m[400];
@@ -739,6 +820,21 @@ static void handle(msg *m) {
     t->slot = (int)(int64_t)m->h.b;
     t->pid = (int)(int64_t)m->h.c;
     t->len = (size_t)m->h.len;
+    if (m->peer != t->host) { /* a task's result is taken only from the rank it was sent to */
+      char text[400];
+      int n = snprintf(text, sizeof text, "host %s (rank %d) sent a result for a task that runs on host %s (rank %d)",
+                       host_name(m->peer), m->peer, host_name(t->host), t->host);
+      t->kind = SUIRO_RESULT_ERROR;
+      t->slot = -1;
+      t->pid = 0;
+      t->len = 0;
+      t->data = malloc(1024);
+      if (t->data)
+        t->len = suiro_error_encode(t->data, 1024, WIRE_CSTR(SUIRO_CLASS_REMOTE),
+                                    (wire_str){ text, n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1 },
+                                    WIRE_CSTR(""), -1);
+      break;
+    }
     t->data = malloc(t->len ? t->len : 8);
     if (t->data) memcpy(t->data, msg_payload(m), t->len);
     else t->len = 0;
@@ -746,7 +842,7 @@ static void handle(msg *m) {
   }
   case MSG_TCANCEL_ACK: {
     xtask *t = task_find(m->h.id);
-    if (t) t->cancel_ack = (int)m->h.a;
+    if (t && m->peer == t->host) t->cancel_ack = (int)m->h.a;
     break;
   }
   case MSG_STATUS_REPLY: {
@@ -1013,7 +1109,7 @@ static int l_task_collect(lua_State *L) {
   lbuf *keep = lbuf_push(L);
   lbuf_put(L, keep, t->data ? (const void *)t->data : "", t->len);
   xtask copy = *t;
-  copy.data = keep->p;
+  copy.data = keep->len ? keep->p : (unsigned char *)""; /* an empty result: no NULL for the decoder */
   task_free(t);
   int base = lua_gettop(L);
   int n = push_task_result(L, &copy);
@@ -1130,6 +1226,7 @@ static void free_xmap(xmap *x) {
   free(x->out);
   free(x->fn);
   free(x->ranges);
+  free(x->dealt);
   free(x->fail.msg);
   free(x->fail.tb);
   free(x);
@@ -1296,7 +1393,7 @@ static int l_map(lua_State *L) {
       if (xp->hosts[r].up != 1) continue;
       uint64_t b, e;
       comm_lock();
-      msg *c = deal(x, &b, &e) ? chunk_msg(x, b, e) : nomore_msg(x->id);
+      msg *c = deal(x, r, &b, &e) ? chunk_msg(x, b, e) : nomore_msg(x->id);
       comm_unlock();
       if (c) comm_send(r, c);
     }
@@ -1659,7 +1756,7 @@ static void shutdown_all(void) {
       msg_free(m);
     }
   }
-  comm_stop(30);
+  comm_stop(8); /* bounded: the job ends within seconds even when a rank hangs (lmpi.h) */
 }
 
 /* CPUs this process (and the workers it spawns) may run on. */
@@ -1726,7 +1823,7 @@ static int l_serve(lua_State *L) {
   if (!R.started) return luaL_error(L, "suiro.mpi: serve before start");
   int rc = lmpi_serve(L, 1);
   R.exited = 1;
-  comm_stop(30);
+  comm_stop(8); /* bounded: the job ends within seconds even when a rank hangs (lmpi.h) */
   lua_pushboolean(L, rc == 0);
   if (comm_lost()) {
     lua_pushstring(L, comm_lost());

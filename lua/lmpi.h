@@ -50,6 +50,7 @@ enum {
   MSG_STATUS,       /* 0 -> r: pool, id: request */
   MSG_STATUS_REPLY, /* r -> 0: pool, id: request; payload: pool:status() (wire) */
   MSG_LOST,         /* comm thread -> its own inbox: MPI failed (payload: the message) */
+  MSG_BYE,          /* r -> 0, the last message a serving rank sends (its comm thread, at stop) */
   MSG_TYPE_MAX
 };
 
@@ -108,7 +109,16 @@ void comm_set_intercept(int (*hook)(msg *m));
 void comm_set_eager(int on);
 /* Bytes sent to and received from each rank (for status). */
 void comm_traffic(int peer, uint64_t *sent, uint64_t *received);
-/* Sends what is queued, then finalizes MPI and joins the thread (waits at most `timeout`). */
+/* Ends the communication (once): sends what is queued, then finalizes MPI and joins the thread.
+ * The end is a handshake, so that no rank finalizes while a message to or from it is in flight
+ * (a send that is never received never completes, and its rank would never finalize):
+ *   - rank 0 sends its last message (EXIT) before comm_stop; from then on comm_send drops;
+ *   - a serving rank's comm_stop queues BYE to rank 0 as its last message;
+ *   - after stop, the thread keeps receiving (and drops what arrives) until its sends have
+ *     completed and, on rank 0, every serving rank's BYE arrived (messages from a rank arrive in
+ *     order, so BYE means every earlier message of that rank was received); then MPI_Finalize.
+ * Bounded: after `timeout` seconds (0.5 when a signal or a lost host ends the job) the thread
+ * leaves without MPI_Finalize (mpirun then ends the job), and comm_stop joins it. */
 void comm_stop(double timeout);
 /* Set (with a message) when an MPI call failed: a host is lost; every wait should end. */
 const char *comm_lost(void);

@@ -18,6 +18,12 @@
  * messages from one rank arrive in the order it sent them (MPI's non-overtaking rule), which
  * the protocol relies on (a function's code before the task that names it).
  *
+ * The end (comm_stop) is a handshake, described in lmpi.h: a rank finalizes only once its sends
+ * have completed and, on rank 0, once every serving rank said BYE, its last message; until then
+ * the thread keeps receiving, dropping what arrives. A send nobody receives never completes (a
+ * large result of a failed map, sent just as rank 0 stopped reading, kept a serving rank from
+ * ever finalizing), and a rank that finalizes before the others hold back the job.
+ *
  * Ownership and ordering: outbox and inbox are linked lists under `q_lock`; a message belongs to
  * whoever holds it (the queue, then this thread until its sends complete, or the receiver after
  * comm_recv). `state_lock` (comm_lock) is the lock rank 0's dealer shares with its Lua side. The
@@ -66,6 +72,9 @@ static struct {
   pthread_t th;
   int started, ready, failed, stop, done;
   int abandon; /* stop without MPI_Finalize (the job is ending: a peer is gone) */
+  double stop_deadline;    /* CLOCK_MONOTONIC seconds: the end's handshake gives up then */
+  int byes;                /* rank 0: serving ranks that said BYE (comm thread only) */
+  unsigned char *bye_from; /* [size], comm thread only */
   int rank, size;
   char host[MPI_MAX_PROCESSOR_NAME + 1];
   char err[512];
@@ -141,6 +150,11 @@ void comm_send(int peer, msg *m) {
   m->peer = peer;
   m->next = NULL;
   pthread_mutex_lock(&C.q_lock);
+  if (C.stop) { /* the end's handshake has begun: nothing more goes out (lmpi.h) */
+    pthread_mutex_unlock(&C.q_lock);
+    msg_free(m);
+    return;
+  }
   if (C.out_tail) C.out_tail->next = m;
   else C.out_head = m;
   C.out_tail = m;
@@ -209,7 +223,27 @@ static void mpi_failed(const char *what, int rc, int peer) {
   }
 }
 
-static void dispatch(msg *m) {
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A message received in full. BYE is counted here; once stopping, what arrives is dropped (the
+ * other side may still have sent it before it saw our end). */
+static void dispatch(msg *m, int stopping) {
+  if (m->h.type == MSG_BYE) {
+    if (C.bye_from && m->peer > 0 && m->peer < C.size && !C.bye_from[m->peer]) {
+      C.bye_from[m->peer] = 1;
+      C.byes++;
+    }
+    free(m);
+    return;
+  }
+  if (stopping) {
+    free(m);
+    return;
+  }
   if (C.intercept && C.intercept(m)) return;
   inbox_push(m);
 }
@@ -241,6 +275,7 @@ static void *comm_main(void *arg) {
   char *nl = strchr(ver, ',');
   if (nl) *nl = 0;
   uint64_t *sent = calloc((size_t)size, sizeof *sent), *recvd = calloc((size_t)size, sizeof *recvd);
+  C.bye_from = calloc((size_t)size, 1);
   pthread_mutex_lock(&C.q_lock);
   C.rank = rank;
   C.size = size;
@@ -361,7 +396,7 @@ static void *comm_main(void *arg) {
           pthread_mutex_lock(&C.q_lock);
           recvd[src] += total;
           pthread_mutex_unlock(&C.q_lock);
-          dispatch(m);
+          dispatch(m, stop);
         }
         continue;
       }
@@ -400,13 +435,21 @@ static void *comm_main(void *arg) {
       pthread_mutex_lock(&C.q_lock);
       recvd[src] += total;
       pthread_mutex_unlock(&C.q_lock);
-      dispatch(m);
+      dispatch(m, stop);
     }
-    if (stop && npend == 0) {
+    if (stop) {
       pthread_mutex_lock(&C.q_lock);
-      int empty = C.out_head == NULL;
+      int empty = C.out_head == NULL, abandon = C.abandon;
+      double deadline = C.stop_deadline;
       pthread_mutex_unlock(&C.q_lock);
-      if (empty) break;
+      /* every send completed and, on rank 0, every serving rank's last message is in: finalize */
+      if (empty && npend == 0 && (rank != 0 || C.byes >= size - 1 || abandon)) break;
+      if (C.lost[0] || mono_now() > deadline) { /* a peer is gone or hangs: leave, mpirun ends the job */
+        pthread_mutex_lock(&C.q_lock);
+        C.abandon = 1;
+        pthread_mutex_unlock(&C.q_lock);
+        break;
+      }
     }
     if (busy) {
       idle_us = 0;
@@ -428,10 +471,13 @@ static void *comm_main(void *arg) {
       idle_us = 0;
     }
   }
-  free(pend);
+  free(pend); /* sends still pending (abandoned) point into messages never freed: we leave */
   for (int r = 0; r < size; r++) free(parts[r].m);
   free(parts);
-  if (!C.lost[0] && !C.abandon) MPI_Finalize();
+  pthread_mutex_lock(&C.q_lock);
+  int finalize = !C.lost[0] && !C.abandon;
+  pthread_mutex_unlock(&C.q_lock);
+  if (finalize) MPI_Finalize();
   pthread_mutex_lock(&C.q_lock);
   C.done = 1;
   pthread_cond_broadcast(&C.q_cond);
@@ -475,14 +521,20 @@ int comm_start(char *err, size_t cap) {
 
 void comm_stop(double timeout) {
   if (!C.ready || C.stop) return;
+  if (C.rank != 0) { /* a serving rank's last message */
+    msg *bye = msg_new(MSG_BYE, 0);
+    if (bye) comm_send(0, bye);
+  }
   pthread_mutex_lock(&C.q_lock);
   C.stop = 1;
   if (lpool_signal || C.lost[0]) { /* the job is being torn down: finalizing would wait for the dead */
     C.abandon = 1;
     if (timeout > 0.5) timeout = 0.5;
   }
+  C.stop_deadline = mono_now() + timeout;
   pthread_mutex_unlock(&C.q_lock);
   wake_thread();
+  timeout += 2; /* the thread gives up at its deadline; this wait only backs that up */
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
   long ns = dl.tv_nsec + (long)((timeout - (double)(time_t)timeout) * 1e9);

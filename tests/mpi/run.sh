@@ -6,6 +6,8 @@
 #   - tests/mpi/cluster.lua under mpirun -np 3: hosts, workers killed on other ranks, code and
 #     large values once per host, a million elements, cancel/kill, timeouts, collect_any/all;
 #   - a lost rank: mpirun ends the job and rank 0 says what happened; nothing is left;
+#   - a rogue rank's results are refused (tests/mpi/rogue.c); jobs whose map or script fails
+#     always end, every rank finalized (tests/mpi/stress.sh);
 #   - suiro run --hosts, suiro doctor's MPI line;
 #   - two hosts in network namespaces (tests/mpi/netns.sh).
 # MPI that cannot run is a failure, never a skip. Prints "mpi: N passed, M failed" last.
@@ -172,7 +174,44 @@ else
   bad python_workers_on_every_host "$(tail -3 "$out/python.out" | tr '\n' ' ')"
 fi
 
-# 7. two hosts in network namespaces
+# 7. a rogue rank (tests/mpi/rogue.c: speaks the protocol, breaks it): rank 0 takes a range's
+# results only from the rank it dealt that range to, once and complete, a task's only from the
+# rank running it; anything else fails the map (or task) naming the rogue rank
+if mpicc -std=gnu11 -D_GNU_SOURCE -Ilua -Iengine/include -I/usr/include/lua5.4 tests/mpi/rogue.c -o "$out/rogue" \
+     >"$out/rogue.build" 2>&1; then
+  declare -A want=(
+    [other]="for elements 1\.\.[0-9]* were refused: that range was dealt to host .* (rank 1)"
+    [inflate]="for elements [0-9]*\.\.30000 were refused: no range of that extent was dealt"
+    [twice]="were refused: they came twice"
+    [short]="were refused: [0-9]* bytes of cells, not the [0-9]* of [0-9]* elements"
+    [offsets]="were refused: their offsets do not describe [0-9]* results"
+    [task]="host rogue (rank 2) sent a result for a task that runs on host .* (rank 1)"
+    [empty]="cannot decode"
+  )
+  for mode in other inflate twice short offsets task empty; do
+    timeout -k 5 60 mpirun --oversubscribe "${local_mca[@]}" -np 2 "$suiro" run tests/mpi/rogue.lua "$mode" : \
+      -np 1 "$out/rogue" "$mode" >"$out/rogue.$mode" 2>&1
+    rc=$?
+    if ((rc == 0)) && grep -q "^rogue $mode: .*${want[$mode]}" "$out/rogue.$mode"; then
+      ok "rogue_rank_$mode"
+    else
+      bad "rogue_rank_$mode" "exit $rc: $(grep -v '^ *$' "$out/rogue.$mode" | tail -3 | tr '\n' ' ')"
+    fi
+  done
+else
+  bad rogue_rank "tests/mpi/rogue.c does not build: $(tail -3 "$out/rogue.build" | tr '\n' ' ')"
+fi
+
+# 8. jobs whose map (or script) fails always end, every rank finalized, nothing left
+# (tests/mpi/stress.sh; 10 runs here, SUIRO_MPI_STRESS_RUNS=100 for the acceptance figure)
+tests/mpi/stress.sh "${SUIRO_MPI_STRESS_RUNS:-10}" >"$out/stress.out" 2>&1
+if [[ $? -eq 0 ]]; then
+  ok "failing_maps_end ($(tail -1 "$out/stress.out" | sed 's/^stress: //'))"
+else
+  bad failing_maps_end "$(grep -v '^stress' "$out/stress.out" | head -3 | tr '\n' ' ') $(tail -1 "$out/stress.out")"
+fi
+
+# 9. two hosts in network namespaces
 tests/mpi/netns.sh "$out/netns" >"$out/netns.out" 2>&1
 sed 's/^/  /' "$out/netns.out" | grep -E '^  (ok|FAIL)'
 line=$(grep -E '^netns: [0-9]+ passed, [0-9]+ failed$' "$out/netns.out" | tail -1)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/mpi/stress.sh [RUNS] — RUNS (default 100) 3-rank jobs whose map fails
+# (tests/mpi/failing_map.lua K for K = 1..RUNS). Each must end within 10 s, with a non-zero exit,
+# the map's error on stderr, no process of the job left and nothing of its ranks in /dev/shm.
+# Prints one line per failed run, "stress: N passed, M failed" and the slowest run last.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+runs=${1:-100}
+out="$(mktemp -d /tmp/suiro-mpi-stress.XXXXXX)"
+trap 'rm -rf "$out"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+local_mca=(--bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+pass=0 fail=0 slowest=0
+for k in $(seq 1 "$runs"); do
+  t0=$(date +%s%N)
+  timeout -k 1 10 mpirun --oversubscribe -np 3 "${local_mca[@]}" build/bin/suiro run tests/mpi/failing_map.lua "$k" \
+    >"$out/out" 2>"$out/err"
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  ((ms > slowest)) && slowest=$ms
+  why=""
+  ((rc == 124 || rc == 137)) && why="did not end within 10 s"
+  [[ -z "$why" ]] && ((rc == 0)) && why="exit 0"
+  [[ -z "$why" ]] && ! grep -q "fails on purpose" "$out/err" && why="no map error: $(tail -3 "$out/err" | tr '\n' ' ')"
+  [[ -z "$why" ]] && grep -q "not reached" "$out/out" && why="the map did not fail"
+  pids=$(grep '^pids ' "$out/err" | head -1 | cut -d' ' -f2-)
+  [[ -z "$why" && -z "$pids" ]] && why="no pids line: $(head -3 "$out/err" | tr '\n' ' ')"
+  # every process of the job gone (2 s grace: mpirun returns as its ranks exit)
+  left=""
+  for _ in $(seq 1 20); do
+    left=""
+    for p in $pids; do [[ -d /proc/$p ]] && [[ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ]] && left="$left $p"; done
+    [[ -z "$left" ]] && break
+    sleep 0.1
+  done
+  [[ -z "$why" && -n "$left" ]] && why="processes left:$left"
+  # nothing of the job's ranks in /dev/shm (names start /suiro_<hex pid>_)
+  shm=""
+  for p in $pids; do
+    hex=$(printf '%x' "$p")
+    for f in /dev/shm/suiro_"${hex}"_*; do [[ -e "$f" ]] && shm="$shm ${f##*/}"; done
+  done
+  [[ -z "$why" && -n "$shm" ]] && why="left in /dev/shm:$shm"
+  if [[ -z "$why" ]]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL run $k (exit $rc, $ms ms): $why"
+  fi
+done
+echo "stress: $pass passed, $fail failed (slowest run $slowest ms)"
+exit $((fail > 0))
