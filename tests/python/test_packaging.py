@@ -43,3 +43,18 @@ def test_scripts_python_runs_the_checkout():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split()
     assert lines[0] == os.path.join(ROOT, "bindings", "python", "suiro", "__init__.py") and lines[1] == "27"
+
+
+def test_c_methods_have_signatures():
+    import inspect
+
+    import suiro
+    sigs = {
+        suiro.Pool.submit: "(self, fn, /, *args, **kwargs)",
+        suiro.Pool.collect_all: "(self, /, tasks, timeout=None)",
+        suiro.Pool.stop: "(self, /, timeout=None)",
+        suiro.Task.collect: "(self, /, timeout=None)",
+        suiro.Task.kill: "(self, /)",
+    }
+    for f, want in sigs.items():
+        assert str(inspect.signature(f)) == want, f.__name__

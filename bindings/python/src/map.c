@@ -566,8 +566,8 @@ static PyMethodDef map_methods[] = {
   { "_next_range", (PyCFunction)map_next_range, METH_NOARGS, NULL },
   { "_start", (PyCFunction)map_start, METH_VARARGS, NULL },
   { "_free", (PyCFunction)map_free, METH_NOARGS, NULL },
-  { "cancel", (PyCFunction)map_cancel, METH_NOARGS, "Stop the run (elements in flight finish)." },
-  { "kill", (PyCFunction)map_kill, METH_NOARGS, "Kill the workers running the map (they are replaced)." },
+  { "cancel", (PyCFunction)map_cancel, METH_NOARGS, "cancel($self, /)\n--\n\nStop the run (elements in flight finish)." },
+  { "kill", (PyCFunction)map_kill, METH_NOARGS, "kill($self, /)\n--\n\nKill the workers running the map (they are replaced)." },
   { NULL, NULL, 0, NULL },
 };
 
