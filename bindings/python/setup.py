@@ -88,6 +88,6 @@ ext = Extension(
 setup(
     ext_modules=[ext],
     packages=["suiro"],
-    package_data={"suiro": ["lua/suiro/*.lua"]},
+    package_data={"suiro": ["lua/suiro/*.lua", "py.typed", "__init__.pyi"]},
     cmdclass={"build_py": BuildPy},
 )

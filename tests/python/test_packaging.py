@@ -58,3 +58,30 @@ def test_c_methods_have_signatures():
     }
     for f, want in sigs.items():
         assert str(inspect.signature(f)) == want, f.__name__
+
+
+def test_type_stubs_name_the_public_api():
+    # PEP 561: py.typed and a stub of the package; the stub must name what __all__ exports
+    import ast
+
+    import suiro
+    pkg = os.path.dirname(suiro.__file__)
+    assert os.path.exists(os.path.join(pkg, "py.typed"))
+    with open(os.path.join(pkg, "__init__.pyi")) as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    public = {n for n in names if not n.startswith("_")}
+    assert set(suiro.__all__) <= public, set(suiro.__all__) - public
+    assert public <= set(suiro.__all__) | {"reap"}, public - set(suiro.__all__)
+    for cls in ("Pool", "Task", "PoolExecutor"):
+        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        stubbed = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
+        real = {m for m in dir(getattr(suiro, cls)) if not m.startswith("_")}
+        assert {"submit", "collect"} & stubbed and stubbed - {"__await__"} <= real | {"__enter__", "__exit__"} | set(dir(object)), (cls, stubbed - real)
