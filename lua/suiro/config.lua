@@ -114,7 +114,10 @@ local function int_in(v, where, key, lo, hi)
   if v == nil then return nil end
   if math.type(v) ~= "integer" then
     if type(v) == "number" and v == math.floor(v) and v >= lo and v <= hi then return math.tointeger(v) end
-    fail(where, key, ("must be an integer in %d..%d, got %s"):format(lo, hi, tostring(v)))
+    -- a string that reads as a number is shown as what it is: 'got 4096' would say it was one
+    local shown = type(v) == "number" and tostring(v) or type(v) == "string" and ('"%s" (a string)'):format(v)
+      or type(v)
+    fail(where, key, ("must be an integer in %d..%d, got %s"):format(lo, hi, shown))
   end
   if v < lo or v > hi then fail(where, key, ("must be in %d..%d, got %d"):format(lo, hi, v)) end
   return v

@@ -148,6 +148,11 @@ describe("suiro.pool", function()
       'unknown key "wrokers" in suiro.pool options (valid keys: backend, env, launcher, max_workers, name, '
       .. 'respawn, result_size, result_slots, ring_cap, slot_size, start_timeout, timeout, workers); '
       .. 'did you mean workers?')
+    -- a string that looks like a number is named as a string, not shown as a number
+    assert.has_error(function() suiro.pool { ring_cap = "4096" } end,
+      'suiro.pool: ring_cap: must be an integer in 2..1048576, got "4096" (a string)')
+    assert.has_error(function() suiro.pool { workers = 1.5 } end,
+      "suiro.pool: workers: must be an integer in 0..64, got 1.5")
   end)
 
   it("refuses values that cannot cross, naming the path", function()
