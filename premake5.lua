@@ -54,13 +54,48 @@ workspace "suiro"
   location(root .. "/build/make")
   language "C"
 
--- libsuiro: the engine (static, position independent so it can go into Lua/Python/R modules)
+-- The engine is compiled with hidden visibility: only what engine/include declares (inside its
+-- `#pragma GCC visibility push(default)`) is default-visible, so no internal function leaves a
+-- shared object or executable that links the engine.
+local engine_c = { "-fvisibility=hidden" }
+
+-- libsuiro: the engine (static, position independent so it can go into Lua/Python/R modules).
+-- In an archive, hidden symbols are still global (nm -g lists them, and an embedder's own
+-- `pool_attach` would clash with the engine's), so the archive everything links and
+-- scripts/install ships holds one object: the engine's objects linked together (ld -r) with
+-- their hidden symbols made local (objcopy --localize-hidden); only suiro_* stay global.
+-- The objects as compiled stay in libsuiro_internal.a, for the C tests that reach into the
+-- engine's private headers. The postbuild step moves what ar wrote aside and writes the public
+-- archive in its place; on a rebuild ar adds every object to that public archive again (all of
+-- them: premake's rule), so taking out its one member restores the internal archive exactly.
 project "suiro"
   kind "StaticLib"
   files { root .. "/engine/src/*.c" }
   includedirs { root .. "/engine/include", root .. "/engine/src" }
   buildoptions(common_c)
+  buildoptions(engine_c)
   per_config("lib")
+  for _, name in ipairs(order) do
+    local lib = root .. "/" .. configs[name].dir .. "/lib"
+    configuration(name)
+      postbuildcommands {
+        "ar d " .. lib .. "/libsuiro.a suiro_engine.o",
+        "mv " .. lib .. "/libsuiro.a " .. lib .. "/libsuiro_internal.a",
+        "ld -r --whole-archive " .. lib .. "/libsuiro_internal.a -o " .. lib .. "/suiro_engine.o",
+        "objcopy --localize-hidden " .. lib .. "/suiro_engine.o",
+        "ar rcs " .. lib .. "/libsuiro.a " .. lib .. "/suiro_engine.o",
+        "rm -f " .. lib .. "/suiro_engine.o" }
+  end
+  configuration({})
+
+-- The C tests link the internal archive (before -lsuiro, which is then never searched).
+local function link_internal()
+  for _, name in ipairs(order) do
+    configuration(name)
+      linkoptions { root .. "/" .. configs[name].dir .. "/lib/libsuiro_internal.a" }
+  end
+  configuration({})
+end
 
 -- libsuiro.so for host applications that link dynamically: the same sources, the soname of the
 -- major version, and only the public API exported (engine/libsuiro.map).
@@ -70,6 +105,7 @@ project "suiro_shared"
   files { root .. "/engine/src/*.c" }
   includedirs { root .. "/engine/include", root .. "/engine/src" }
   buildoptions(common_c)
+  buildoptions(engine_c)
   links { "pthread", "m" }
   linkoptions { "-pthread", "-Wl,-soname,libsuiro.so.0", "-Wl,--version-script=" .. root .. "/engine/libsuiro.map" }
   per_config("lib/shared") -- apart from libsuiro.a, which everything in the tree links statically
@@ -90,6 +126,7 @@ for _, f in ipairs(os.matchfiles(root .. "/tests/c/test_*.c")) do
     links { "suiro", "pthread", "m" }
     linkoptions { "-pthread" }
     per_config("tests")
+    link_internal()
 end
 
 -- The Lua face's readers for other faces (lua/lembed.c), tested from C as Python and R use them.

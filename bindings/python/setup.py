@@ -81,7 +81,7 @@ ext = Extension(
     libraries=["lua5.4", "lua5.4-lpeg", "m", "dl", "pthread"],
     extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Werror=implicit-function-declaration", "-pthread",
-                        "-O2", "-fno-strict-aliasing"],
+                        "-O2", "-fno-strict-aliasing", "-fvisibility=hidden"],
     extra_link_args=["-pthread"],
 )
 

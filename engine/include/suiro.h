@@ -18,6 +18,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The engine is built with -fvisibility=hidden: what this header declares is its API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define SUIRO_VERSION_MAJOR 0
 #define SUIRO_VERSION_MINOR 1
@@ -372,6 +376,9 @@ void suiro_map_detach(suiro_map *m);
 /* For map runners and other in-flight references that never got sent: undo suiro_buf_ref. */
 void suiro_buf_unsend(suiro_buf *b);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

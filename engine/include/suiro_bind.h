@@ -25,6 +25,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The engine is built with -fvisibility=hidden: what this header declares is its API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * 1. The task protocol (docs/wire-format.md, "Tasks")
@@ -283,6 +287,9 @@ const void *suiro_plan_column(const suiro_plan *pl, const void *out, int k, uint
  * -1 on misuse (a worker's handle, more than 256 pools). Collect with timeout 0 afterwards. */
 int suiro_wait_pools(suiro_pool *const *pools, size_t n, double timeout);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The engine is built with -fvisibility=hidden: what this header declares is its API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define WIRE_VERSION 1
 #define WIRE_MAX_DEPTH 64                      /* the top-level value has depth 1 */
@@ -308,6 +312,9 @@ int wire_copy(wire_writer *w, wire_reader *r);
 /* Walks a whole buffer. WIRE_OK, or WIRE_ERR with the message in err (if errcap > 0). */
 int wire_validate(const void *buf, size_t len, char *err, size_t errcap);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,8 @@
 /*
  * init.c — registers the package's .Call entry points and ALTREP classes (R_init_suiro).
  */
+#include <R_ext/Visibility.h>
+
 #include "rsuiro.h"
 
 void rs_codec_init(void);
@@ -119,7 +121,8 @@ static const R_CallMethodDef calls[] = {
   { NULL, NULL, 0 }
 };
 
-void R_init_suiro(DllInfo *dll) {
+/* The package is compiled with hidden visibility (Makevars: $(C_VISIBILITY)): R finds only this. */
+void attribute_visible R_init_suiro(DllInfo *dll) {
   R_registerRoutines(dll, NULL, calls, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   R_forceSymbols(dll, TRUE);

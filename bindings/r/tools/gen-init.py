@@ -12,6 +12,8 @@ for f in sorted(glob.glob('*.c')):
 out='''/*
  * init.c — registers the package's .Call entry points and ALTREP classes (R_init_suiro).
  */
+#include <R_ext/Visibility.h>
+
 #include "rsuiro.h"
 
 void rs_codec_init(void);
@@ -29,7 +31,8 @@ for name,n,args in sigs:
 out+='''  { NULL, NULL, 0 }
 };
 
-void R_init_suiro(DllInfo *dll) {
+/* The package is compiled with hidden visibility (Makevars: $(C_VISIBILITY)): R finds only this. */
+void attribute_visible R_init_suiro(DllInfo *dll) {
   R_registerRoutines(dll, NULL, calls, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   R_forceSymbols(dll, TRUE);
