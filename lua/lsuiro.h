@@ -9,6 +9,7 @@
 #include "suiro.h"
 #include "suiro_bind.h"
 #include "suiro_wire.h"
+#include "suiro_wire_compat.h" /* the face still spells the wire API wire_* */
 
 #define LSUIRO_POOL "suiro.pool"
 #define LSUIRO_TASK "suiro.task"

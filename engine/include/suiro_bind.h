@@ -61,9 +61,9 @@ extern "C" {
 #define SUIRO_CLASS_CANCELLED "cancelled"     /* cancelled, or killed with task:kill() */
 
 typedef struct suiro_error_info {
-  wire_str cls;       /* never empty */
-  wire_str message;
-  wire_str traceback; /* the remote traceback, "" when none */
+  suiro_wire_str cls;       /* never empty */
+  suiro_wire_str message;
+  suiro_wire_str traceback; /* the remote traceback, "" when none */
   int64_t index;      /* 0-based element index, or -1 */
   int slot;           /* worker slot, -1 when unknown */
   int pid;            /* worker pid, 0 when unknown */
@@ -72,10 +72,10 @@ typedef struct suiro_error_info {
 
 /* Inside a task function: writes an ERROR payload (replacing what was written) and marks the task
  * failed. Returns -1, so `return suiro_out_fail(...)` reads well. */
-int suiro_out_fail(suiro_out *o, wire_str cls, wire_str msg, wire_str traceback, int64_t index);
+int suiro_out_fail(suiro_out *o, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str traceback, int64_t index);
 /* The same payload for a map element (suiro_map_fail takes it): encoded into buf (at least 64
  * bytes; long messages are cut to fit). Returns its length. */
-size_t suiro_error_encode(void *buf, size_t cap, wire_str cls, wire_str msg, wire_str traceback, int64_t index);
+size_t suiro_error_encode(void *buf, size_t cap, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str traceback, int64_t index);
 /* Reads any failed result (kind ERROR, DIED or CANCELLED; a plain-text payload counts as the
  * message of a "remote" error). The strings point into data (or are static). Returns 0, or -1
  * when kind is not a failure. */
@@ -131,7 +131,7 @@ void suiro_keyidx_free(suiro_keyidx *t);
  * type, WIRE_REF_BYTES or WIRE_REF_WIRE; ndim 0 for a 1-d array or untyped bytes) and grants the
  * receiver its reference. WIRE_OK, or WIRE_ERR (nothing granted) when b has lost its name or the
  * arguments do not describe bytes inside b. */
-int suiro_zc_put(wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
+int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
                  const uint64_t *dims);
 /* Undoes the grants of REF items written into a buffer that will never be sent (an encode that
  * failed after some REFs were written): walks the buffer and gives back one grant per REF. */
@@ -146,7 +146,7 @@ typedef struct suiro_view {
                          collected face counts `bytes` as new memory pressure */
 } suiro_view;
 /* Receiver: validates ref and maps it. OK, or ERR/PEER_GONE with a message naming the problem. */
-suiro_status suiro_zc_open(const wire_ref *ref, suiro_view *v);
+suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v);
 
 /* ---------------------------------------------------------------------------------------------
  * 5. Per-element random streams

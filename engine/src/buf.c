@@ -507,7 +507,7 @@ const char *suiro_buf_name(const suiro_buf *b) { return b->named ? b->name : NUL
 
 /* ---- zero-copy references (suiro_bind.h, section 4) ------------------------------------------ */
 
-int suiro_zc_put(wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
+int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
                  const uint64_t *dims) {
   const char *name = b ? suiro_buf_name(b) : NULL;
   if (!name) return WIRE_ERR;
@@ -515,21 +515,21 @@ int suiro_zc_put(wire_writer *w, suiro_buf *b, const void *data, size_t bytes, i
   const char *p = data;
   if (p < base + REGION_HDR || (size_t)(p - base) > b->map_size || bytes > b->map_size - (size_t)(p - base))
     return WIRE_ERR;
-  wire_ref ref;
+  suiro_wire_ref ref;
   memset(&ref, 0, sizeof ref);
-  ref.name = (wire_str){ name, strlen(name) };
+  ref.name = (suiro_wire_str){ name, strlen(name) };
   ref.offset = (uint64_t)(p - base);
   ref.length = bytes;
   ref.type = type;
   ref.order = ndim ? order : 0;
   ref.ndim = ndim;
   ref.dims = dims;
-  if (wire_put_ref(w, &ref) != WIRE_OK) return WIRE_ERR;
+  if (suiro_wire_put_ref(w, &ref) != WIRE_OK) return WIRE_ERR;
   suiro_buf_ref(b); /* the receiver's reference, taken over when it maps the region */
   return WIRE_OK;
 }
 
-suiro_status suiro_zc_open(const wire_ref *ref, suiro_view *v) {
+suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v) {
   memset(v, 0, sizeof *v);
   char name[SUIRO_NAME_MAX];
   if (ref->name.len == 0 || ref->name.len >= sizeof name || memchr(ref->name.ptr, 0, ref->name.len))
@@ -540,7 +540,7 @@ suiro_status suiro_zc_open(const wire_ref *ref, suiro_view *v) {
   if (ref->offset < REGION_HDR || ref->offset % 8 || __builtin_add_overflow(ref->offset, ref->length, &end))
     return suiro_set_error(SUIRO_ERR, "reference to %s: offset %llu is not inside a region", name,
                            (unsigned long long)ref->offset);
-  size_t es = ref->type == WIRE_REF_BYTES || ref->type == WIRE_REF_WIRE ? 1 : wire_type_size(ref->type);
+  size_t es = ref->type == WIRE_REF_BYTES || ref->type == WIRE_REF_WIRE ? 1 : suiro_wire_type_size(ref->type);
   if (!es || ref->length % es)
     return suiro_set_error(SUIRO_ERR, "reference to %s: length %llu is not whole elements", name,
                            (unsigned long long)ref->length);
@@ -569,10 +569,10 @@ suiro_status suiro_zc_open(const wire_ref *ref, suiro_view *v) {
 }
 
 void suiro_zc_revoke(const void *buf, size_t len) {
-  wire_reader r;
-  wire_item it;
-  if (wire_reader_init(&r, buf, len) != WIRE_OK) return;
-  while (wire_next(&r, &it) == WIRE_OK) {
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;
+  while (suiro_wire_next(&r, &it) == WIRE_OK) {
     if (it.tag != WIRE_REF) continue;
     suiro_view v;
     if (suiro_zc_open(&it.ref, &v) == SUIRO_OK) suiro_buf_unref(v.buf); /* takes the grant, drops it */

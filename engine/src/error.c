@@ -13,36 +13,36 @@
 #include "internal.h"
 #include "suiro_bind.h"
 
-int suiro_out_fail(suiro_out *o, wire_str cls, wire_str msg, wire_str traceback, int64_t index) {
+int suiro_out_fail(suiro_out *o, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str traceback, int64_t index) {
   _Alignas(8) unsigned char stack[1024];
-  wire_writer w;
-  wire_writer_init(&w, stack, sizeof stack);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, stack, sizeof stack);
   if (cls.len == 0) cls = WIRE_CSTR(SUIRO_CLASS_REMOTE);
-  wire_put_error(&w, cls, msg, traceback, index < 0 ? -1 : index);
+  suiro_wire_put_error(&w, cls, msg, traceback, index < 0 ? -1 : index);
   const void *buf;
   size_t len;
   int rc;
-  if (wire_writer_finish(&w, &buf, &len) == WIRE_OK) rc = suiro_out_error_bytes(o, buf, len);
+  if (suiro_wire_writer_finish(&w, &buf, &len) == WIRE_OK) rc = suiro_out_error_bytes(o, buf, len);
   else rc = suiro_out_error(o, "%.*s", (int)(msg.len > 4000 ? 4000 : msg.len), msg.ptr ? msg.ptr : "");
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   return rc;
 }
 
-size_t suiro_error_encode(void *buf, size_t cap, wire_str cls, wire_str msg, wire_str traceback, int64_t index) {
+size_t suiro_error_encode(void *buf, size_t cap, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str traceback, int64_t index) {
   if (cls.len == 0) cls = WIRE_CSTR(SUIRO_CLASS_REMOTE);
   /* header word, ERROR word, index word, three length-prefixed strings: 8 * 6 bytes plus text */
   for (int attempt = 0; attempt < 3; attempt++) {
-    wire_writer w;
-    wire_writer_init(&w, NULL, 0);
-    wire_put_error(&w, cls, msg, traceback, index < 0 ? -1 : index);
+    suiro_wire_writer w;
+    suiro_wire_writer_init(&w, NULL, 0);
+    suiro_wire_put_error(&w, cls, msg, traceback, index < 0 ? -1 : index);
     const void *out;
     size_t len;
-    if (wire_writer_finish(&w, &out, &len) == WIRE_OK && len <= cap) {
+    if (suiro_wire_writer_finish(&w, &out, &len) == WIRE_OK && len <= cap) {
       memcpy(buf, out, len);
-      wire_writer_free(&w);
+      suiro_wire_writer_free(&w);
       return len;
     }
-    wire_writer_free(&w);
+    suiro_wire_writer_free(&w);
     /* too long: drop the traceback first, then cut the message */
     size_t room = cap > 128 ? cap - 128 : 0;
     if (traceback.len) traceback.len = traceback.len > room / 2 ? room / 2 : traceback.len;
@@ -56,7 +56,7 @@ size_t suiro_error_encode(void *buf, size_t cap, wire_str cls, wire_str msg, wir
 static _Thread_local unsigned char *scratch;
 static _Thread_local size_t scratch_cap;
 
-/* An aligned copy of data when wire_reader needs one (payloads in map heaps need not be aligned). */
+/* An aligned copy of data when suiro_wire_reader needs one (payloads in map heaps need not be aligned). */
 static const void *aligned(const void *data, size_t len) {
   if (((uintptr_t)data & 7) == 0) return data;
   if (len > scratch_cap) {
@@ -76,12 +76,12 @@ int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e
   switch (kind) {
   case SUIRO_RESULT_ERROR: {
     const void *a = len >= 8 && len % 8 == 0 ? aligned(data, len) : NULL;
-    wire_reader rd;
-    wire_item it;
-    int ok = a && wire_reader_init(&rd, a, len) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK;
+    suiro_wire_reader rd;
+    suiro_wire_item it;
+    int ok = a && suiro_wire_reader_init(&rd, a, len) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK;
     if (ok && it.tag == WIRE_LIST && it.n == 2) { /* LIST [ERROR, raised] */
       e->has_value = 1;
-      ok = wire_next(&rd, &it) == WIRE_OK;
+      ok = suiro_wire_next(&rd, &it) == WIRE_OK;
     }
     if (ok && it.tag == WIRE_ERROR && it.text[0].len > 0) {
       if (a != data) { /* point into the caller's bytes, not the scratch copy (reused by the next call) */
@@ -96,18 +96,18 @@ int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e
     }
     e->has_value = 0;
     e->cls = WIRE_CSTR(SUIRO_CLASS_REMOTE);
-    e->message = (wire_str){ data, len };
+    e->message = (suiro_wire_str){ data, len };
     e->traceback = WIRE_CSTR("");
     return 0;
   }
   case SUIRO_RESULT_DIED:
     e->cls = WIRE_CSTR(SUIRO_CLASS_WORKER_DIED);
-    e->message = (wire_str){ data, len };
+    e->message = (suiro_wire_str){ data, len };
     e->traceback = WIRE_CSTR("");
     return 0;
   case SUIRO_RESULT_CANCELLED:
     e->cls = WIRE_CSTR(SUIRO_CLASS_CANCELLED);
-    e->message = len ? (wire_str){ data, len } : WIRE_CSTR("the task was cancelled before it started");
+    e->message = len ? (suiro_wire_str){ data, len } : WIRE_CSTR("the task was cancelled before it started");
     e->traceback = WIRE_CSTR("");
     return 0;
   }

@@ -114,7 +114,7 @@ int suiro_template_check(const suiro_template *t, uint64_t *width, char *err, si
   return 0;
 badtype:
   snprintf(err, errcap, "template: the element type must be f64, f32, i64, i32, u8 or bool, got %s",
-           wire_type_name(t->type) ? wire_type_name(t->type) : "an unknown type");
+           suiro_wire_type_name(t->type) ? suiro_wire_type_name(t->type) : "an unknown type");
   return -1;
 }
 
@@ -128,12 +128,12 @@ static int output_bytes(const suiro_template *t, uint64_t n, uint64_t width, uin
   if (t->kind == SUIRO_OUT_RECORD) {
     for (int k = 0; k < t->nfields; k++) {
       col_off[k] = total;
-      if (!mul_ok(n, wire_type_size(t->fields[k].type), &b) || !add_ok(total, b, &total) || total > UINT64_MAX - 8)
+      if (!mul_ok(n, suiro_wire_type_size(t->fields[k].type), &b) || !add_ok(total, b, &total) || total > UINT64_MAX - 8)
         return -1;
       total = align8(total);
     }
   } else {
-    if (!mul_ok(n, width, &b) || !mul_ok(b, wire_type_size(t->type), &total)) return -1;
+    if (!mul_ok(n, width, &b) || !mul_ok(b, suiro_wire_type_size(t->type), &total)) return -1;
   }
   *bytes = total;
   return 0;
@@ -163,7 +163,7 @@ suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_ma
   if (!s || s->size != sizeof *s) return suiro_set_error(SUIRO_ERR, "map: spec not initialised with suiro_plan_spec_init");
   if (!s->fn || s->fn_len < 8 || s->fn_len % 8)
     return suiro_set_error(SUIRO_ERR, "map: the function must be a wire buffer holding a list of one item");
-  if (wire_validate(s->fn, s->fn_len, err, sizeof err) != WIRE_OK)
+  if (suiro_wire_validate(s->fn, s->fn_len, err, sizeof err) != WIRE_OK)
     return suiro_set_error(SUIRO_ERR, "map: the function's buffer is malformed: %s", err);
   plan_hdr h;
   memset(&h, 0, sizeof h);
@@ -175,8 +175,8 @@ suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_ma
   case SUIRO_IN_ARRAY:
     if (!numeric_type(s->in_type))
       return suiro_set_error(SUIRO_ERR, "map: an input array must be f64, f32, i64, i32, u8 or bool, got %s",
-                             wire_type_name(s->in_type) ? wire_type_name(s->in_type) : "an unknown type");
-    if (!mul_ok(s->n, wire_type_size(s->in_type), &in_bytes))
+                             suiro_wire_type_name(s->in_type) ? suiro_wire_type_name(s->in_type) : "an unknown type");
+    if (!mul_ok(s->n, suiro_wire_type_size(s->in_type), &in_bytes))
       return suiro_set_error(SUIRO_ERR, "map: %llu input elements overflow", (unsigned long long)s->n);
     if (in_bytes && !s->in_data) return suiro_set_error(SUIRO_ERR, "map: input data is NULL");
     h.in_type = (uint32_t)s->in_type;
@@ -303,7 +303,7 @@ const suiro_plan *suiro_plan_of(suiro_map *m) {
     uint64_t need;
     switch (h.in_kind) {
     case SUIRO_IN_ARRAY:
-      if (!numeric_type((int)h.in_type) || !mul_ok(n, wire_type_size((int)h.in_type), &need) || need != h.in_len ||
+      if (!numeric_type((int)h.in_type) || !mul_ok(n, suiro_wire_type_size((int)h.in_type), &need) || need != h.in_len ||
           !add_ok(h.in_off, need, &end) || end > desc_bytes)
         why = "input array out of bounds";
       break;
@@ -407,11 +407,11 @@ void *suiro_plan_cell(const suiro_plan *pl, void *out, uint64_t i, int k, int *t
     if (k < 0 || k >= h->tpl.nfields) return NULL;
     int t = h->tpl.fields[k].type;
     if (type) *type = t;
-    return (char *)out + h->col_off[k] + i * wire_type_size(t);
+    return (char *)out + h->col_off[k] + i * suiro_wire_type_size(t);
   }
   if (k != 0) return NULL;
   if (type) *type = h->tpl.type;
-  return (char *)out + i * h->width * wire_type_size(h->tpl.type);
+  return (char *)out + i * h->width * suiro_wire_type_size(h->tpl.type);
 }
 
 const void *suiro_plan_column(const suiro_plan *pl, const void *out, int k, uint64_t *count) {
@@ -432,7 +432,7 @@ const void *suiro_plan_column(const suiro_plan *pl, const void *out, int k, uint
 static int cell_fail(char *err, size_t cap, int type, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int cell_fail(char *err, size_t cap, int type, const char *fmt, ...) {
   if (err && cap) {
-    int n = snprintf(err, cap, "template %s cannot hold ", wire_type_name(type) ? wire_type_name(type) : "?");
+    int n = snprintf(err, cap, "template %s cannot hold ", suiro_wire_type_name(type) ? suiro_wire_type_name(type) : "?");
     if (n >= 0 && (size_t)n < cap) {
       va_list ap;
       va_start(ap, fmt);

@@ -39,11 +39,11 @@ enum { K_TOP = 0, K_LIST, K_DICT, K_FRAME, K_CALL, K_FUNC };
 
 static const unsigned char type_size[WIRE_T_MAX + 1] = { 0, 8, 4, 8, 4, 1, 1, 16 };
 
-size_t wire_type_size(int type) {
+size_t suiro_wire_type_size(int type) {
   return type >= 1 && type <= WIRE_T_MAX ? type_size[type] : 0;
 }
 
-const char *wire_type_name(int type) {
+const char *suiro_wire_type_name(int type) {
   static const char *const names[] = { NULL, "f64", "f32", "i64", "i32", "u8", "bool", "c128" };
   if (type >= 1 && type <= WIRE_T_MAX) return names[type];
   if (type == WIRE_REF_BYTES) return "bytes";
@@ -51,7 +51,7 @@ const char *wire_type_name(int type) {
   return NULL;
 }
 
-const char *wire_tag_name(int tag) {
+const char *suiro_wire_tag_name(int tag) {
   static const char *const names[] = { NULL, "nil", "bool", "i48", "i64", "f64", "str", "bytes",
                                        "array", "ndarray", "strs", "list", "dict", "frame",
                                        "factor", "date", "timestamp", "error", "call", "ref",
@@ -78,8 +78,8 @@ static inline int is_column(int tag) {
 /* The element count of a ref as a frame column: typed and 1-d (a column in shared memory), else
  * NOT_A_COLUMN. */
 #define NOT_A_COLUMN UINT64_MAX
-static uint64_t ref_rows(const wire_ref *r) {
-  size_t es = wire_type_size(r->type);
+static uint64_t ref_rows(const suiro_wire_ref *r) {
+  size_t es = suiro_wire_type_size(r->type);
   if (!es || r->type == WIRE_REF_BYTES || r->type == WIRE_REF_WIRE || r->ndim > 1) return NOT_A_COLUMN;
   return r->ndim == 1 ? r->dims[0] : r->length / es;
 }
@@ -105,8 +105,8 @@ static int dims_count(int ndim, const uint64_t *dims, uint64_t *count) {
 
 /* Whether an item with this tag and element count may come next in container l; on failure
  * writes the reason to msg. TOP and LIST accept anything. */
-static int slot_ok(const wire_level *l, int tag, uint64_t count, char *msg, size_t cap) {
-  const char *name = wire_tag_name(tag);
+static int slot_ok(const suiro_wire_level *l, int tag, uint64_t count, char *msg, size_t cap) {
+  const char *name = suiro_wire_tag_name(tag);
   switch (l->kind) {
   case K_DICT:
     if (!(l->left & 1) && tag != WIRE_STR) {
@@ -158,8 +158,8 @@ static int slot_ok(const wire_level *l, int tag, uint64_t count, char *msg, size
  * Writer
  */
 
-static SUIRO_COLD int wfail(wire_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static SUIRO_COLD int wfail(wire_writer *w, const char *fmt, ...) {
+static SUIRO_COLD int wfail(suiro_wire_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static SUIRO_COLD int wfail(suiro_wire_writer *w, const char *fmt, ...) {
   if (w->status != WIRE_OK) return WIRE_ERR;
   char what[128];
   va_list ap;
@@ -172,7 +172,7 @@ static SUIRO_COLD int wfail(wire_writer *w, const char *fmt, ...) {
   return WIRE_ERR;
 }
 
-static SUIRO_COLD unsigned char *grow(wire_writer *w, size_t n) {
+static SUIRO_COLD unsigned char *grow(suiro_wire_writer *w, size_t n) {
   if (w->status != WIRE_OK) return NULL;
   size_t need = w->len + n; /* n < 2^53 (counts are capped), so this cannot wrap */
   size_t cap = w->cap > 128 ? w->cap : 128;
@@ -188,12 +188,12 @@ static SUIRO_COLD unsigned char *grow(wire_writer *w, size_t n) {
   return nb + w->len;
 }
 
-static inline unsigned char *reserve(wire_writer *w, size_t n) {
+static inline unsigned char *reserve(suiro_wire_writer *w, size_t n) {
   if (SUIRO_LIKELY(w->cap - w->len >= n)) return w->buf + w->len;
   return grow(w, n);
 }
 
-static void write_header(wire_writer *w) {
+static void write_header(suiro_wire_writer *w) {
   unsigned char *p = reserve(w, 8);
   if (!p) return;
   uint64_t h = 0;
@@ -202,7 +202,7 @@ static void write_header(wire_writer *w) {
   w->len = 8;
 }
 
-void wire_writer_init(wire_writer *w, void *buf, size_t cap) {
+void suiro_wire_writer_init(suiro_wire_writer *w, void *buf, size_t cap) {
   uintptr_t a = (uintptr_t)buf, b = (a + 7) & ~(uintptr_t)7;
   if (!buf || cap < b - a + 8) {
     w->buf = NULL;
@@ -215,10 +215,10 @@ void wire_writer_init(wire_writer *w, void *buf, size_t cap) {
   w->len = 0;
   w->status = WIRE_OK;
   w->err[0] = 0;
-  wire_writer_reset(w);
+  suiro_wire_writer_reset(w);
 }
 
-void wire_writer_reset(wire_writer *w) {
+void suiro_wire_writer_reset(suiro_wire_writer *w) {
   w->len = 0;
   w->status = WIRE_OK;
   w->err[0] = 0;
@@ -226,20 +226,20 @@ void wire_writer_reset(wire_writer *w) {
   w->strs_left = 0;
   w->strs_na_ok = 1;
   w->ncont = 0;
-  w->lv[0] = (wire_level){ 1, 0, K_TOP, 0 };
+  w->lv[0] = (suiro_wire_level){ 1, 0, K_TOP, 0 };
   write_header(w);
 }
 
-void wire_writer_free(wire_writer *w) {
+void suiro_wire_writer_free(suiro_wire_writer *w) {
   free(w->heap);
   w->heap = NULL;
   w->buf = NULL;
   w->cap = w->len = 0;
 }
 
-const char *wire_writer_error(const wire_writer *w) { return w->err; }
+const char *suiro_wire_writer_error(const suiro_wire_writer *w) { return w->err; }
 
-int wire_writer_finish(wire_writer *w, const void **ptr, size_t *len) {
+int suiro_wire_writer_finish(suiro_wire_writer *w, const void **ptr, size_t *len) {
   if (w->status != WIRE_OK) return WIRE_ERR;
   if (w->strs_left)
     return wfail(w, "unfinished strs: %llu strings still to add", (unsigned long long)w->strs_left);
@@ -254,19 +254,19 @@ int wire_writer_finish(wire_writer *w, const void **ptr, size_t *len) {
 }
 
 /* Why begin() refused: exactly one of its unlikely conditions holds. */
-static SUIRO_COLD unsigned char *begin_slow(wire_writer *w, int tag) {
+static SUIRO_COLD unsigned char *begin_slow(suiro_wire_writer *w, int tag) {
   if (w->status != WIRE_OK) return NULL;
   if (w->strs_left) {
-    wfail(w, "a %s put while a strs still needs %llu strings", wire_tag_name(tag),
+    wfail(w, "a %s put while a strs still needs %llu strings", suiro_wire_tag_name(tag),
           (unsigned long long)w->strs_left);
     return NULL;
   }
-  wire_level *l = &w->lv[w->depth];
+  suiro_wire_level *l = &w->lv[w->depth];
   if (l->left == 0) {
-    wfail(w, "a %s put after the top-level value is complete", wire_tag_name(tag));
+    wfail(w, "a %s put after the top-level value is complete", suiro_wire_tag_name(tag));
     return NULL;
   }
-  wfail(w, "a %s at depth %d: values nest at most %d deep", wire_tag_name(tag), w->depth + 1,
+  wfail(w, "a %s at depth %d: values nest at most %d deep", suiro_wire_tag_name(tag), w->depth + 1,
         WIRE_MAX_DEPTH);
   return NULL;
 }
@@ -274,8 +274,8 @@ static SUIRO_COLD unsigned char *begin_slow(wire_writer *w, int tag) {
 /* Common entry of every put: checks the writer's state and the enclosing container, reserves
  * nbytes and counts the item in its container. The caller writes, advances len and then calls
  * leaf() or open_level(). */
-static inline unsigned char *begin(wire_writer *w, int tag, uint64_t count, size_t nbytes) {
-  wire_level *l = &w->lv[w->depth];
+static inline unsigned char *begin(suiro_wire_writer *w, int tag, uint64_t count, size_t nbytes) {
+  suiro_wire_level *l = &w->lv[w->depth];
   if (SUIRO_UNLIKELY(w->status != WIRE_OK || w->strs_left || l->left == 0 ||
                      w->depth >= WIRE_MAX_DEPTH)) {
     begin_slow(w, tag);
@@ -295,17 +295,17 @@ static inline unsigned char *begin(wire_writer *w, int tag, uint64_t count, size
 }
 
 /* After a leaf: close every container whose last item this was. */
-static inline void leaf(wire_writer *w) {
+static inline void leaf(suiro_wire_writer *w) {
   while (w->depth > 0 && w->lv[w->depth].left == 0) w->depth--;
 }
 
-static inline void open_level(wire_writer *w, int kind, uint64_t children, uint64_t arg, int flag) {
+static inline void open_level(suiro_wire_writer *w, int kind, uint64_t children, uint64_t arg, int flag) {
   if (children == 0) {
     leaf(w);
     return;
   }
   w->depth++;
-  w->lv[w->depth] = (wire_level){ children, arg, kind, flag };
+  w->lv[w->depth] = (suiro_wire_level){ children, arg, kind, flag };
 }
 
 /* Zeroes the padding word at the end of a payload of nbytes starting at p. */
@@ -313,7 +313,7 @@ static inline void zero_tail(unsigned char *p, uint64_t nbytes) {
   if (nbytes & 7) st64(p + (nbytes & ~UINT64_C(7)), 0);
 }
 
-int wire_put_nil(wire_writer *w) {
+int suiro_wire_put_nil(suiro_wire_writer *w) {
   unsigned char *p = begin(w, WIRE_NIL, 0, 8);
   if (!p) return WIRE_ERR;
   st64(p, hdr(WIRE_NIL, 0, 0));
@@ -322,7 +322,7 @@ int wire_put_nil(wire_writer *w) {
   return WIRE_OK;
 }
 
-int wire_put_bool(wire_writer *w, int v) {
+int suiro_wire_put_bool(suiro_wire_writer *w, int v) {
   if (v != 0 && v != 1 && v != WIRE_NA_BOOL) return wfail(w, "bool value %d (0, 1 or 0xFF)", v);
   unsigned char *p = begin(w, WIRE_BOOL, 0, 8);
   if (!p) return WIRE_ERR;
@@ -332,7 +332,7 @@ int wire_put_bool(wire_writer *w, int v) {
   return WIRE_OK;
 }
 
-int wire_put_i64(wire_writer *w, int64_t v) {
+int suiro_wire_put_i64(suiro_wire_writer *w, int64_t v) {
   if (v >= I48_MIN && v <= I48_MAX) { /* the common case: the value rides in the header word */
     unsigned char *p = begin(w, WIRE_I64, 0, 8);
     if (!p) return WIRE_ERR;
@@ -349,7 +349,7 @@ int wire_put_i64(wire_writer *w, int64_t v) {
   return WIRE_OK;
 }
 
-int wire_put_f64(wire_writer *w, double v) {
+int suiro_wire_put_f64(suiro_wire_writer *w, double v) {
   unsigned char *p = begin(w, WIRE_F64, 0, 16);
   if (!p) return WIRE_ERR;
   st64(p, hdr(WIRE_F64, 0, 0));
@@ -359,8 +359,8 @@ int wire_put_f64(wire_writer *w, double v) {
   return WIRE_OK;
 }
 
-static int put_blob(wire_writer *w, int tag, const void *s, size_t len) {
-  if (len > MAXN) return wfail(w, "%s of %zu bytes (max 2^48-1)", wire_tag_name(tag), len);
+static int put_blob(suiro_wire_writer *w, int tag, const void *s, size_t len) {
+  if (len > MAXN) return wfail(w, "%s of %zu bytes (max 2^48-1)", suiro_wire_tag_name(tag), len);
   size_t nb = 8 + pad8(len);
   unsigned char *p = begin(w, tag, 0, nb);
   if (!p) return WIRE_ERR;
@@ -372,13 +372,13 @@ static int put_blob(wire_writer *w, int tag, const void *s, size_t len) {
   return WIRE_OK;
 }
 
-int wire_put_str(wire_writer *w, const void *s, size_t len) { return put_blob(w, WIRE_STR, s, len); }
-int wire_put_bytes(wire_writer *w, const void *p, size_t len) {
+int suiro_wire_put_str(suiro_wire_writer *w, const void *s, size_t len) { return put_blob(w, WIRE_STR, s, len); }
+int suiro_wire_put_bytes(suiro_wire_writer *w, const void *p, size_t len) {
   return put_blob(w, WIRE_BYTES, p, len);
 }
 
 /* Writes a STR part (not an item of its own) at p; returns its size. */
-static size_t str_part(unsigned char *p, wire_str s) {
+static size_t str_part(unsigned char *p, suiro_wire_str s) {
   st64(p, hdr(WIRE_STR, 0, s.len));
   zero_tail(p + 8, s.len);
   if (s.len) memcpy(p + 8, s.ptr, s.len);
@@ -387,12 +387,12 @@ static size_t str_part(unsigned char *p, wire_str s) {
 
 /* A leaf of count elements of a (checked) type after its header: ARRAY and DATE. Returns where
  * the elements go; the padding after them is zeroed. */
-static void *put_typed_block(wire_writer *w, int tag, const char *what, int type, uint64_t count) {
+static void *put_typed_block(suiro_wire_writer *w, int tag, const char *what, int type, uint64_t count) {
   if (count > MAXN) {
     wfail(w, "%s of %llu elements (max 2^48-1)", what, (unsigned long long)count);
     return NULL;
   }
-  uint64_t bytes = count * wire_type_size(type);
+  uint64_t bytes = count * suiro_wire_type_size(type);
   size_t nb = 8 + pad8(bytes);
   unsigned char *p = begin(w, tag, count, nb);
   if (!p) return NULL;
@@ -403,16 +403,16 @@ static void *put_typed_block(wire_writer *w, int tag, const char *what, int type
   return p + 8;
 }
 
-void *wire_put_array(wire_writer *w, int type, uint64_t count) {
-  if (!wire_type_size(type)) {
+void *suiro_wire_put_array(suiro_wire_writer *w, int type, uint64_t count) {
+  if (!suiro_wire_type_size(type)) {
     wfail(w, "array of unknown element type %d", type);
     return NULL;
   }
   return put_typed_block(w, WIRE_ARRAY, "array", type, count);
 }
 
-void *wire_put_ndarray(wire_writer *w, int type, int order, int ndim, const uint64_t *dims) {
-  size_t sz = wire_type_size(type);
+void *suiro_wire_put_ndarray(suiro_wire_writer *w, int type, int order, int ndim, const uint64_t *dims) {
+  size_t sz = suiro_wire_type_size(type);
   uint64_t count;
   if (!sz) {
     wfail(w, "ndarray of unknown element type %d", type);
@@ -445,7 +445,7 @@ void *wire_put_ndarray(wire_writer *w, int type, int order, int ndim, const uint
 }
 
 /* Writes a STRS header plus n length words at p and opens the string state. */
-static size_t strs_open(wire_writer *w, unsigned char *p, uint64_t n, int na_ok) {
+static size_t strs_open(suiro_wire_writer *w, unsigned char *p, uint64_t n, int na_ok) {
   st64(p, hdr(WIRE_STRS, 0, n));
   w->strs_left = n;
   w->strs_na_ok = na_ok;
@@ -453,7 +453,7 @@ static size_t strs_open(wire_writer *w, unsigned char *p, uint64_t n, int na_ok)
   return 8 + 8 * (size_t)n;
 }
 
-int wire_put_strs(wire_writer *w, uint64_t n) {
+int suiro_wire_put_strs(suiro_wire_writer *w, uint64_t n) {
   if (n > MAXN) return wfail(w, "strs of %llu strings (max 2^48-1)", (unsigned long long)n);
   size_t nb = 8 + 8 * (size_t)n;
   unsigned char *p = begin(w, WIRE_STRS, n, nb);
@@ -463,9 +463,9 @@ int wire_put_strs(wire_writer *w, uint64_t n) {
   return WIRE_OK;
 }
 
-static int strs_push(wire_writer *w, const void *s, size_t len, uint64_t lenword) {
+static int strs_push(suiro_wire_writer *w, const void *s, size_t len, uint64_t lenword) {
   if (w->status != WIRE_OK) return WIRE_ERR;
-  if (!w->strs_left) return wfail(w, "wire_strs_add without an open strs");
+  if (!w->strs_left) return wfail(w, "suiro_wire_strs_add without an open strs");
   if (len > MAXN) return wfail(w, "string of %zu bytes (max 2^48-1)", len);
   unsigned char *p = reserve(w, len + 8); /* + room for the final padding */
   if (!p) return WIRE_ERR;
@@ -481,15 +481,15 @@ static int strs_push(wire_writer *w, const void *s, size_t len, uint64_t lenword
   return WIRE_OK;
 }
 
-int wire_strs_add(wire_writer *w, const void *s, size_t len) { return strs_push(w, s, len, len); }
+int suiro_wire_strs_add(suiro_wire_writer *w, const void *s, size_t len) { return strs_push(w, s, len, len); }
 
-int wire_strs_add_na(wire_writer *w) {
+int suiro_wire_strs_add_na(suiro_wire_writer *w) {
   if (w->status == WIRE_OK && w->strs_left && !w->strs_na_ok)
     return wfail(w, "NA factor level (levels cannot be NA)");
   return strs_push(w, NULL, 0, NA_LEN);
 }
 
-static int put_container(wire_writer *w, int tag, int kind, uint64_t n, uint64_t children,
+static int put_container(suiro_wire_writer *w, int tag, int kind, uint64_t n, uint64_t children,
                          uint64_t nrow) {
   size_t nb = tag == WIRE_FRAME ? 16 : 8;
   unsigned char *p = begin(w, tag, 0, nb);
@@ -502,24 +502,24 @@ static int put_container(wire_writer *w, int tag, int kind, uint64_t n, uint64_t
   return WIRE_OK;
 }
 
-int wire_put_list(wire_writer *w, uint64_t n) {
+int suiro_wire_put_list(suiro_wire_writer *w, uint64_t n) {
   if (n > MAXN) return wfail(w, "list of %llu items (max 2^48-1)", (unsigned long long)n);
   return put_container(w, WIRE_LIST, K_LIST, n, n, 0);
 }
 
-int wire_put_dict(wire_writer *w, uint64_t n) {
+int suiro_wire_put_dict(suiro_wire_writer *w, uint64_t n) {
   if (n > MAXN) return wfail(w, "dict of %llu entries (max 2^48-1)", (unsigned long long)n);
   return put_container(w, WIRE_DICT, K_DICT, n, 2 * n, 0);
 }
 
-int wire_put_frame(wire_writer *w, uint64_t ncol, uint64_t nrow) {
+int suiro_wire_put_frame(suiro_wire_writer *w, uint64_t ncol, uint64_t nrow) {
   if (ncol > MAXN || nrow > MAXN)
     return wfail(w, "frame of %llu columns x %llu rows (max 2^48-1)", (unsigned long long)ncol,
                  (unsigned long long)nrow);
   return put_container(w, WIRE_FRAME, K_FRAME, ncol, 2 * ncol, nrow);
 }
 
-int32_t *wire_put_factor(wire_writer *w, uint64_t count, int ordered, uint64_t nlevels) {
+int32_t *suiro_wire_put_factor(suiro_wire_writer *w, uint64_t count, int ordered, uint64_t nlevels) {
   if (ordered != 0 && ordered != 1) {
     wfail(w, "factor ordered flag %d (0 or 1)", ordered);
     return NULL;
@@ -541,7 +541,7 @@ int32_t *wire_put_factor(wire_writer *w, uint64_t count, int ordered, uint64_t n
   return (int32_t *)(void *)(p + 8);
 }
 
-void *wire_put_date(wire_writer *w, int type, uint64_t count) {
+void *suiro_wire_put_date(suiro_wire_writer *w, int type, uint64_t count) {
   if (type != WIRE_T_I32 && type != WIRE_T_I64 && type != WIRE_T_F64) {
     wfail(w, "date of element type %d (i32, i64 or f64)", type);
     return NULL;
@@ -549,7 +549,7 @@ void *wire_put_date(wire_writer *w, int type, uint64_t count) {
   return put_typed_block(w, WIRE_DATE, "date", type, count);
 }
 
-void *wire_put_timestamp(wire_writer *w, int type, int unit, wire_str tz, uint64_t count) {
+void *suiro_wire_put_timestamp(suiro_wire_writer *w, int type, int unit, suiro_wire_str tz, uint64_t count) {
   if (type != WIRE_T_I64 && type != WIRE_T_F64) {
     wfail(w, "timestamp of element type %d (i64 or f64)", type);
     return NULL;
@@ -574,7 +574,7 @@ void *wire_put_timestamp(wire_writer *w, int type, int unit, wire_str tz, uint64
   return p + off;
 }
 
-int wire_put_error(wire_writer *w, wire_str cls, wire_str msg, wire_str tb, int64_t index) {
+int suiro_wire_put_error(suiro_wire_writer *w, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str tb, int64_t index) {
   if (index < -1) return wfail(w, "error element index %lld (>= 0, or -1 for none)", (long long)index);
   if (cls.len > MAXN || msg.len > MAXN || tb.len > MAXN) return wfail(w, "error text too long");
   size_t nb = 16 + 24 + pad8(cls.len) + pad8(msg.len) + pad8(tb.len);
@@ -591,7 +591,7 @@ int wire_put_error(wire_writer *w, wire_str cls, wire_str msg, wire_str tb, int6
   return WIRE_OK;
 }
 
-int wire_put_call(wire_writer *w, int form, wire_str text) {
+int suiro_wire_put_call(suiro_wire_writer *w, int form, suiro_wire_str text) {
   if (form != WIRE_CALL_NAME && form != WIRE_CALL_SOURCE) return wfail(w, "call form %d", form);
   if (form == WIRE_CALL_NAME && text.len == 0) return wfail(w, "call with an empty target name");
   if (text.len > MAXN) return wfail(w, "call text too long");
@@ -605,7 +605,7 @@ int wire_put_call(wire_writer *w, int form, wire_str text) {
   return WIRE_OK;
 }
 
-int wire_put_func(wire_writer *w, int lang, uint64_t key, uint64_t n) {
+int suiro_wire_put_func(suiro_wire_writer *w, int lang, uint64_t key, uint64_t n) {
   if (lang < WIRE_LANG_LUA || lang > WIRE_LANG_R) return wfail(w, "function language %d (1 Lua, 2 Python, 3 R)", lang);
   if (n < 1 || n > MAXN)
     return wfail(w, "function with %llu children (1 or more: name or nil, then captured values)",
@@ -620,7 +620,7 @@ int wire_put_func(wire_writer *w, int lang, uint64_t key, uint64_t n) {
   return WIRE_OK;
 }
 
-int wire_put_backref(wire_writer *w, uint64_t ordinal) {
+int suiro_wire_put_backref(suiro_wire_writer *w, uint64_t ordinal) {
   if (w->status == WIRE_OK && ordinal >= w->ncont)
     return wfail(w, "back-reference to container %llu, only %llu so far", (unsigned long long)ordinal,
                  (unsigned long long)w->ncont);
@@ -641,7 +641,7 @@ static int range_fits(int64_t start, int64_t step, uint64_t n) {
   return !__builtin_mul_overflow((int64_t)(n - 1), step, &span) && !__builtin_add_overflow(start, span, &last);
 }
 
-int wire_put_range(wire_writer *w, int64_t start, int64_t step, uint64_t n) {
+int suiro_wire_put_range(suiro_wire_writer *w, int64_t start, int64_t step, uint64_t n) {
   if (step == 0) return wfail(w, "range with step 0");
   if (n > MAXN) return wfail(w, "range of %llu elements (at most 2^48 - 1)", (unsigned long long)n);
   if (!range_fits(start, step, n)) return wfail(w, "range overflows int64");
@@ -656,7 +656,7 @@ int wire_put_range(wire_writer *w, int64_t start, int64_t step, uint64_t n) {
 }
 
 /* Checks a reference's fields; returns NULL or the reason. Shared by writer and reader. */
-static const char *ref_problem(const wire_ref *r, char *buf, size_t cap) {
+static const char *ref_problem(const suiro_wire_ref *r, char *buf, size_t cap) {
   if (r->name.len == 0 || r->name.len > WIRE_REF_NAME_MAX) {
     snprintf(buf, cap, "ref region name of %zu bytes (1..%d)", r->name.len, WIRE_REF_NAME_MAX);
     return buf;
@@ -670,7 +670,7 @@ static const char *ref_problem(const wire_ref *r, char *buf, size_t cap) {
       return "wire ref length is not a positive multiple of 8";
     return NULL;
   }
-  size_t sz = wire_type_size(r->type);
+  size_t sz = suiro_wire_type_size(r->type);
   if (!sz) {
     snprintf(buf, cap, "ref of unknown kind %d", r->type);
     return buf;
@@ -691,7 +691,7 @@ static const char *ref_problem(const wire_ref *r, char *buf, size_t cap) {
   return NULL;
 }
 
-int wire_put_ref(wire_writer *w, const wire_ref *ref) {
+int suiro_wire_put_ref(suiro_wire_writer *w, const suiro_wire_ref *ref) {
   char why[128];
   const char *bad = ref_problem(ref, why, sizeof why);
   if (bad) return wfail(w, "%s", bad);
@@ -714,8 +714,8 @@ int wire_put_ref(wire_writer *w, const wire_ref *ref) {
  * Reader
  */
 
-static SUIRO_COLD int rfail(wire_reader *r, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static SUIRO_COLD int rfail(wire_reader *r, size_t pos, const char *fmt, ...) {
+static SUIRO_COLD int rfail(suiro_wire_reader *r, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static SUIRO_COLD int rfail(suiro_wire_reader *r, size_t pos, const char *fmt, ...) {
   char what[150];
   va_list ap;
   va_start(ap, fmt);
@@ -728,9 +728,9 @@ static SUIRO_COLD int rfail(wire_reader *r, size_t pos, const char *fmt, ...) {
   return WIRE_ERR;
 }
 
-const char *wire_reader_error(const wire_reader *r) { return r->err; }
+const char *suiro_wire_reader_error(const suiro_wire_reader *r) { return r->err; }
 
-int wire_reader_init(wire_reader *r, const void *buf, size_t len) {
+int suiro_wire_reader_init(suiro_wire_reader *r, const void *buf, size_t len) {
   r->buf = buf;
   r->len = len;
   r->pos = 8;
@@ -740,7 +740,7 @@ int wire_reader_init(wire_reader *r, const void *buf, size_t len) {
   r->err_pos = 0;
   r->shared = 0;
   r->ncont = r->nbackrefs = 0;
-  r->lv[0] = (wire_level){ 1, 0, K_TOP, 0 };
+  r->lv[0] = (suiro_wire_level){ 1, 0, K_TOP, 0 };
   if ((uintptr_t)buf & 7) return rfail(r, 0, "buffer address is not 8-byte aligned");
   if (len < 8) return rfail(r, len, "truncated: %zu bytes, a buffer starts with an 8-byte header", len);
   const unsigned char *b = buf;
@@ -762,14 +762,14 @@ int wire_reader_init(wire_reader *r, const void *buf, size_t len) {
   } while (0)
 
 /* Checks the k padding bytes at p are zero. */
-static int pad_check(wire_reader *r, size_t p, size_t k) {
+static int pad_check(suiro_wire_reader *r, size_t p, size_t k) {
   for (size_t i = 0; i < k; i++)
     if (r->buf[p + i]) return rfail(r, p + i, "nonzero padding byte 0x%02x", r->buf[p + i]);
   return WIRE_OK;
 }
 
 /* Reads a STR part at *pp (the fixed fields of ERROR, CALL, TIMESTAMP, REF). */
-static int str_part_read(wire_reader *r, size_t *pp, wire_str *out, const char *what) {
+static int str_part_read(suiro_wire_reader *r, size_t *pp, suiro_wire_str *out, const char *what) {
   size_t p = *pp, len = r->len;
   NEED(p, 8, p, "truncated: %s needs a str header, %zu bytes remain", what, len - p);
   uint64_t h = ld64(r->buf + p);
@@ -787,7 +787,7 @@ static int str_part_read(wire_reader *r, size_t *pp, wire_str *out, const char *
 }
 
 /* Reads a STRS body (header at *pp) */
-static int strs_read(wire_reader *r, size_t *pp, wire_strs *s, int levels) {
+static int strs_read(suiro_wire_reader *r, size_t *pp, suiro_wire_strs *s, int levels) {
   size_t p = *pp, len = r->len;
   const char *what = levels ? "factor levels" : "strs";
   NEED(p, 8, p, "truncated: %s needs a header, %zu bytes remain", what, len - p);
@@ -822,12 +822,12 @@ static int strs_read(wire_reader *r, size_t *pp, wire_strs *s, int levels) {
 }
 
 /* Reads count elements of type at p: bounds, element values (bool), padding. */
-static int elems_read(wire_reader *r, size_t p, size_t item, int type, uint64_t count,
+static int elems_read(suiro_wire_reader *r, size_t p, size_t item, int type, uint64_t count,
                       const char *what, size_t *end) {
   size_t len = r->len;
-  uint64_t bytes = count * wire_type_size(type);
+  uint64_t bytes = count * suiro_wire_type_size(type);
   NEED(p, pad8(bytes), item, "truncated: %s of %llu %s elements needs %llu bytes, %zu remain",
-       what, (unsigned long long)count, wire_type_name(type), (unsigned long long)pad8(bytes),
+       what, (unsigned long long)count, suiro_wire_type_name(type), (unsigned long long)pad8(bytes),
        len - p);
   if (type == WIRE_T_BOOL) {
     const unsigned char *e = r->buf + p;
@@ -842,7 +842,7 @@ static int elems_read(wire_reader *r, size_t p, size_t item, int type, uint64_t 
 }
 
 /* ---- reading: one step per tag --------------------------------------------------------------
- * wire_next reads the header word and hands the item to the step of its tag; a step checks its
+ * suiro_wire_next reads the header word and hands the item to the step of its tag; a step checks its
  * fields and payload, fills the item, says where the next item starts (s->p) and, for a container,
  * its kind and how many children follow. */
 typedef struct step {
@@ -862,14 +862,14 @@ typedef struct step {
   int tag = s->tag, aux = s->aux;                                                        \
   (void)b; (void)len; (void)pos; (void)h; (void)n; (void)tag; (void)aux
 
-static int read_nil(wire_reader *r, wire_item *it, step *s) {
+static int read_nil(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in nil");
   s->p = p;
   return WIRE_OK;
 }
 
-static int read_bool(wire_reader *r, wire_item *it, step *s) {
+static int read_bool(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux > 1 && aux != WIRE_NA_BOOL) return rfail(r, pos + 1, "bool value 0x%02x (0, 1 or 0xFF)", aux);
   if (n) return rfail(r, pos + 2, "nonzero field in bool");
@@ -878,7 +878,7 @@ static int read_bool(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_i48(wire_reader *r, wire_item *it, step *s) {
+static int read_i48(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux) return rfail(r, pos + 1, "nonzero aux byte in i48");
   it->tag = WIRE_I64;
@@ -887,7 +887,7 @@ static int read_i48(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_i64(wire_reader *r, wire_item *it, step *s) {
+static int read_i64(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in i64");
   NEED(p, 8, pos, "truncated: i64 needs 8 bytes, %zu remain", len - p);
@@ -900,7 +900,7 @@ static int read_i64(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_f64(wire_reader *r, wire_item *it, step *s) {
+static int read_f64(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in f64");
   NEED(p, 8, pos, "truncated: f64 needs 8 bytes, %zu remain", len - p);
@@ -910,10 +910,10 @@ static int read_f64(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_str_or_bytes(wire_reader *r, wire_item *it, step *s) {
+static int read_str_or_bytes(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
-  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
-  NEED(p, pad8(n), pos, "truncated: %s of %llu bytes, %zu remain", wire_tag_name(tag),
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", suiro_wire_tag_name(tag));
+  NEED(p, pad8(n), pos, "truncated: %s of %llu bytes, %zu remain", suiro_wire_tag_name(tag),
        (unsigned long long)n, len - p);
   if (pad_check(r, p + n, pad8(n) - n)) return WIRE_ERR;
   it->data = b + p;
@@ -923,7 +923,7 @@ static int read_str_or_bytes(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_array(wire_reader *r, wire_item *it, step *s) {
+static int read_array(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in array", aux);
   if (elems_read(r, p, pos, aux, n, "array", &p)) return WIRE_ERR;
@@ -934,7 +934,7 @@ static int read_array(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_ndarray(wire_reader *r, wire_item *it, step *s) {
+static int read_ndarray(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux < 1 || aux > WIRE_T_MAX) return rfail(r, pos + 1, "bad element type %d in ndarray", aux);
   if (n > WIRE_MAX_NDIM)
@@ -960,7 +960,7 @@ static int read_ndarray(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_strs(wire_reader *r, wire_item *it, step *s) {
+static int read_strs(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   p = pos;
   if (strs_read(r, &p, &it->strs, 0)) return WIRE_ERR;
@@ -969,13 +969,13 @@ static int read_strs(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_list_or_dict(wire_reader *r, wire_item *it, step *s) {
+static int read_list_or_dict(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
-  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", wire_tag_name(tag));
+  if (aux) return rfail(r, pos + 1, "nonzero aux byte in %s", suiro_wire_tag_name(tag));
   uint64_t per = tag == WIRE_LIST ? 8 : 16; /* the smallest item is one word */
   if (n > (len - p) / per)
     return rfail(r, pos, "%s of %llu %s cannot fit in the %zu bytes that remain",
-                 wire_tag_name(tag), (unsigned long long)n, tag == WIRE_LIST ? "items" : "entries",
+                 suiro_wire_tag_name(tag), (unsigned long long)n, tag == WIRE_LIST ? "items" : "entries",
                  len - p);
   it->n = n;
   s->kind = tag == WIRE_LIST ? K_LIST : K_DICT;
@@ -985,7 +985,7 @@ static int read_list_or_dict(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_frame(wire_reader *r, wire_item *it, step *s) {
+static int read_frame(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux) return rfail(r, pos + 1, "nonzero aux byte in frame");
   NEED(p, 8, pos, "truncated: frame needs a row count, %zu bytes remain", len - p);
@@ -1003,7 +1003,7 @@ static int read_frame(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_factor(wire_reader *r, wire_item *it, step *s) {
+static int read_factor(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux > 1) return rfail(r, pos + 1, "factor ordered flag %d (0 or 1)", aux);
   NEED(p, pad8(4 * n), pos, "truncated: factor of %llu codes, %zu bytes remain",
@@ -1026,7 +1026,7 @@ static int read_factor(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_date(wire_reader *r, wire_item *it, step *s) {
+static int read_date(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux != WIRE_T_I32 && aux != WIRE_T_I64 && aux != WIRE_T_F64)
     return rfail(r, pos + 1, "bad element type %d in date (i32, i64 or f64)", aux);
@@ -1038,7 +1038,7 @@ static int read_date(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_timestamp(wire_reader *r, wire_item *it, step *s) {
+static int read_timestamp(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux != WIRE_T_I64 && aux != WIRE_T_F64)
     return rfail(r, pos + 1, "bad element type %d in timestamp (i64 or f64)", aux);
@@ -1057,7 +1057,7 @@ static int read_timestamp(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_error(wire_reader *r, wire_item *it, step *s) {
+static int read_error(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux || n) return rfail(r, pos + (aux ? 1 : 2), "nonzero field in error");
   NEED(p, 8, pos, "truncated: error needs an element index, %zu bytes remain", len - p);
@@ -1073,7 +1073,7 @@ static int read_error(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_call(wire_reader *r, wire_item *it, step *s) {
+static int read_call(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux > 1) return rfail(r, pos + 1, "call form %d (0 name, 1 source)", aux);
   if (n) return rfail(r, pos + 2, "nonzero field in call");
@@ -1089,10 +1089,10 @@ static int read_call(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_ref(wire_reader *r, wire_item *it, step *s) {
+static int read_ref(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
-  wire_ref *ref = &it->ref;
-  if (wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE)
+  suiro_wire_ref *ref = &it->ref;
+  if (suiro_wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE)
     return rfail(r, pos + 1, "bad ref kind 0x%02x", aux);
   if (n > WIRE_MAX_NDIM)
     return rfail(r, pos + 2, "ref with %llu dimensions (max %d)", (unsigned long long)n, WIRE_MAX_NDIM);
@@ -1117,7 +1117,7 @@ static int read_ref(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_func(wire_reader *r, wire_item *it, step *s) {
+static int read_func(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux < WIRE_LANG_LUA || aux > WIRE_LANG_R)
     return rfail(r, pos + 1, "function language %d (1 Lua, 2 Python, 3 R)", aux);
@@ -1138,7 +1138,7 @@ static int read_func(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_backref(wire_reader *r, wire_item *it, step *s) {
+static int read_backref(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux) return rfail(r, pos + 1, "nonzero aux byte in backref");
   if (!r->shared) return rfail(r, pos, "back-reference in a buffer whose header announces none");
@@ -1151,7 +1151,7 @@ static int read_backref(wire_reader *r, wire_item *it, step *s) {
   return WIRE_OK;
 }
 
-static int read_range(wire_reader *r, wire_item *it, step *s) {
+static int read_range(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   if (aux) return rfail(r, pos + 1, "nonzero aux byte in range");
   NEED(p, 16, pos, "truncated: range needs 16 bytes, %zu remain", len - p);
@@ -1167,9 +1167,9 @@ static int read_range(wire_reader *r, wire_item *it, step *s) {
 }
 
 
-int wire_next(wire_reader *r, wire_item *it) {
+int suiro_wire_next(suiro_wire_reader *r, suiro_wire_item *it) {
   if (SUIRO_UNLIKELY(r->status != WIRE_OK)) return r->status;
-  wire_level *l = &r->lv[r->depth];
+  suiro_wire_level *l = &r->lv[r->depth];
   if (l->left == 0) return r->status = WIRE_END; /* only the top level can be here */
   const unsigned char *b = r->buf;
   size_t len = r->len, pos = r->pos, p = pos + 8;
@@ -1226,8 +1226,8 @@ int wire_next(wire_reader *r, wire_item *it) {
   r->pos = p;
   if (children) {
     r->depth++;
-    r->lv[r->depth] = kind == K_FUNC ? (wire_level){ children, children, kind, it->i == 0 }
-                                     : (wire_level){ children, it->nrow, kind, 0 };
+    r->lv[r->depth] = kind == K_FUNC ? (suiro_wire_level){ children, children, kind, it->i == 0 }
+                                     : (suiro_wire_level){ children, it->nrow, kind, 0 };
   } else {
     while (r->depth > 0 && r->lv[r->depth].left == 0) r->depth--;
   }
@@ -1238,21 +1238,21 @@ int wire_next(wire_reader *r, wire_item *it) {
   return WIRE_OK;
 }
 
-int wire_skip(wire_reader *r) {
+int suiro_wire_skip(suiro_wire_reader *r) {
   int d0 = r->depth;
-  wire_item it;
+  suiro_wire_item it;
   do {
-    int st = wire_next(r, &it);
+    int st = suiro_wire_next(r, &it);
     if (st != WIRE_OK) return st;
   } while (r->depth > d0);
   return WIRE_OK;
 }
 
-int wire_validate(const void *buf, size_t len, char *err, size_t errcap) {
-  wire_reader r;
-  wire_item it;
-  int st = wire_reader_init(&r, buf, len);
-  while (st == WIRE_OK) st = wire_next(&r, &it);
+int suiro_wire_validate(const void *buf, size_t len, char *err, size_t errcap) {
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  int st = suiro_wire_reader_init(&r, buf, len);
+  while (st == WIRE_OK) st = suiro_wire_next(&r, &it);
   if (st == WIRE_END) {
     if (errcap) err[0] = 0;
     return WIRE_OK;
@@ -1262,62 +1262,62 @@ int wire_validate(const void *buf, size_t len, char *err, size_t errcap) {
 }
 
 /* Re-emits one item (not its children) through the writer. */
-int wire_put_item(wire_writer *w, const wire_item *it) {
+int suiro_wire_put_item(suiro_wire_writer *w, const suiro_wire_item *it) {
   switch (it->tag) {
-  case WIRE_NIL: return wire_put_nil(w);
-  case WIRE_BOOL: return wire_put_bool(w, it->flag);
-  case WIRE_I64: return wire_put_i64(w, it->i);
-  case WIRE_F64: return wire_put_f64(w, it->f);
-  case WIRE_STR: return wire_put_str(w, it->data, it->n);
-  case WIRE_BYTES: return wire_put_bytes(w, it->data, it->n);
-  case WIRE_LIST: return wire_put_list(w, it->n);
-  case WIRE_DICT: return wire_put_dict(w, it->n);
-  case WIRE_FRAME: return wire_put_frame(w, it->n, it->nrow);
-  case WIRE_CALL: return wire_put_call(w, it->flag, it->text[0]);
-  case WIRE_ERROR: return wire_put_error(w, it->text[0], it->text[1], it->text[2], it->i);
-  case WIRE_REF: return wire_put_ref(w, &it->ref);
-  case WIRE_FUNC: return wire_put_func(w, it->flag, (uint64_t)it->i, it->n);
-  case WIRE_BACKREF: return wire_put_backref(w, (uint64_t)it->i);
-  case WIRE_RANGE: return wire_put_range(w, it->i, it->step, it->n);
+  case WIRE_NIL: return suiro_wire_put_nil(w);
+  case WIRE_BOOL: return suiro_wire_put_bool(w, it->flag);
+  case WIRE_I64: return suiro_wire_put_i64(w, it->i);
+  case WIRE_F64: return suiro_wire_put_f64(w, it->f);
+  case WIRE_STR: return suiro_wire_put_str(w, it->data, it->n);
+  case WIRE_BYTES: return suiro_wire_put_bytes(w, it->data, it->n);
+  case WIRE_LIST: return suiro_wire_put_list(w, it->n);
+  case WIRE_DICT: return suiro_wire_put_dict(w, it->n);
+  case WIRE_FRAME: return suiro_wire_put_frame(w, it->n, it->nrow);
+  case WIRE_CALL: return suiro_wire_put_call(w, it->flag, it->text[0]);
+  case WIRE_ERROR: return suiro_wire_put_error(w, it->text[0], it->text[1], it->text[2], it->i);
+  case WIRE_REF: return suiro_wire_put_ref(w, &it->ref);
+  case WIRE_FUNC: return suiro_wire_put_func(w, it->flag, (uint64_t)it->i, it->n);
+  case WIRE_BACKREF: return suiro_wire_put_backref(w, (uint64_t)it->i);
+  case WIRE_RANGE: return suiro_wire_put_range(w, it->i, it->step, it->n);
   case WIRE_STRS:
   case WIRE_FACTOR: {
     if (it->tag == WIRE_STRS) {
-      if (wire_put_strs(w, it->n)) return WIRE_ERR;
+      if (suiro_wire_put_strs(w, it->n)) return WIRE_ERR;
     } else {
-      int32_t *codes = wire_put_factor(w, it->n, it->flag, it->strs.n);
+      int32_t *codes = suiro_wire_put_factor(w, it->n, it->flag, it->strs.n);
       if (!codes) return WIRE_ERR;
       memcpy(codes, it->data, 4 * it->n);
     }
-    wire_strs_iter si = wire_strs_begin(&it->strs);
+    suiro_wire_strs_iter si = suiro_wire_strs_begin(&it->strs);
     const char *s;
     size_t sl;
-    while (wire_strs_next(&si, &s, &sl))
-      if ((s ? wire_strs_add(w, s, sl) : wire_strs_add_na(w)) != WIRE_OK) return WIRE_ERR;
+    while (suiro_wire_strs_next(&si, &s, &sl))
+      if ((s ? suiro_wire_strs_add(w, s, sl) : suiro_wire_strs_add_na(w)) != WIRE_OK) return WIRE_ERR;
     return WIRE_OK;
   }
   case WIRE_ARRAY:
   case WIRE_NDARRAY:
   case WIRE_DATE:
   case WIRE_TIMESTAMP: {
-    void *d = it->tag == WIRE_ARRAY     ? wire_put_array(w, it->type, it->n)
-              : it->tag == WIRE_NDARRAY ? wire_put_ndarray(w, it->type, it->flag, it->ndim, it->dims)
-              : it->tag == WIRE_DATE    ? wire_put_date(w, it->type, it->n)
-                                        : wire_put_timestamp(w, it->type, it->flag, it->text[0], it->n);
+    void *d = it->tag == WIRE_ARRAY     ? suiro_wire_put_array(w, it->type, it->n)
+              : it->tag == WIRE_NDARRAY ? suiro_wire_put_ndarray(w, it->type, it->flag, it->ndim, it->dims)
+              : it->tag == WIRE_DATE    ? suiro_wire_put_date(w, it->type, it->n)
+                                        : suiro_wire_put_timestamp(w, it->type, it->flag, it->text[0], it->n);
     if (!d) return WIRE_ERR;
-    if (it->n) memcpy(d, it->data, it->n * wire_type_size(it->type));
+    if (it->n) memcpy(d, it->data, it->n * suiro_wire_type_size(it->type));
     return WIRE_OK;
   }
   }
   return wfail(w, "cannot copy an item with tag %d", it->tag);
 }
 
-int wire_copy(wire_writer *w, wire_reader *r) {
+int suiro_wire_copy(suiro_wire_writer *w, suiro_wire_reader *r) {
   int d0 = r->depth;
-  wire_item it;
+  suiro_wire_item it;
   do {
-    int st = wire_next(r, &it);
+    int st = suiro_wire_next(r, &it);
     if (st != WIRE_OK) return st;
-    if (wire_put_item(w, &it) != WIRE_OK) return WIRE_ERR;
+    if (suiro_wire_put_item(w, &it) != WIRE_OK) return WIRE_ERR;
   } while (r->depth > d0);
   return WIRE_OK;
 }

@@ -136,7 +136,7 @@ TEST(error_payloads_round_trip) {
   /* a message too long for the buffer is cut, never overflowing it */
   char big[4000];
   memset(big, 'x', sizeof big);
-  n = suiro_error_encode(buf, sizeof buf, WIRE_CSTR("remote"), (wire_str){ big, sizeof big }, (wire_str){ big, 100 }, -1);
+  n = suiro_error_encode(buf, sizeof buf, WIRE_CSTR("remote"), (suiro_wire_str){ big, sizeof big }, (suiro_wire_str){ big, 100 }, -1);
   CHECK(n > 0 && n <= sizeof buf);
   CHECK_EQ(suiro_error_read(SUIRO_RESULT_ERROR, buf, n, &e), 0);
   CHECK(e.message.len > 0 && e.message.len < sizeof buf);
@@ -246,7 +246,7 @@ TEST(cells_follow_the_range_rules) {
   CHECK_EQ(suiro_cell_put_na(&d, WIRE_T_F64, err, sizeof err), 0);
   uint64_t bits;
   memcpy(&bits, &d, 8);
-  CHECK(wire_is_na_f64_bits(bits));
+  CHECK(suiro_wire_is_na_f64_bits(bits));
   CHECK_EQ(suiro_cell_put_na(&i32, WIRE_T_I32, err, sizeof err), 0);
   CHECK(i32 == INT32_MIN);
   CHECK_EQ(suiro_cell_put_na(&u8, WIRE_T_U8, err, sizeof err), -1);
@@ -303,10 +303,10 @@ static int plan_runner(uint64_t fn, const void *arg, size_t len, suiro_out *out,
   const void *fb;
   size_t fl;
   suiro_plan_fn(pl, &fb, &fl);
-  wire_reader rd;
-  wire_item it;
+  suiro_wire_reader rd;
+  suiro_wire_item it;
   char op[16] = "";
-  if (wire_reader_init(&rd, fb, fl) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK &&
+  if (suiro_wire_reader_init(&rd, fb, fl) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK &&
       it.tag == WIRE_STR && it.n < sizeof op)
     memcpy(op, it.data, it.n);
   void *outp = suiro_map_runner_output(m);
@@ -344,15 +344,15 @@ static int plan_runner(uint64_t fn, const void *arg, size_t len, suiro_out *out,
         }
       } else {
         _Alignas(8) unsigned char vb[64];
-        wire_writer w;
-        wire_writer_init(&w, vb, sizeof vb);
-        wire_put_list(&w, 1);
-        wire_put_i64(&w, (int64_t)(x * x));
+        suiro_wire_writer w;
+        suiro_wire_writer_init(&w, vb, sizeof vb);
+        suiro_wire_put_list(&w, 1);
+        suiro_wire_put_i64(&w, (int64_t)(x * x));
         const void *vp;
         size_t vl;
-        wire_writer_finish(&w, &vp, &vl);
+        suiro_wire_writer_finish(&w, &vp, &vl);
         suiro_map_put(m, i, vp, vl);
-        wire_writer_free(&w);
+        suiro_wire_writer_free(&w);
       }
       suiro_plan_leave();
       if (suiro_map_cancelled(m)) break;
@@ -366,15 +366,15 @@ static int plan_runner(uint64_t fn, const void *arg, size_t len, suiro_out *out,
 __attribute__((constructor)) static void install(void) { suiro_set_executor(plan_runner, NULL); }
 
 static size_t fn_buf(void *buf, const char *op) {
-  wire_writer w;
-  wire_writer_init(&w, buf, 64);
-  wire_put_list(&w, 1);
-  wire_put_str(&w, op, strlen(op));
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, buf, 64);
+  suiro_wire_put_list(&w, 1);
+  suiro_wire_put_str(&w, op, strlen(op));
   const void *p;
   size_t n;
-  wire_writer_finish(&w, &p, &n);
+  suiro_wire_writer_finish(&w, &p, &n);
   memmove(buf, p, n);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   return n;
 }
 
@@ -446,9 +446,9 @@ TEST(plans_run_ranges_arrays_and_values) {
     const void *d;
     size_t n;
     CHECK(suiro_map_result(m, (uint64_t)i, &d, &n));
-    wire_reader rd;
-    wire_item it;
-    CHECK(wire_reader_init(&rd, d, n) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK);
+    suiro_wire_reader rd;
+    suiro_wire_item it;
+    CHECK(suiro_wire_reader_init(&rd, d, n) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK);
     CHECK(it.tag == WIRE_I64 && it.i == (int64_t)(i - 25) * (i - 25));
   }
   suiro_map_free(m);
@@ -640,16 +640,16 @@ TEST(references_are_validated_against_the_mapping) {
   double *d = suiro_buf_data(b);
   for (int i = 0; i < 100; i++) d[i] = i;
   _Alignas(8) unsigned char mem[512];
-  wire_writer w;
-  wire_writer_init(&w, mem, sizeof mem);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, mem, sizeof mem);
   CHECK_EQ(suiro_zc_put(&w, b, d, 100 * 8, WIRE_T_F64, 0, 0, NULL), WIRE_OK);
   CHECK_EQ(shared_refs(b), 2); /* ours and the grant */
   const void *buf;
   size_t len;
-  CHECK_EQ(wire_writer_finish(&w, &buf, &len), WIRE_OK);
-  wire_reader rd;
-  wire_item it;
-  CHECK(wire_reader_init(&rd, buf, len) == WIRE_OK && wire_next(&rd, &it) == WIRE_OK && it.tag == WIRE_REF);
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &len), WIRE_OK);
+  suiro_wire_reader rd;
+  suiro_wire_item it;
+  CHECK(suiro_wire_reader_init(&rd, buf, len) == WIRE_OK && suiro_wire_next(&rd, &it) == WIRE_OK && it.tag == WIRE_REF);
   suiro_view v;
   CHECK_OK(suiro_zc_open(&it.ref, &v));
   CHECK_EQ(shared_refs(b), 2); /* the grant became the view's */
@@ -662,7 +662,7 @@ TEST(references_are_validated_against_the_mapping) {
   suiro_buf_unref(v.buf);
   CHECK_EQ(shared_refs(b), 1);
   /* lengths past the mapping, names outside the family, misaligned offsets */
-  wire_ref bad = it.ref;
+  suiro_wire_ref bad = it.ref;
   bad.length = (uint64_t)1 << 40;
   CHECK_EQ(suiro_zc_open(&bad, &v), SUIRO_ERR);
   CHECK(strstr(suiro_last_error(), "outside") != NULL);
@@ -677,9 +677,9 @@ TEST(references_are_validated_against_the_mapping) {
   CHECK_EQ(suiro_zc_open(&bad, &v), SUIRO_ERR);
   CHECK_EQ(shared_refs(b), 1);
   /* a grant that was never sent is revoked */
-  wire_writer_reset(&w);
+  suiro_wire_writer_reset(&w);
   CHECK_EQ(suiro_zc_put(&w, b, d, 800, WIRE_T_F64, 0, 0, NULL), WIRE_OK);
-  CHECK_EQ(wire_writer_finish(&w, &buf, &len), WIRE_OK);
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &len), WIRE_OK);
   CHECK_EQ(shared_refs(b), 2);
   suiro_zc_revoke(buf, len);
   CHECK_EQ(shared_refs(b), 1);
@@ -687,7 +687,7 @@ TEST(references_are_validated_against_the_mapping) {
   suiro_buf_unref(b);
   CHECK_EQ(suiro_zc_open(&it.ref, &v), SUIRO_ERR);
   CHECK(strstr(suiro_last_error(), "free") != NULL);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   CHECK_OK(suiro_pool_stop(p, 5));
 }
 

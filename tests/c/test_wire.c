@@ -221,7 +221,7 @@ static int parse_f32(const char *s, uint32_t *bits) {
 
 static int type_by_name(const char *s) {
   for (int t = 1; t <= WIRE_T_MAX; t++)
-    if (strcmp(s, wire_type_name(t)) == 0) return t;
+    if (strcmp(s, suiro_wire_type_name(t)) == 0) return t;
   if (strcmp(s, "bytes") == 0) return WIRE_REF_BYTES;
   if (strcmp(s, "wire") == 0) return WIRE_REF_WIRE;
   return -1;
@@ -278,7 +278,7 @@ static int tp_elem(tp *t, int type, unsigned char *out) {
 static int tp_elems(tp *t, int type, void *data, uint64_t n) {
   if (!data) return tp_fail(t, "writer: %s", "refused the array");
   for (uint64_t i = 0; i < n; i++)
-    if (tp_elem(t, type, (unsigned char *)data + i * wire_type_size(type)) < 0) return -1;
+    if (tp_elem(t, type, (unsigned char *)data + i * suiro_wire_type_size(type)) < 0) return -1;
   return 0;
 }
 
@@ -290,15 +290,15 @@ static int tp_str_line(tp *t, unsigned char **p, size_t *n) {
   return 0;
 }
 
-static int tp_value(tp *t, wire_writer *w);
+static int tp_value(tp *t, suiro_wire_writer *w);
 
-static int tp_children(tp *t, wire_writer *w, uint64_t n) {
+static int tp_children(tp *t, suiro_wire_writer *w, uint64_t n) {
   for (uint64_t i = 0; i < n; i++)
     if (tp_value(t, w) < 0) return -1;
   return 0;
 }
 
-static int tp_value(tp *t, wire_writer *w) {
+static int tp_value(tp *t, suiro_wire_writer *w) {
   char *tok[80];
   int nt = tp_tokens(t, tok, 80);
   if (nt <= 0) return tp_fail(t, "unexpected end of the notation");
@@ -308,29 +308,29 @@ static int tp_value(tp *t, wire_writer *w) {
   int type;
   int rc = 0;
   if (strcmp(k, "nil") == 0 && nt == 1) {
-    rc = wire_put_nil(w);
+    rc = suiro_wire_put_nil(w);
   } else if (strcmp(k, "bool") == 0 && nt == 2) {
     int b;
     if (strcmp(tok[1], "true") == 0) b = 1;
     else if (strcmp(tok[1], "false") == 0) b = 0;
     else if (strcmp(tok[1], "na") == 0) b = WIRE_NA_BOOL;
     else return tp_fail(t, "bad bool");
-    rc = wire_put_bool(w, b);
+    rc = suiro_wire_put_bool(w, b);
   } else if (strcmp(k, "i64") == 0 && nt == 2) {
     if (parse_i64(tok[1], &iv) < 0) return tp_fail(t, "bad i64");
-    rc = wire_put_i64(w, iv);
+    rc = suiro_wire_put_i64(w, iv);
   } else if (strcmp(k, "f64") == 0 && nt == 2) {
     if (parse_f64(tok[1], &n) < 0) return tp_fail(t, "bad f64");
-    rc = wire_put_f64(w, bits_f64(n));
+    rc = suiro_wire_put_f64(w, bits_f64(n));
   } else if ((strcmp(k, "str") == 0 || strcmp(k, "bytes") == 0) && nt == 2) {
     unsigned char *p;
     size_t len;
     if (parse_hex(tok[1], &p, &len) < 0) return tp_fail(t, "bad hex");
-    rc = k[0] == 's' ? wire_put_str(w, p, len) : wire_put_bytes(w, p, len);
+    rc = k[0] == 's' ? suiro_wire_put_str(w, p, len) : suiro_wire_put_bytes(w, p, len);
     free(p);
   } else if ((strcmp(k, "array") == 0 || strcmp(k, "date") == 0) && nt == 3) {
     if ((type = type_by_name(tok[1])) < 1 || parse_u64(tok[2], &n) < 0) return tp_fail(t, "bad header");
-    void *d = k[0] == 'a' ? wire_put_array(w, type, n) : wire_put_date(w, type, n);
+    void *d = k[0] == 'a' ? suiro_wire_put_array(w, type, n) : suiro_wire_put_date(w, type, n);
     return tp_elems(t, type, d, n);
   } else if (strcmp(k, "ndarray") == 0 && nt >= 4) {
     uint64_t dims[WIRE_MAX_NDIM], count = 1;
@@ -341,35 +341,35 @@ static int tp_value(tp *t, wire_writer *w) {
       if (parse_u64(tok[4 + i], &dims[i]) < 0) return tp_fail(t, "bad dim");
       count *= dims[i];
     }
-    void *d = wire_put_ndarray(w, type, tok[2][0] == 'F', (int)n, dims);
+    void *d = suiro_wire_put_ndarray(w, type, tok[2][0] == 'F', (int)n, dims);
     return tp_elems(t, type, d, count);
   } else if (strcmp(k, "strs") == 0 && nt == 2) {
     if (parse_u64(tok[1], &n) < 0) return tp_fail(t, "bad strs count");
-    rc = wire_put_strs(w, n);
+    rc = suiro_wire_put_strs(w, n);
     for (uint64_t i = 0; i < n && rc == 0; i++) {
       char *s[2];
       if (tp_tokens(t, s, 2) != 1) return tp_fail(t, "bad strs element");
       if (strcmp(s[0], "na") == 0) {
-        rc = wire_strs_add_na(w);
+        rc = suiro_wire_strs_add_na(w);
       } else {
         unsigned char *p;
         size_t len;
         if (parse_hex(s[0], &p, &len) < 0) return tp_fail(t, "bad strs element");
-        rc = wire_strs_add(w, p, len);
+        rc = suiro_wire_strs_add(w, p, len);
         free(p);
       }
     }
   } else if (strcmp(k, "list") == 0 && nt == 2) {
     if (parse_u64(tok[1], &n) < 0) return tp_fail(t, "bad count");
-    if (wire_put_list(w, n)) return tp_fail(t, "writer: %s", wire_writer_error(w));
+    if (suiro_wire_put_list(w, n)) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
     return tp_children(t, w, n);
   } else if (strcmp(k, "dict") == 0 && nt == 2) {
     if (parse_u64(tok[1], &n) < 0) return tp_fail(t, "bad count");
-    if (wire_put_dict(w, n)) return tp_fail(t, "writer: %s", wire_writer_error(w));
+    if (suiro_wire_put_dict(w, n)) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
     return tp_children(t, w, 2 * n);
   } else if (strcmp(k, "frame") == 0 && nt == 3) {
     if (parse_u64(tok[1], &n) < 0 || parse_u64(tok[2], &m) < 0) return tp_fail(t, "bad frame");
-    if (wire_put_frame(w, n, m)) return tp_fail(t, "writer: %s", wire_writer_error(w));
+    if (suiro_wire_put_frame(w, n, m)) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
     return tp_children(t, w, 2 * n);
   } else if (strcmp(k, "factor") == 0 && nt == 3) {
     int ordered = strcmp(tok[1], "ordered") == 0;
@@ -387,14 +387,14 @@ static int tp_value(tp *t, wire_writer *w) {
     int first = t->i;
     t->i += (int)m; /* levels are read after the codes went in */
     if (t->i > t->n) return free(codes), tp_fail(t, "truncated levels");
-    int32_t *c = wire_put_factor(w, n, ordered, m);
+    int32_t *c = suiro_wire_put_factor(w, n, ordered, m);
     if (c && n) memcpy(c, codes, 4 * n);
     free(codes);
     for (uint64_t i = 0; i < m; i++) {
       unsigned char *p;
       size_t len;
       if (parse_hex(t->lines[first + (int)i], &p, &len) < 0) return tp_fail(t, "bad level");
-      rc |= wire_strs_add(w, p, len);
+      rc |= suiro_wire_strs_add(w, p, len);
       free(p);
     }
   } else if (strcmp(k, "timestamp") == 0 && nt == 4) {
@@ -406,7 +406,7 @@ static int tp_value(tp *t, wire_writer *w) {
     unsigned char *tz;
     size_t tzl;
     if (tp_str_line(t, &tz, &tzl) < 0) return -1;
-    void *d = wire_put_timestamp(w, type, unit, (wire_str){ (char *)tz, tzl }, n);
+    void *d = suiro_wire_put_timestamp(w, type, unit, (suiro_wire_str){ (char *)tz, tzl }, n);
     free(tz);
     return tp_elems(t, type, d, n);
   } else if (strcmp(k, "error") == 0 && nt == 2) {
@@ -415,8 +415,8 @@ static int tp_value(tp *t, wire_writer *w) {
     if (parse_i64(tok[1], &iv) < 0) return tp_fail(t, "bad index");
     for (int i = 0; i < 3; i++)
       if (tp_str_line(t, &s[i], &l[i]) < 0) return -1;
-    rc = wire_put_error(w, (wire_str){ (char *)s[0], l[0] }, (wire_str){ (char *)s[1], l[1] },
-                        (wire_str){ (char *)s[2], l[2] }, iv);
+    rc = suiro_wire_put_error(w, (suiro_wire_str){ (char *)s[0], l[0] }, (suiro_wire_str){ (char *)s[1], l[1] },
+                        (suiro_wire_str){ (char *)s[2], l[2] }, iv);
     for (int i = 0; i < 3; i++) free(s[i]);
   } else if (strcmp(k, "call") == 0 && nt == 2) {
     int form = strcmp(tok[1], "source") == 0;
@@ -424,12 +424,12 @@ static int tp_value(tp *t, wire_writer *w) {
     unsigned char *s;
     size_t l;
     if (tp_str_line(t, &s, &l) < 0) return -1;
-    rc = wire_put_call(w, form, (wire_str){ (char *)s, l });
+    rc = suiro_wire_put_call(w, form, (suiro_wire_str){ (char *)s, l });
     free(s);
-    if (rc) return tp_fail(t, "writer: %s", wire_writer_error(w));
+    if (rc) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
     return tp_children(t, w, 2);
   } else if (strcmp(k, "ref") == 0 && nt >= 7) {
-    wire_ref r = { 0 };
+    suiro_wire_ref r = { 0 };
     uint64_t dims[WIRE_MAX_NDIM];
     if ((r.type = type_by_name(tok[1])) < 0 || (strcmp(tok[2], "C") && strcmp(tok[2], "F")) ||
         parse_u64(tok[3], &r.flags) < 0 || parse_u64(tok[4], &r.offset) < 0 ||
@@ -444,29 +444,29 @@ static int tp_value(tp *t, wire_writer *w) {
     unsigned char *s;
     size_t l;
     if (tp_str_line(t, &s, &l) < 0) return -1;
-    r.name = (wire_str){ (char *)s, l };
-    rc = wire_put_ref(w, &r);
+    r.name = (suiro_wire_str){ (char *)s, l };
+    rc = suiro_wire_put_ref(w, &r);
     free(s);
   } else if (strcmp(k, "func") == 0 && nt == 4) {
     int lang = -1;
     for (int l = 1; l <= 3; l++)
       if (strcmp(tok[1], lang_names[l]) == 0) lang = l;
     if (lang < 0 || parse_u64(tok[2], &m) < 0 || parse_u64(tok[3], &n) < 0) return tp_fail(t, "bad func");
-    if (wire_put_func(w, lang, m, n)) return tp_fail(t, "writer: %s", wire_writer_error(w));
+    if (suiro_wire_put_func(w, lang, m, n)) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
     return tp_children(t, w, n);
   } else if (strcmp(k, "backref") == 0 && nt == 2) {
     if (parse_u64(tok[1], &n) < 0) return tp_fail(t, "bad backref");
-    rc = wire_put_backref(w, n);
+    rc = suiro_wire_put_backref(w, n);
   } else if (strcmp(k, "range") == 0 && nt == 4) {
     char *end1, *end2;
     errno = 0;
     long long start = strtoll(tok[1], &end1, 10), step = strtoll(tok[2], &end2, 10);
     if (errno || *end1 || *end2 || parse_u64(tok[3], &n) < 0) return tp_fail(t, "bad range");
-    rc = wire_put_range(w, start, step, n);
+    rc = suiro_wire_put_range(w, start, step, n);
   } else {
     return tp_fail(t, "unknown line '%s' (%d tokens)", k, nt);
   }
-  if (rc) return tp_fail(t, "writer: %s", wire_writer_error(w));
+  if (rc) return tp_fail(t, "writer: %s", suiro_wire_writer_error(w));
   return 0;
 }
 
@@ -474,21 +474,21 @@ static int tp_value(tp *t, wire_writer *w) {
 static unsigned char *text_encode(const char *text, size_t len, size_t *out_len, char *err, size_t cap) {
   tp t;
   tp_init(&t, text, len);
-  wire_writer w;
+  suiro_wire_writer w;
   _Alignas(8) unsigned char stack[48];
-  wire_writer_init(&w, stack, sizeof stack);
+  suiro_wire_writer_init(&w, stack, sizeof stack);
   unsigned char *res = NULL;
   const void *p;
   if (tp_value(&t, &w) < 0) {
     snprintf(err, cap, "%s", t.err);
   } else if (t.i != t.n) {
     snprintf(err, cap, "line %d: lines after the value", t.i);
-  } else if (wire_writer_finish(&w, &p, out_len) != WIRE_OK) {
-    snprintf(err, cap, "%s", wire_writer_error(&w));
+  } else if (suiro_wire_writer_finish(&w, &p, out_len) != WIRE_OK) {
+    snprintf(err, cap, "%s", suiro_wire_writer_error(&w));
   } else {
     res = dup_exact(p, *out_len);
   }
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   tp_free(&t);
   return res;
 }
@@ -506,27 +506,27 @@ static char *dump_text(const void *buf, size_t len, size_t *tlen) {
   return b.p;
 }
 
-/* Copies a whole buffer through wire_copy; returns the new bytes (malloc'd) or NULL. */
+/* Copies a whole buffer through suiro_wire_copy; returns the new bytes (malloc'd) or NULL. */
 static unsigned char *copy_buffer(const void *buf, size_t len, size_t *out_len) {
-  wire_reader r;
-  wire_writer w;
+  suiro_wire_reader r;
+  suiro_wire_writer w;
   const void *p;
   unsigned char *res = NULL;
-  wire_writer_init(&w, NULL, 0);
-  if (wire_reader_init(&r, buf, len) == WIRE_OK && wire_copy(&w, &r) == WIRE_OK &&
-      wire_next(&r, &(wire_item){ 0 }) == WIRE_END && wire_writer_finish(&w, &p, out_len) == WIRE_OK)
+  suiro_wire_writer_init(&w, NULL, 0);
+  if (suiro_wire_reader_init(&r, buf, len) == WIRE_OK && suiro_wire_copy(&w, &r) == WIRE_OK &&
+      suiro_wire_next(&r, &(suiro_wire_item){ 0 }) == WIRE_END && suiro_wire_writer_finish(&w, &p, out_len) == WIRE_OK)
     res = dup_exact(p, *out_len);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   return res;
 }
 
-/* Walks a buffer with wire_next only; returns the final status and fills positions. */
+/* Walks a buffer with suiro_wire_next only; returns the final status and fills positions. */
 static int walk(const void *buf, size_t len, size_t *pos, int cap, int *count, char *err, size_t errcap) {
-  wire_reader r;
-  wire_item it;
+  suiro_wire_reader r;
+  suiro_wire_item it;
   int n = 0;
-  int st = wire_reader_init(&r, buf, len);
-  while (st == WIRE_OK && (st = wire_next(&r, &it)) == WIRE_OK) {
+  int st = suiro_wire_reader_init(&r, buf, len);
+  while (st == WIRE_OK && (st = suiro_wire_next(&r, &it)) == WIRE_OK) {
     if (pos && n < cap) pos[n] = it.pos;
     n++;
     /* every pointer handed out lies inside the buffer and array data is 8-aligned */
@@ -534,7 +534,7 @@ static int walk(const void *buf, size_t len, size_t *pos, int cap, int *count, c
     if (it.tag == WIRE_ARRAY || it.tag == WIRE_NDARRAY || it.tag == WIRE_DATE ||
         it.tag == WIRE_TIMESTAMP || it.tag == WIRE_FACTOR) {
       CHECK(((uintptr_t)it.data & 7) == 0);
-      size_t bytes = it.tag == WIRE_FACTOR ? 4 * it.n : it.n * wire_type_size(it.type);
+      size_t bytes = it.tag == WIRE_FACTOR ? 4 * it.n : it.n * suiro_wire_type_size(it.type);
       CHECK((const unsigned char *)it.data >= b && (const unsigned char *)it.data + bytes <= b + len);
     }
     if (it.tag == WIRE_STR || it.tag == WIRE_BYTES)
@@ -582,7 +582,7 @@ TEST(golden_decode) {
     char *txt = (char *)read_vec(i, "txt", &tlen);
     char *want = strip_comments(txt, tlen, &slen);
     char err[256];
-    CHECK_EQ(wire_validate(bin, blen, err, sizeof err), WIRE_OK);
+    CHECK_EQ(suiro_wire_validate(bin, blen, err, sizeof err), WIRE_OK);
     CHECK_EQ(walk(bin, blen, NULL, 0, NULL, err, sizeof err), WIRE_END);
     char *got = dump_text(bin, blen, &dlen);
     CHECK(got != NULL);
@@ -628,17 +628,17 @@ TEST(golden_skip) {
   for (int i = 0; i < NGOLDENS; i++) {
     size_t blen;
     unsigned char *bin = read_vec(i, "bin", &blen);
-    wire_reader r;
-    CHECK_OK(wire_reader_init(&r, bin, blen));
-    CHECK_EQ(wire_skip(&r), WIRE_OK);
+    suiro_wire_reader r;
+    CHECK_OK(suiro_wire_reader_init(&r, bin, blen));
+    CHECK_EQ(suiro_wire_skip(&r), WIRE_OK);
     CHECK_EQ(r.pos, blen);
-    CHECK_EQ(wire_skip(&r), WIRE_END);
+    CHECK_EQ(suiro_wire_skip(&r), WIRE_END);
     for (unsigned pattern = 1; pattern < 8; pattern++) {
-      CHECK_OK(wire_reader_init(&r, bin, blen));
-      wire_item it;
+      CHECK_OK(suiro_wire_reader_init(&r, bin, blen));
+      suiro_wire_item it;
       int st, k = 0;
       do {
-        st = (pattern >> (k++ % 3)) & 1 ? wire_skip(&r) : wire_next(&r, &it);
+        st = (pattern >> (k++ % 3)) & 1 ? suiro_wire_skip(&r) : suiro_wire_next(&r, &it);
       } while (st == WIRE_OK);
       CHECK_EQ(st, WIRE_END);
       CHECK_EQ(r.pos, blen);
@@ -655,10 +655,10 @@ TEST(reader_fields) {
     if (strcmp(goldens[i].name, "nd_f64_f") == 0) idx = i;
   CHECK(idx >= 0);
   unsigned char *b = read_vec(idx, "bin", &len);
-  wire_reader r;
-  wire_item it;
-  CHECK_OK(wire_reader_init(&r, b, len));
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_OK(suiro_wire_reader_init(&r, b, len));
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_NDARRAY);
   CHECK_EQ(it.type, WIRE_T_F64);
   CHECK_EQ(it.flag, WIRE_ORDER_F);
@@ -668,32 +668,32 @@ TEST(reader_fields) {
   CHECK_EQ(it.n, 6);
   CHECK(((const double *)it.data)[1] == 4.0); /* column-major: (2,1) comes second */
   CHECK_EQ(it.pos, 8);
-  CHECK_EQ(wire_next(&r, &it), WIRE_END);
-  CHECK_EQ(wire_next(&r, &it), WIRE_END);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_END);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_END);
   free(b);
 
   /* the hot path: (1, 2) is 32 bytes with the header */
   _Alignas(8) unsigned char stack[256];
-  wire_writer w;
+  suiro_wire_writer w;
   const void *p;
-  wire_writer_init(&w, stack, sizeof stack);
-  wire_put_list(&w, 2), wire_put_i64(&w, 1), wire_put_i64(&w, 2);
-  CHECK_OK(wire_writer_finish(&w, &p, &len));
+  suiro_wire_writer_init(&w, stack, sizeof stack);
+  suiro_wire_put_list(&w, 2), suiro_wire_put_i64(&w, 1), suiro_wire_put_i64(&w, 2);
+  CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
   CHECK_EQ(len, 32);
   CHECK(p == stack);
   CHECK(w.heap == NULL); /* no malloc for small values */
-  CHECK_OK(wire_reader_init(&r, p, len));
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_OK(suiro_wire_reader_init(&r, p, len));
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_LIST);
   CHECK_EQ(it.n, 2);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_I64);
   CHECK_EQ(it.i, 1);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.i, 2);
   CHECK_EQ(r.depth, 0);
-  CHECK_EQ(wire_next(&r, &it), WIRE_END);
-  wire_writer_free(&w);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_END);
+  suiro_wire_writer_free(&w);
 }
 
 TEST(na_bit_patterns) {
@@ -702,24 +702,24 @@ TEST(na_bit_patterns) {
   uint64_t bits;
   memcpy(&bits, r_na, 8);
   CHECK(bits == WIRE_NA_F64_BITS);
-  CHECK(wire_is_na_f64_bits(WIRE_NA_F64_BITS));
-  CHECK(wire_is_na_f64_bits(UINT64_C(0x7FF80000000007A2))); /* NA after arithmetic */
-  CHECK(!wire_is_na_f64_bits(UINT64_C(0x7FF8000000000000)));  /* NaN */
-  CHECK(!wire_is_na_f64_bits(f64_bits(1954.0)));
-  CHECK(!wire_is_na_f64_bits(UINT64_C(0x7FF0000000000000))); /* inf, not a NaN */
+  CHECK(suiro_wire_is_na_f64_bits(WIRE_NA_F64_BITS));
+  CHECK(suiro_wire_is_na_f64_bits(UINT64_C(0x7FF80000000007A2))); /* NA after arithmetic */
+  CHECK(!suiro_wire_is_na_f64_bits(UINT64_C(0x7FF8000000000000)));  /* NaN */
+  CHECK(!suiro_wire_is_na_f64_bits(f64_bits(1954.0)));
+  CHECK(!suiro_wire_is_na_f64_bits(UINT64_C(0x7FF0000000000000))); /* inf, not a NaN */
   CHECK(WIRE_NA_I32 == INT32_MIN && WIRE_NA_I64 == INT64_MIN);
-  /* the signalling NA survives put_f64 and wire_copy bit for bit */
-  wire_writer w;
+  /* the signalling NA survives put_f64 and suiro_wire_copy bit for bit */
+  suiro_wire_writer w;
   const void *p;
   size_t len, clen;
-  wire_writer_init(&w, NULL, 0);
-  CHECK_OK(wire_put_f64(&w, bits_f64(WIRE_NA_F64_BITS)));
-  CHECK_OK(wire_writer_finish(&w, &p, &len));
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_OK(suiro_wire_put_f64(&w, bits_f64(WIRE_NA_F64_BITS)));
+  CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
   CHECK(memcmp((const char *)p + 16, r_na, 8) == 0);
   unsigned char *c = copy_buffer(p, len, &clen);
   CHECK(c && clen == len && memcmp(c, p, len) == 0);
   free(c);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
 }
 
 /* ---- random round trips ----------------------------------------------------------------------- */
@@ -799,7 +799,7 @@ static void gen_column(sbuf *b, uint64_t nrow, uint64_t *s) {
   switch (k) {
   case 0:
     type = 1 + rndn(s, WIRE_T_MAX);
-    sb_printf(b, "array %s %" PRIu64 "\n", wire_type_name(type), nrow);
+    sb_printf(b, "array %s %" PRIu64 "\n", suiro_wire_type_name(type), nrow);
     gen_elems(b, type, nrow, s);
     break;
   case 1: gen_strs(b, nrow, s, 1); break;
@@ -816,12 +816,12 @@ static void gen_column(sbuf *b, uint64_t nrow, uint64_t *s) {
   }
   case 3:
     type = (int[]){ WIRE_T_I32, WIRE_T_I64, WIRE_T_F64 }[rndn(s, 3)];
-    sb_printf(b, "date %s %" PRIu64 "\n", wire_type_name(type), nrow);
+    sb_printf(b, "date %s %" PRIu64 "\n", suiro_wire_type_name(type), nrow);
     gen_elems(b, type, nrow, s);
     break;
   default:
     type = rndn(s, 2) ? WIRE_T_I64 : WIRE_T_F64;
-    sb_printf(b, "timestamp %s %s %" PRIu64 "\n", wire_type_name(type), unit_names[rndn(s, 4)], nrow);
+    sb_printf(b, "timestamp %s %s %" PRIu64 "\n", suiro_wire_type_name(type), unit_names[rndn(s, 4)], nrow);
     gen_hex_line(b, "str", s, 20, 1);
     gen_elems(b, type, nrow, s);
   }
@@ -856,14 +856,14 @@ static void gen_value(sbuf *b, uint64_t *s, int depth) {
   case 5:
     type = 1 + rndn(s, WIRE_T_MAX);
     n = (uint64_t)rndn(s, 20);
-    sb_printf(b, "array %s %" PRIu64 "\n", wire_type_name(type), n);
+    sb_printf(b, "array %s %" PRIu64 "\n", suiro_wire_type_name(type), n);
     gen_elems(b, type, n, s);
     break;
   case 6: {
     type = 1 + rndn(s, WIRE_T_MAX);
     int nd = rndn(s, 5);
     uint64_t count = 1;
-    sb_printf(b, "ndarray %s %s %d", wire_type_name(type), rndn(s, 2) ? "F" : "C", nd);
+    sb_printf(b, "ndarray %s %s %d", suiro_wire_type_name(type), rndn(s, 2) ? "F" : "C", nd);
     for (int i = 0; i < nd; i++) {
       uint64_t d = (uint64_t)rndn(s, 4);
       count *= d;
@@ -889,9 +889,9 @@ static void gen_value(sbuf *b, uint64_t *s, int depth) {
     for (int i = 0; i < nd; i++) dims[i] = (uint64_t)rndn(s, 1000), count *= dims[i];
     if (type == WIRE_REF_BYTES) length = rnd(s) % 100000;
     else if (type == WIRE_REF_WIRE) length = 8 + 8 * (rnd(s) % 10000);
-    else if (nd == 0) length = wire_type_size(type) * (rnd(s) % 5000);
-    else length = count * wire_type_size(type);
-    sb_printf(b, "ref %s %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d", wire_type_name(type),
+    else if (nd == 0) length = suiro_wire_type_size(type) * (rnd(s) % 5000);
+    else length = count * suiro_wire_type_size(type);
+    sb_printf(b, "ref %s %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d", suiro_wire_type_name(type),
               nd && rndn(s, 2) ? "F" : "C", rnd(s), 8 * (rnd(s) % 1000000), length, nd);
     for (int i = 0; i < nd; i++) sb_printf(b, " %" PRIu64, dims[i]);
     sb_printf(b, "\n");
@@ -984,7 +984,7 @@ TEST(random_round_trips) {
     unsigned char *bin = text_encode(txt.p, txt.len, &len, err, sizeof err);
     if (!bin) fprintf(stderr, "iteration %d: %s\n%s", iter, err, txt.p);
     CHECK(bin != NULL);
-    CHECK_EQ(wire_validate(bin, len, err, sizeof err), WIRE_OK);
+    CHECK_EQ(suiro_wire_validate(bin, len, err, sizeof err), WIRE_OK);
     char *back = dump_text(bin, len, &dlen);
     CHECK(back != NULL);
     if (dlen != txt.len || memcmp(back, txt.p, dlen) != 0)
@@ -995,7 +995,7 @@ TEST(random_round_trips) {
     /* every strict prefix fails */
     for (size_t cut = 0; cut < len; cut += 1 + (size_t)rndn(&s, 8)) {
       unsigned char *t = dup_exact(bin, cut);
-      CHECK_EQ(wire_validate(t, cut, err, sizeof err), WIRE_ERR);
+      CHECK_EQ(suiro_wire_validate(t, cut, err, sizeof err), WIRE_ERR);
       CHECK(err_byte(err) >= 0 && err_byte(err) <= (long long)cut);
       free(t);
     }
@@ -1006,9 +1006,9 @@ TEST(random_round_trips) {
 /* ---- malformed input -------------------------------------------------------------------------- */
 
 /* Validates a buffer and checks the outcome: every failure names a byte inside the buffer; the
- * cursor walk, skip walk and copy agree with wire_validate; a valid buffer re-encodes to itself. */
+ * cursor walk, skip walk and copy agree with suiro_wire_validate; a valid buffer re-encodes to itself. */
 static int check_outcome(const unsigned char *buf, size_t len, char *err, size_t errcap) {
-  int v = wire_validate(buf, len, err, errcap);
+  int v = suiro_wire_validate(buf, len, err, errcap);
   char err2[256];
   int w = walk(buf, len, NULL, 0, NULL, err2, sizeof err2);
   if (v == WIRE_OK) {
@@ -1027,8 +1027,8 @@ static int check_outcome(const unsigned char *buf, size_t len, char *err, size_t
     if (at < 0 || at > (long long)len) fprintf(stderr, "message without a good position: %s\n", err);
     CHECK(at >= 0 && at <= (long long)len);
     CHECK(strncmp(err, "wire: ", 6) == 0);
-    wire_reader r;
-    if (wire_reader_init(&r, buf, len) == WIRE_OK) CHECK_EQ(wire_skip(&r), WIRE_ERR);
+    suiro_wire_reader r;
+    if (suiro_wire_reader_init(&r, buf, len) == WIRE_OK) CHECK_EQ(suiro_wire_skip(&r), WIRE_ERR);
   }
   return v;
 }
@@ -1199,11 +1199,11 @@ TEST(malformed_header) {
   unsigned char *mis = malloc(b.len + 1);
   memcpy(mis + 1, b.p, b.len);
   char err[256];
-  CHECK_EQ(wire_validate(mis + 1, b.len, err, sizeof err), WIRE_ERR);
+  CHECK_EQ(suiro_wire_validate(mis + 1, b.len, err, sizeof err), WIRE_ERR);
   CHECK(strcmp(err, "wire: buffer address is not 8-byte aligned at byte 0") == 0);
-  wire_reader r;
-  CHECK_EQ(wire_reader_init(&r, mis + 1, b.len), WIRE_ERR);
-  CHECK(strcmp(wire_reader_error(&r), err) == 0 && r.err_pos == 0);
+  suiro_wire_reader r;
+  CHECK_EQ(suiro_wire_reader_init(&r, mis + 1, b.len), WIRE_ERR);
+  CHECK(strcmp(suiro_wire_reader_error(&r), err) == 0 && r.err_pos == 0);
   CHECK(strcmp(suiro_last_error(), err) == 0);
   free(mis);
   /* trailing bytes and a second value */
@@ -1228,10 +1228,10 @@ TEST(malformed_scalars) {
   expect_err(mk(1, H(WIRE_I48, 1, 0)), "wire: nonzero aux byte in i48 at byte 9");
   /* 48-bit integers: sign extension */
   mbuf b = mk(1, (UINT64_C(0xFFFFFFFFFFFF) << 16) | WIRE_I48);
-  wire_reader r;
-  wire_item it;
-  CHECK_OK(wire_reader_init(&r, b.p, b.len));
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_OK(suiro_wire_reader_init(&r, b.p, b.len));
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_I64);
   CHECK_EQ(it.i, -1);
   free(b.p);
@@ -1387,30 +1387,30 @@ static mbuf shared(mbuf b) {
 }
 
 TEST(ranges) {
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
-  CHECK_EQ(wire_put_range(&w, 1, 0, 5), WIRE_ERR);
-  CHECK(strstr(wire_writer_error(&w), "step 0") != NULL);
-  wire_writer_free(&w);
-  wire_writer_init(&w, NULL, 0);
-  CHECK_EQ(wire_put_range(&w, INT64_MAX - 5, 1, 7), WIRE_ERR);
-  CHECK(strstr(wire_writer_error(&w), "overflows") != NULL);
-  wire_writer_free(&w);
-  wire_writer_init(&w, NULL, 0);
-  CHECK_EQ(wire_put_range(&w, INT64_MAX - 5, 1, 6), WIRE_OK);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, 1, 0, 5), WIRE_ERR);
+  CHECK(strstr(suiro_wire_writer_error(&w), "step 0") != NULL);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MAX - 5, 1, 7), WIRE_ERR);
+  CHECK(strstr(suiro_wire_writer_error(&w), "overflows") != NULL);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MAX - 5, 1, 6), WIRE_OK);
   const void *p;
   size_t len;
-  CHECK_EQ(wire_writer_finish(&w, &p, &len), WIRE_OK);
+  CHECK_EQ(suiro_wire_writer_finish(&w, &p, &len), WIRE_OK);
   CHECK_EQ(len, 8 + 24);
-  wire_reader r;
-  wire_item it;
-  CHECK_EQ(wire_reader_init(&r, p, len), WIRE_OK);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_EQ(suiro_wire_reader_init(&r, p, len), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_RANGE);
   CHECK_EQ(it.i, INT64_MAX - 5);
   CHECK_EQ(it.step, 1);
   CHECK_EQ(it.n, 6);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   /* the reader refuses step 0 and overflow, naming the byte */
   expect_err(mk(3, H(WIRE_RANGE, 0, 3), W(1), W(0)), "wire: range with step 0 at byte 24");
   expect_err(mk(3, H(WIRE_RANGE, 0, 3), W((uint64_t)INT64_MAX), W(1)), "wire: range overflows int64 at byte 8");
@@ -1456,20 +1456,20 @@ TEST(malformed_funcs_and_backrefs) {
              "wire: function of 2 children cannot fit in the 8 bytes that remain at byte 8");
   /* the item fields a binding reads */
   b = SHARED(mk(4, H(WIRE_FUNC, WIRE_LANG_PYTHON, 2), W(UINT64_MAX), H(WIRE_NIL, 0, 0), H(WIRE_BACKREF, 0, 0)));
-  wire_reader r;
-  wire_item it;
-  CHECK_OK(wire_reader_init(&r, b.p, b.len));
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_OK(suiro_wire_reader_init(&r, b.p, b.len));
   CHECK_EQ(r.shared, 1);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_FUNC);
   CHECK_EQ(it.flag, WIRE_LANG_PYTHON);
   CHECK((uint64_t)it.i == UINT64_MAX);
   CHECK_EQ(it.n, 2);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
-  CHECK_EQ(wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
   CHECK_EQ(it.tag, WIRE_BACKREF);
   CHECK_EQ(it.i, 0);
-  CHECK_EQ(wire_next(&r, &it), WIRE_END);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_END);
   free(b.p);
 #undef SHARED
 }
@@ -1536,143 +1536,143 @@ TEST(depth_limit) {
   expect_err((mbuf){ deep, blen }, "wire: nesting deeper than 64 levels at byte 520");
   free(b);
 
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
-  for (int i = 0; i < 64; i++) CHECK_OK(wire_put_list(&w, 1));
-  CHECK_EQ(wire_put_nil(&w), WIRE_ERR);
-  CHECK(strstr(wire_writer_error(&w), "at depth 65") != NULL);
-  wire_writer_reset(&w);
-  for (int i = 0; i < 63; i++) CHECK_OK(wire_put_list(&w, 1));
-  CHECK_OK(wire_put_list(&w, 0));
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  for (int i = 0; i < 64; i++) CHECK_OK(suiro_wire_put_list(&w, 1));
+  CHECK_EQ(suiro_wire_put_nil(&w), WIRE_ERR);
+  CHECK(strstr(suiro_wire_writer_error(&w), "at depth 65") != NULL);
+  suiro_wire_writer_reset(&w);
+  for (int i = 0; i < 63; i++) CHECK_OK(suiro_wire_put_list(&w, 1));
+  CHECK_OK(suiro_wire_put_list(&w, 0));
   const void *p;
-  CHECK_OK(wire_writer_finish(&w, &p, &len));
-  CHECK_EQ(wire_validate(p, len, NULL, 0), WIRE_OK);
-  wire_writer_free(&w);
+  CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
+  CHECK_EQ(suiro_wire_validate(p, len, NULL, 0), WIRE_OK);
+  suiro_wire_writer_free(&w);
 }
 
 /* ---- writer --------------------------------------------------------------------------------- */
 
-static void writer_err(wire_writer *w, const char *want) {
+static void writer_err(suiro_wire_writer *w, const char *want) {
   const void *p;
   size_t len;
-  CHECK_EQ(wire_writer_finish(w, &p, &len), WIRE_ERR);
-  if (!strstr(wire_writer_error(w), want)) fprintf(stderr, "got '%s', want '%s'\n", wire_writer_error(w), want);
-  CHECK(strstr(wire_writer_error(w), want) != NULL);
-  CHECK(strncmp(wire_writer_error(w), "wire: ", 6) == 0);
-  CHECK(strcmp(suiro_last_error(), wire_writer_error(w)) == 0);
-  wire_writer_reset(w);
+  CHECK_EQ(suiro_wire_writer_finish(w, &p, &len), WIRE_ERR);
+  if (!strstr(suiro_wire_writer_error(w), want)) fprintf(stderr, "got '%s', want '%s'\n", suiro_wire_writer_error(w), want);
+  CHECK(strstr(suiro_wire_writer_error(w), want) != NULL);
+  CHECK(strncmp(suiro_wire_writer_error(w), "wire: ", 6) == 0);
+  CHECK(strcmp(suiro_last_error(), suiro_wire_writer_error(w)) == 0);
+  suiro_wire_writer_reset(w);
 }
 
 TEST(writer_misuse) {
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
   writer_err(&w, "no value written");
-  wire_put_nil(&w), wire_put_nil(&w);
+  suiro_wire_put_nil(&w), suiro_wire_put_nil(&w);
   writer_err(&w, "a nil put after the top-level value is complete");
-  wire_put_list(&w, 2), wire_put_nil(&w);
+  suiro_wire_put_list(&w, 2), suiro_wire_put_nil(&w);
   writer_err(&w, "unfinished list at depth 1: 1 items still to come");
-  wire_put_dict(&w, 1), wire_put_i64(&w, 1);
+  suiro_wire_put_dict(&w, 1), suiro_wire_put_i64(&w, 1);
   writer_err(&w, "dict key is i64, not str");
-  wire_put_strs(&w, 2), wire_strs_add(&w, "a", 1);
+  suiro_wire_put_strs(&w, 2), suiro_wire_strs_add(&w, "a", 1);
   writer_err(&w, "unfinished strs: 1 strings still to add");
-  wire_put_list(&w, 2), wire_put_strs(&w, 1), wire_put_nil(&w);
+  suiro_wire_put_list(&w, 2), suiro_wire_put_strs(&w, 1), suiro_wire_put_nil(&w);
   writer_err(&w, "a nil put while a strs still needs 1 strings");
-  wire_put_factor(&w, 0, 0, 1), wire_strs_add_na(&w);
+  suiro_wire_put_factor(&w, 0, 0, 1), suiro_wire_strs_add_na(&w);
   writer_err(&w, "NA factor level");
-  wire_put_frame(&w, 1, 3), wire_put_str(&w, "x", 1), wire_put_array(&w, WIRE_T_F64, 2);
+  suiro_wire_put_frame(&w, 1, 3), suiro_wire_put_str(&w, "x", 1), suiro_wire_put_array(&w, WIRE_T_F64, 2);
   writer_err(&w, "frame column has 2 rows, the frame has 3");
-  wire_put_frame(&w, 1, 0), wire_put_str(&w, "x", 1), wire_put_nil(&w);
+  suiro_wire_put_frame(&w, 1, 0), suiro_wire_put_str(&w, "x", 1), suiro_wire_put_nil(&w);
   writer_err(&w, "frame column is nil");
-  wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR("f")), wire_put_dict(&w, 0);
+  suiro_wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR("f")), suiro_wire_put_dict(&w, 0);
   writer_err(&w, "call arguments are dict, not list");
-  wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR(""));
+  suiro_wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR(""));
   writer_err(&w, "call with an empty target name");
-  wire_put_bool(&w, 2);
+  suiro_wire_put_bool(&w, 2);
   writer_err(&w, "bool value 2");
-  CHECK(wire_put_array(&w, 9, 1) == NULL);
+  CHECK(suiro_wire_put_array(&w, 9, 1) == NULL);
   writer_err(&w, "array of unknown element type 9");
-  CHECK(wire_put_array(&w, WIRE_T_F64, UINT64_C(1) << 48) == NULL);
+  CHECK(suiro_wire_put_array(&w, WIRE_T_F64, UINT64_C(1) << 48) == NULL);
   writer_err(&w, "array of 281474976710656 elements");
-  CHECK(wire_put_ndarray(&w, WIRE_T_F64, 2, 0, NULL) == NULL);
+  CHECK(suiro_wire_put_ndarray(&w, WIRE_T_F64, 2, 0, NULL) == NULL);
   writer_err(&w, "ndarray order 2");
   uint64_t dims[65] = { UINT64_C(1) << 30, UINT64_C(1) << 30 };
-  CHECK(wire_put_ndarray(&w, WIRE_T_F64, 0, 2, dims) == NULL);
+  CHECK(suiro_wire_put_ndarray(&w, WIRE_T_F64, 0, 2, dims) == NULL);
   writer_err(&w, "ndarray shape exceeds");
-  CHECK(wire_put_date(&w, WIRE_T_U8, 1) == NULL);
+  CHECK(suiro_wire_put_date(&w, WIRE_T_U8, 1) == NULL);
   writer_err(&w, "date of element type 5");
-  CHECK(wire_put_timestamp(&w, WIRE_T_I64, 7, WIRE_CSTR(""), 1) == NULL);
+  CHECK(suiro_wire_put_timestamp(&w, WIRE_T_I64, 7, WIRE_CSTR(""), 1) == NULL);
   writer_err(&w, "timestamp unit 7");
-  wire_put_error(&w, WIRE_CSTR("c"), WIRE_CSTR("m"), WIRE_CSTR(""), -5);
+  suiro_wire_put_error(&w, WIRE_CSTR("c"), WIRE_CSTR("m"), WIRE_CSTR(""), -5);
   writer_err(&w, "error element index -5");
-  wire_put_ref(&w, &(wire_ref){ WIRE_CSTR("r"), 0, 3, 8, WIRE_T_F64, 0, 0, NULL });
+  suiro_wire_put_ref(&w, &(suiro_wire_ref){ WIRE_CSTR("r"), 0, 3, 8, WIRE_T_F64, 0, 0, NULL });
   writer_err(&w, "ref offset is not a multiple of 8");
-  wire_strs_add(&w, "a", 1);
-  writer_err(&w, "wire_strs_add without an open strs");
-  wire_put_list(&w, 1), wire_put_dict(&w, 1);
+  suiro_wire_strs_add(&w, "a", 1);
+  writer_err(&w, "suiro_wire_strs_add without an open strs");
+  suiro_wire_put_list(&w, 1), suiro_wire_put_dict(&w, 1);
   writer_err(&w, "unfinished dict at depth 2: 2 items still to come");
-  wire_put_call(&w, WIRE_CALL_SOURCE, WIRE_CSTR("x")), wire_put_list(&w, 0);
+  suiro_wire_put_call(&w, WIRE_CALL_SOURCE, WIRE_CSTR("x")), suiro_wire_put_list(&w, 0);
   writer_err(&w, "unfinished call at depth 1: 1 items still to come");
-  wire_put_frame(&w, 2, 0);
+  suiro_wire_put_frame(&w, 2, 0);
   writer_err(&w, "unfinished frame at depth 1: 4 items still to come");
-  wire_put_func(&w, WIRE_LANG_R, 3, 2), wire_put_nil(&w);
+  suiro_wire_put_func(&w, WIRE_LANG_R, 3, 2), suiro_wire_put_nil(&w);
   writer_err(&w, "unfinished function at depth 1: 1 items still to come");
-  CHECK(wire_put_ndarray(&w, 0, 0, 0, NULL) == NULL);
+  CHECK(suiro_wire_put_ndarray(&w, 0, 0, 0, NULL) == NULL);
   writer_err(&w, "ndarray of unknown element type 0");
-  CHECK(wire_put_ndarray(&w, WIRE_T_U8, 0, 65, dims) == NULL);
+  CHECK(suiro_wire_put_ndarray(&w, WIRE_T_U8, 0, 65, dims) == NULL);
   writer_err(&w, "ndarray with 65 dimensions (max 64)");
-  wire_put_frame(&w, 1, UINT64_C(1) << 48);
+  suiro_wire_put_frame(&w, 1, UINT64_C(1) << 48);
   writer_err(&w, "frame of 1 columns x 281474976710656 rows (max 2^48-1)");
-  CHECK(wire_put_factor(&w, 1, 2, 1) == NULL);
+  CHECK(suiro_wire_put_factor(&w, 1, 2, 1) == NULL);
   writer_err(&w, "factor ordered flag 2 (0 or 1)");
-  CHECK(wire_put_factor(&w, 1, 0, UINT64_C(1) << 48) == NULL);
+  CHECK(suiro_wire_put_factor(&w, 1, 0, UINT64_C(1) << 48) == NULL);
   writer_err(&w, "factor of 1 codes, 281474976710656 levels (max 2^48-1)");
-  CHECK(wire_put_date(&w, WIRE_T_I32, UINT64_C(1) << 48) == NULL);
+  CHECK(suiro_wire_put_date(&w, WIRE_T_I32, UINT64_C(1) << 48) == NULL);
   writer_err(&w, "date of 281474976710656 elements (max 2^48-1)");
-  CHECK(wire_put_timestamp(&w, WIRE_T_I32, 0, WIRE_CSTR(""), 1) == NULL);
+  CHECK(suiro_wire_put_timestamp(&w, WIRE_T_I32, 0, WIRE_CSTR(""), 1) == NULL);
   writer_err(&w, "timestamp of element type 4 (i64 or f64)");
-  CHECK(wire_put_timestamp(&w, WIRE_T_F64, 0, WIRE_CSTR(""), UINT64_C(1) << 48) == NULL);
+  CHECK(suiro_wire_put_timestamp(&w, WIRE_T_F64, 0, WIRE_CSTR(""), UINT64_C(1) << 48) == NULL);
   writer_err(&w, "timestamp of 281474976710656 elements (max 2^48-1)");
-  wire_put_ref(&w, &(wire_ref){ WIRE_CSTR("r"), 0, 0, 8, 9, 0, 0, NULL });
+  suiro_wire_put_ref(&w, &(suiro_wire_ref){ WIRE_CSTR("r"), 0, 0, 8, 9, 0, 0, NULL });
   writer_err(&w, "ref of unknown kind 9");
-  wire_put_str(&w, "x", UINT64_C(1) << 48);
+  suiro_wire_put_str(&w, "x", UINT64_C(1) << 48);
   writer_err(&w, "str of 281474976710656 bytes (max 2^48-1)");
-  wire_put_list(&w, 1), wire_put_backref(&w, 1);
+  suiro_wire_put_list(&w, 1), suiro_wire_put_backref(&w, 1);
   writer_err(&w, "back-reference to container 1, only 1 so far");
-  wire_put_func(&w, WIRE_LANG_LUA, 0, 1), wire_put_nil(&w);
+  suiro_wire_put_func(&w, WIRE_LANG_LUA, 0, 1), suiro_wire_put_nil(&w);
   writer_err(&w, "function name is nil, not str (key 0: by name)");
-  wire_put_func(&w, WIRE_LANG_LUA, 5, 0);
+  suiro_wire_put_func(&w, WIRE_LANG_LUA, 5, 0);
   writer_err(&w, "function with 0 children");
-  wire_put_func(&w, 9, 5, 1);
+  suiro_wire_put_func(&w, 9, 5, 1);
   writer_err(&w, "function language 9");
   /* the header flag follows the back-references */
   {
     const void *p;
     size_t len;
-    wire_put_list(&w, 1), wire_put_backref(&w, 0);
-    CHECK_OK(wire_writer_finish(&w, &p, &len));
+    suiro_wire_put_list(&w, 1), suiro_wire_put_backref(&w, 0);
+    CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
     CHECK_EQ(((const unsigned char *)p)[6], WIRE_HDR_BACKREFS);
-    wire_writer_reset(&w);
-    wire_put_list(&w, 1), wire_put_nil(&w);
-    CHECK_OK(wire_writer_finish(&w, &p, &len));
+    suiro_wire_writer_reset(&w);
+    suiro_wire_put_list(&w, 1), suiro_wire_put_nil(&w);
+    CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
     CHECK_EQ(((const unsigned char *)p)[6], 0);
-    wire_writer_reset(&w);
+    suiro_wire_writer_reset(&w);
   }
-  for (int i = 0; i < 65; i++) wire_put_list(&w, 1);
+  for (int i = 0; i < 65; i++) suiro_wire_put_list(&w, 1);
   writer_err(&w, "values nest at most 64 deep");
   /* errors are sticky: later puts fail, nothing is written after the first error */
-  wire_put_list(&w, 1);
-  wire_put_bool(&w, 7);
-  CHECK_EQ(wire_put_nil(&w), WIRE_ERR);
-  CHECK_EQ(wire_put_i64(&w, 1), WIRE_ERR);
-  CHECK(wire_put_array(&w, WIRE_T_F64, 1) == NULL);
+  suiro_wire_put_list(&w, 1);
+  suiro_wire_put_bool(&w, 7);
+  CHECK_EQ(suiro_wire_put_nil(&w), WIRE_ERR);
+  CHECK_EQ(suiro_wire_put_i64(&w, 1), WIRE_ERR);
+  CHECK(suiro_wire_put_array(&w, WIRE_T_F64, 1) == NULL);
   writer_err(&w, "bool value 7");
   /* after reset the writer works again */
-  wire_put_i64(&w, 3);
+  suiro_wire_put_i64(&w, 3);
   const void *p;
   size_t len;
-  CHECK_OK(wire_writer_finish(&w, &p, &len));
+  CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
   CHECK_EQ(len, 16);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
 }
 
 TEST(writer_growth) {
@@ -1682,20 +1682,20 @@ TEST(writer_growth) {
   size_t first_len = 0;
   for (int c = 0; c < 5; c++) {
     unsigned char *mem = caps[c] ? malloc(caps[c] + 1) : NULL;
-    wire_writer w;
-    wire_writer_init(&w, mem ? mem + 1 : NULL, caps[c]); /* misaligned on purpose */
-    wire_put_list(&w, 3);
-    double *d = wire_put_array(&w, WIRE_T_F64, 50000);
+    suiro_wire_writer w;
+    suiro_wire_writer_init(&w, mem ? mem + 1 : NULL, caps[c]); /* misaligned on purpose */
+    suiro_wire_put_list(&w, 3);
+    double *d = suiro_wire_put_array(&w, WIRE_T_F64, 50000);
     CHECK(d != NULL);
     CHECK(((uintptr_t)d & 7) == 0);
     for (int i = 0; i < 50000; i++) d[i] = i * 0.5;
-    wire_put_strs(&w, 1000);
-    for (int i = 0; i < 1000; i++) wire_strs_add(&w, "abcdefghijk", (size_t)(i % 12));
-    wire_put_str(&w, "tail", 4);
+    suiro_wire_put_strs(&w, 1000);
+    for (int i = 0; i < 1000; i++) suiro_wire_strs_add(&w, "abcdefghijk", (size_t)(i % 12));
+    suiro_wire_put_str(&w, "tail", 4);
     const void *p;
     size_t len;
-    CHECK_OK(wire_writer_finish(&w, &p, &len));
-    CHECK_EQ(wire_validate(p, len, NULL, 0), WIRE_OK);
+    CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
+    CHECK_EQ(suiro_wire_validate(p, len, NULL, 0), WIRE_OK);
     if (!first) {
       first = dup_exact(p, len);
       first_len = len;
@@ -1705,11 +1705,11 @@ TEST(writer_growth) {
     if (caps[c] == (1 << 20)) CHECK(w.heap == NULL);
     else CHECK(w.heap != NULL);
     /* reset keeps the grown buffer and produces the same bytes again */
-    wire_writer_reset(&w);
-    wire_put_i64(&w, -3);
-    CHECK_OK(wire_writer_finish(&w, &p, &len));
+    suiro_wire_writer_reset(&w);
+    suiro_wire_put_i64(&w, -3);
+    CHECK_OK(suiro_wire_writer_finish(&w, &p, &len));
     CHECK_EQ(len, 16);
-    wire_writer_free(&w);
+    suiro_wire_writer_free(&w);
     free(mem);
   }
   free(first);
@@ -1722,17 +1722,17 @@ TEST(speed_small_values) {
   double t0 = suiro_now();
   int64_t sum = 0;
   for (int i = 0; i < N; i++) {
-    wire_writer w;
+    suiro_wire_writer w;
     const void *p;
     size_t len;
-    wire_writer_init(&w, stack, sizeof stack);
-    wire_put_list(&w, 2);
-    wire_put_i64(&w, i);
-    wire_put_f64(&w, 2.5);
-    if (wire_writer_finish(&w, &p, &len) != WIRE_OK) CHECK(0);
-    wire_reader r;
-    wire_item a, b, c;
-    if (wire_reader_init(&r, p, len) || wire_next(&r, &a) || wire_next(&r, &b) || wire_next(&r, &c))
+    suiro_wire_writer_init(&w, stack, sizeof stack);
+    suiro_wire_put_list(&w, 2);
+    suiro_wire_put_i64(&w, i);
+    suiro_wire_put_f64(&w, 2.5);
+    if (suiro_wire_writer_finish(&w, &p, &len) != WIRE_OK) CHECK(0);
+    suiro_wire_reader r;
+    suiro_wire_item a, b, c;
+    if (suiro_wire_reader_init(&r, p, len) || suiro_wire_next(&r, &a) || suiro_wire_next(&r, &b) || suiro_wire_next(&r, &c))
       CHECK(0);
     sum += b.i + (int64_t)c.f;
   }

@@ -149,31 +149,31 @@ static int l_decode_values(lua_State *LS) {
 
 /* ---- seeds ------------------------------------------------------------------------------------ */
 
-static void seed_file(const char *dir, const char *name, wire_writer *w) {
+static void seed_file(const char *dir, const char *name, suiro_wire_writer *w) {
   const void *out;
   size_t len;
-  REQUIRE(wire_writer_finish(w, &out, &len) == WIRE_OK);
+  REQUIRE(suiro_wire_writer_finish(w, &out, &len) == WIRE_OK);
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.bin", dir, name);
   FILE *f = fopen(path, "wb");
   REQUIRE(f);
   fwrite(out, 1, len, f);
   fclose(f);
-  wire_writer_free(w);
+  suiro_wire_writer_free(w);
 }
 
-static void put_ref(wire_writer *w, const char *name, int type, int order, uint64_t offset, uint64_t length, int ndim,
+static void put_ref(suiro_wire_writer *w, const char *name, int type, int order, uint64_t offset, uint64_t length, int ndim,
                     const uint64_t *dims) {
-  wire_ref r;
+  suiro_wire_ref r;
   memset(&r, 0, sizeof r);
-  r.name = (wire_str){ name, strlen(name) };
+  r.name = (suiro_wire_str){ name, strlen(name) };
   r.type = type;
   r.order = order;
   r.offset = offset;
   r.length = length;
   r.ndim = ndim;
   r.dims = dims;
-  REQUIRE(wire_put_ref(w, &r) == WIRE_OK);
+  REQUIRE(suiro_wire_put_ref(w, &r) == WIRE_OK);
 }
 
 static void write_seeds(const char *dir) {
@@ -210,43 +210,43 @@ static void write_seeds(const char *dir) {
     { "no_slash", "SUIRO1x", WIRE_T_F64, 0, 64, 8, 0, { 0 } },
   };
   for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
-    wire_writer w;
-    wire_writer_init(&w, NULL, 0);
+    suiro_wire_writer w;
+    suiro_wire_writer_init(&w, NULL, 0);
     put_ref(&w, refs[i].name, refs[i].type, refs[i].order, refs[i].offset, refs[i].length, refs[i].ndim, refs[i].dims);
     seed_file(dir, refs[i].file, &w);
   }
   /* references inside containers, and the same region named many times */
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
-  wire_put_list(&w, 3);
-  wire_put_i64(&w, 7);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  suiro_wire_put_list(&w, 3);
+  suiro_wire_put_i64(&w, 7);
   put_ref(&w, "/SUIRO1", WIRE_T_F64, 0, 64, 80, 0, NULL);
   put_ref(&w, "/SUIRO2", WIRE_T_F64, 0, 64, 80, 0, NULL);
   seed_file(dir, "list_two_regions", &w);
-  wire_writer_init(&w, NULL, 0);
-  wire_put_dict(&w, 2);
-  wire_put_str(&w, "a", 1);
+  suiro_wire_writer_init(&w, NULL, 0);
+  suiro_wire_put_dict(&w, 2);
+  suiro_wire_put_str(&w, "a", 1);
   put_ref(&w, "/SUIRO2", WIRE_T_I64, 0, 64, 8 * 10, 0, NULL);
-  wire_put_str(&w, "b", 1);
+  suiro_wire_put_str(&w, "b", 1);
   put_ref(&w, "/SUIRO2", WIRE_T_I64, 0, 64, 8 * 10, 0, NULL);
   seed_file(dir, "dict_same_region_twice", &w);
-  wire_writer_init(&w, NULL, 0);
-  wire_put_list(&w, 40);
+  suiro_wire_writer_init(&w, NULL, 0);
+  suiro_wire_put_list(&w, 40);
   for (int i = 0; i < 40; i++) put_ref(&w, "/SUIRO2", WIRE_T_F64, 0, 64 + 8 * (uint64_t)i, 8, 0, NULL);
   seed_file(dir, "list_40_refs_region2", &w);
   /* a frame whose column is a reference (refused by writers until frame columns travel
    * zero-copy; then a seed) */
-  wire_writer_init(&w, NULL, 0);
-  wire_put_frame(&w, 1, 4096);
-  wire_put_str(&w, "x", 1);
-  wire_ref fr;
+  suiro_wire_writer_init(&w, NULL, 0);
+  suiro_wire_put_frame(&w, 1, 4096);
+  suiro_wire_put_str(&w, "x", 1);
+  suiro_wire_ref fr;
   memset(&fr, 0, sizeof fr);
-  fr.name = (wire_str){ "/SUIRO1", 7 };
+  fr.name = (suiro_wire_str){ "/SUIRO1", 7 };
   fr.type = WIRE_T_F64;
   fr.offset = 64;
   fr.length = 8 * 4096;
-  if (wire_put_ref(&w, &fr) == WIRE_OK) seed_file(dir, "frame_ref_column", &w);
-  else wire_writer_free(&w);
+  if (suiro_wire_put_ref(&w, &fr) == WIRE_OK) seed_file(dir, "frame_ref_column", &w);
+  else suiro_wire_writer_free(&w);
 }
 
 /* ---- setup -------------------------------------------------------------------------------------- */
@@ -265,17 +265,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     REQUIRE(hdrs[k]->magic == REGION_MAGIC);
   }
   /* the long-lived view of /SUIRO2: granted by a "sender", taken over by a "receiver" */
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
   REQUIRE(suiro_zc_put(&w, bufs[2], suiro_buf_data(bufs[2]), 1 << 20, WIRE_T_F64, 0, 0, NULL) == WIRE_OK);
   const void *out;
   size_t len;
-  REQUIRE(wire_writer_finish(&w, &out, &len) == WIRE_OK);
-  wire_reader r;
-  wire_item it;
-  REQUIRE(wire_reader_init(&r, out, len) == WIRE_OK && wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_REF);
+  REQUIRE(suiro_wire_writer_finish(&w, &out, &len) == WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  REQUIRE(suiro_wire_reader_init(&r, out, len) == WIRE_OK && suiro_wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_REF);
   REQUIRE(suiro_zc_open(&it.ref, &held) == SUIRO_OK);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
 
   char junk[256];
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 37 + 11);
@@ -354,10 +354,10 @@ static unsigned char *substitute(const uint8_t *data, size_t size, size_t *out_l
 }
 
 static void engine_decode(const unsigned char *buf, size_t len) {
-  wire_reader r;
-  wire_item it;
-  if (wire_reader_init(&r, buf, len) != WIRE_OK) return;
-  while (wire_next(&r, &it) == WIRE_OK) {
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;
+  while (suiro_wire_next(&r, &it) == WIRE_OK) {
     if (it.tag != WIRE_REF) continue;
     suiro_view v;
     suiro_status st = suiro_zc_open(&it.ref, &v);
@@ -370,7 +370,7 @@ static void engine_decode(const unsigned char *buf, size_t len) {
     /* inside the mapping: from the data start (after the header) to its end */
     const char *base = (const char *)suiro_buf_data(v.buf);
     REQUIRE((const char *)v.data >= base);
-    size_t es = it.ref.type == WIRE_REF_BYTES || it.ref.type == WIRE_REF_WIRE ? 1 : wire_type_size(it.ref.type);
+    size_t es = it.ref.type == WIRE_REF_BYTES || it.ref.type == WIRE_REF_WIRE ? 1 : suiro_wire_type_size(it.ref.type);
     REQUIRE(es && v.bytes % es == 0 && v.count == v.bytes / es);
     const unsigned char *p = v.data;
     unsigned x = 0;

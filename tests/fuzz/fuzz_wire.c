@@ -2,12 +2,12 @@
  * fuzz_wire.c — libFuzzer harness for the wire format (built and run by scripts/fuzz).
  *
  * Each input is used twice:
- *   1. as a buffer: wire_validate, the pull cursor (touching every byte of every span it hands
- *      out, so ASan sees any out-of-bounds pointer), a skip walk and wire_copy must all agree;
+ *   1. as a buffer: suiro_wire_validate, the pull cursor (touching every byte of every span it hands
+ *      out, so ASan sees any out-of-bounds pointer), a skip walk and suiro_wire_copy must all agree;
  *      an error must read "wire: ... at byte N" with N inside the buffer; a valid buffer must
  *      re-encode to exactly itself (the format is canonical) and be refused at a misaligned
  *      address;
- *   2. as a script of writer calls (including misuse): whenever wire_writer_finish succeeds,
+ *   2. as a script of writer calls (including misuse): whenever suiro_wire_writer_finish succeeds,
  *      the bytes must validate and re-encode to themselves.
  * Any broken invariant aborts, which libFuzzer reports as a crash with the input saved.
  */
@@ -35,24 +35,24 @@ static void touch(const void *p, size_t n) {
   sink += x;
 }
 
-static void touch_strs(const wire_strs *s) {
+static void touch_strs(const suiro_wire_strs *s) {
   touch(s->lens, 8 * s->n);
-  wire_strs_iter it = wire_strs_begin(s);
+  suiro_wire_strs_iter it = suiro_wire_strs_begin(s);
   const char *p;
   size_t n;
-  while (wire_strs_next(&it, &p, &n))
+  while (suiro_wire_strs_next(&it, &p, &n))
     if (p) touch(p, n);
 }
 
-static void touch_item(const wire_item *it) {
+static void touch_item(const suiro_wire_item *it) {
   switch (it->tag) {
   case WIRE_STR:
   case WIRE_BYTES: touch(it->data, it->n); break;
   case WIRE_ARRAY:
-  case WIRE_DATE: touch(it->data, it->n * wire_type_size(it->type)); break;
+  case WIRE_DATE: touch(it->data, it->n * suiro_wire_type_size(it->type)); break;
   case WIRE_NDARRAY:
     touch(it->dims, 8 * (size_t)it->ndim);
-    touch(it->data, it->n * wire_type_size(it->type));
+    touch(it->data, it->n * suiro_wire_type_size(it->type));
     break;
   case WIRE_TIMESTAMP:
     touch(it->text[0].ptr, it->text[0].len);
@@ -89,47 +89,47 @@ static void check_message(const char *err, size_t len) {
 }
 
 /* Copies a whole buffer through the writer; returns 1 and the bytes when it worked. */
-static int reencode(const unsigned char *buf, size_t len, wire_writer *w, const void **out, size_t *olen) {
-  wire_reader r;
-  wire_item it;
-  wire_writer_init(w, NULL, 0);
-  return wire_reader_init(&r, buf, len) == WIRE_OK && wire_copy(w, &r) == WIRE_OK &&
-         wire_next(&r, &it) == WIRE_END && wire_writer_finish(w, out, olen) == WIRE_OK;
+static int reencode(const unsigned char *buf, size_t len, suiro_wire_writer *w, const void **out, size_t *olen) {
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  suiro_wire_writer_init(w, NULL, 0);
+  return suiro_wire_reader_init(&r, buf, len) == WIRE_OK && suiro_wire_copy(w, &r) == WIRE_OK &&
+         suiro_wire_next(&r, &it) == WIRE_END && suiro_wire_writer_finish(w, out, olen) == WIRE_OK;
 }
 
 static void check_buffer(const unsigned char *buf, size_t len, uint64_t seed) {
   char err[256];
-  int v = wire_validate(buf, len, err, sizeof err);
+  int v = suiro_wire_validate(buf, len, err, sizeof err);
   if (v != WIRE_OK) check_message(err, len);
 
   /* the cursor, touching every span */
-  wire_reader r;
-  wire_item it;
-  int st = wire_reader_init(&r, buf, len);
-  while (st == WIRE_OK && (st = wire_next(&r, &it)) == WIRE_OK) touch_item(&it);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  int st = suiro_wire_reader_init(&r, buf, len);
+  while (st == WIRE_OK && (st = suiro_wire_next(&r, &it)) == WIRE_OK) touch_item(&it);
   REQUIRE(v == WIRE_OK ? st == WIRE_END : st == WIRE_ERR);
   if (v != WIRE_OK) REQUIRE(strcmp(r.err, err) == 0 && r.err_pos <= len);
-  REQUIRE(wire_next(&r, &it) == st); /* sticky */
+  REQUIRE(suiro_wire_next(&r, &it) == st); /* sticky */
 
   /* a skip walk mixing skips and single steps */
-  st = wire_reader_init(&r, buf, len);
-  for (int k = 0; st == WIRE_OK; k++) st = (seed >> (k & 63)) & 1 ? wire_skip(&r) : wire_next(&r, &it);
+  st = suiro_wire_reader_init(&r, buf, len);
+  for (int k = 0; st == WIRE_OK; k++) st = (seed >> (k & 63)) & 1 ? suiro_wire_skip(&r) : suiro_wire_next(&r, &it);
   REQUIRE(v == WIRE_OK ? st == WIRE_END && r.pos == len : st == WIRE_ERR);
 
   /* canonical: a valid buffer re-encodes to itself */
-  wire_writer w;
+  suiro_wire_writer w;
   const void *out;
   size_t olen;
   int copied = reencode(buf, len, &w, &out, &olen);
   REQUIRE(copied == (v == WIRE_OK));
   if (copied) REQUIRE(olen == len && memcmp(out, buf, len) == 0);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
 
   /* the same bytes at a misaligned address are refused */
   if (v == WIRE_OK) {
     unsigned char *mis = malloc(len + 1);
     memcpy(mis + 1, buf, len);
-    REQUIRE(wire_validate(mis + 1, len, err, sizeof err) == WIRE_ERR);
+    REQUIRE(suiro_wire_validate(mis + 1, len, err, sizeof err) == WIRE_ERR);
     free(mis);
   }
 }
@@ -159,7 +159,7 @@ static const char *take(src *s, size_t len, char *tmp) {
 
 static void fill(src *s, void *dst, int type, uint64_t count) {
   unsigned char *d = dst;
-  size_t bytes = count * wire_type_size(type);
+  size_t bytes = count * suiro_wire_type_size(type);
   for (size_t i = 0; i < bytes; i++) d[i] = (unsigned char)u8(s);
   if (type == WIRE_T_BOOL)
     for (size_t i = 0; i < bytes; i++) d[i] = d[i] % 3 == 2 ? 0xFF : d[i] % 3;
@@ -169,31 +169,31 @@ static void drive_writer(const uint8_t *data, size_t size) {
   src s = { data, size };
   unsigned char stack[96];
   char tmp[64];
-  wire_writer w;
-  wire_writer_init(&w, stack + (size & 7), sizeof stack - 8); /* sometimes misaligned */
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, stack + (size & 7), sizeof stack - 8); /* sometimes misaligned */
   for (int ops = 0; s.n && ops < 200; ops++) {
     unsigned op = u8(&s) % 24;
     switch (op) {
-    case 0: wire_put_nil(&w); break;
-    case 1: wire_put_bool(&w, (int)(u8(&s) % 4 == 3 ? 0xFF : u8(&s) % 3)); break;
-    case 2: wire_put_i64(&w, (int64_t)u64(&s) >> (u8(&s) % 64)); break;
+    case 0: suiro_wire_put_nil(&w); break;
+    case 1: suiro_wire_put_bool(&w, (int)(u8(&s) % 4 == 3 ? 0xFF : u8(&s) % 3)); break;
+    case 2: suiro_wire_put_i64(&w, (int64_t)u64(&s) >> (u8(&s) % 64)); break;
     case 3: {
       uint64_t b = u64(&s);
       double d;
       memcpy(&d, &b, 8);
-      wire_put_f64(&w, d);
+      suiro_wire_put_f64(&w, d);
       break;
     }
     case 4:
     case 5: {
       size_t len = u8(&s) % 40;
-      (op == 4 ? wire_put_str : wire_put_bytes)(&w, take(&s, len, tmp), len);
+      (op == 4 ? suiro_wire_put_str : suiro_wire_put_bytes)(&w, take(&s, len, tmp), len);
       break;
     }
     case 6: {
       int type = (int)(u8(&s) % 9);
       uint64_t count = u8(&s) % 17;
-      void *d = wire_put_array(&w, type, count);
+      void *d = suiro_wire_put_array(&w, type, count);
       if (d) fill(&s, d, type, count);
       break;
     }
@@ -201,24 +201,24 @@ static void drive_writer(const uint8_t *data, size_t size) {
       int type = (int)(u8(&s) % 8), order = (int)(u8(&s) % 3), ndim = (int)(u8(&s) % 5);
       uint64_t dims[4], count = 1;
       for (int i = 0; i < ndim; i++) dims[i] = u8(&s) % 4, count *= dims[i];
-      void *d = wire_put_ndarray(&w, type, order, ndim, dims);
+      void *d = suiro_wire_put_ndarray(&w, type, order, ndim, dims);
       if (d) fill(&s, d, type, count);
       break;
     }
-    case 8: wire_put_strs(&w, u8(&s) % 5); break;
+    case 8: suiro_wire_put_strs(&w, u8(&s) % 5); break;
     case 9: {
       size_t len = u8(&s) % 12;
-      wire_strs_add(&w, take(&s, len, tmp), len);
+      suiro_wire_strs_add(&w, take(&s, len, tmp), len);
       break;
     }
-    case 10: wire_strs_add_na(&w); break;
-    case 11: wire_put_list(&w, u8(&s) % 5); break;
-    case 12: wire_put_dict(&w, u8(&s) % 4); break;
-    case 13: wire_put_frame(&w, u8(&s) % 3, u8(&s) % 4); break;
+    case 10: suiro_wire_strs_add_na(&w); break;
+    case 11: suiro_wire_put_list(&w, u8(&s) % 5); break;
+    case 12: suiro_wire_put_dict(&w, u8(&s) % 4); break;
+    case 13: suiro_wire_put_frame(&w, u8(&s) % 3, u8(&s) % 4); break;
     case 14: {
       uint64_t count = u8(&s) % 5, nlev = u8(&s) % 4;
       int ordered = (int)(u8(&s) % 3);
-      int32_t *codes = wire_put_factor(&w, count, ordered, nlev);
+      int32_t *codes = suiro_wire_put_factor(&w, count, ordered, nlev);
       if (codes)
         for (uint64_t i = 0; i < count; i++) codes[i] = (int32_t)(u8(&s) % (nlev + 1)) - 1;
       break;
@@ -226,7 +226,7 @@ static void drive_writer(const uint8_t *data, size_t size) {
     case 15: {
       int type = (int)(u8(&s) % 8);
       uint64_t count = u8(&s) % 5;
-      void *d = wire_put_date(&w, type, count);
+      void *d = suiro_wire_put_date(&w, type, count);
       if (d) fill(&s, d, type, count);
       break;
     }
@@ -234,25 +234,25 @@ static void drive_writer(const uint8_t *data, size_t size) {
       int type = (int)(u8(&s) % 8), unit = (int)(u8(&s) % 5);
       size_t tzl = u8(&s) % 20;
       uint64_t count = u8(&s) % 5;
-      void *d = wire_put_timestamp(&w, type, unit, (wire_str){ take(&s, tzl, tmp), tzl }, count);
+      void *d = suiro_wire_put_timestamp(&w, type, unit, (suiro_wire_str){ take(&s, tzl, tmp), tzl }, count);
       if (d) fill(&s, d, type, count);
       break;
     }
     case 17: {
       char a[16], b[16], c[16];
       size_t la = u8(&s) % 16, lb = u8(&s) % 16, lc = u8(&s) % 16;
-      wire_put_error(&w, (wire_str){ take(&s, la, a), la }, (wire_str){ take(&s, lb, b), lb },
-                     (wire_str){ take(&s, lc, c), lc }, (int64_t)(u8(&s) % 8) - 2);
+      suiro_wire_put_error(&w, (suiro_wire_str){ take(&s, la, a), la }, (suiro_wire_str){ take(&s, lb, b), lb },
+                     (suiro_wire_str){ take(&s, lc, c), lc }, (int64_t)(u8(&s) % 8) - 2);
       break;
     }
     case 18: {
       size_t len = u8(&s) % 10;
-      wire_put_call(&w, (int)(u8(&s) % 3), (wire_str){ take(&s, len, tmp), len });
+      suiro_wire_put_call(&w, (int)(u8(&s) % 3), (suiro_wire_str){ take(&s, len, tmp), len });
       break;
     }
     case 19: {
       uint64_t dims[3];
-      wire_ref ref = { 0 };
+      suiro_wire_ref ref = { 0 };
       ref.type = (int)(u8(&s) % 10);
       if (ref.type == 8) ref.type = WIRE_REF_WIRE;
       if (ref.type == 9) ref.type = 0x41; /* invalid */
@@ -264,45 +264,45 @@ static void drive_writer(const uint8_t *data, size_t size) {
       ref.offset = 8 * (uint64_t)u8(&s) + (u8(&s) % 4 == 0);
       ref.length = u8(&s) % 4 ? (uint64_t)u8(&s) * 8 : u64(&s);
       size_t nl = u8(&s) % 12;
-      ref.name = (wire_str){ take(&s, nl, tmp), nl };
-      wire_put_ref(&w, &ref);
+      ref.name = (suiro_wire_str){ take(&s, nl, tmp), nl };
+      suiro_wire_put_ref(&w, &ref);
       break;
     }
-    case 20: wire_put_func(&w, (int)(u8(&s) % 5), u8(&s) % 3 ? u64(&s) : 0, u8(&s) % 4); break;
-    case 21: wire_put_backref(&w, u8(&s) % 8); break;
+    case 20: suiro_wire_put_func(&w, (int)(u8(&s) % 5), u8(&s) % 3 ? u64(&s) : 0, u8(&s) % 4); break;
+    case 21: suiro_wire_put_backref(&w, u8(&s) % 8); break;
     case 22: { /* counts over the 48-bit limit are refused before any allocation */
       uint64_t huge = WIRE_MAX_COUNT + 1 + u8(&s);
       switch (u8(&s) % 5) {
-      case 0: REQUIRE(wire_put_list(&w, huge) == WIRE_ERR); break;
-      case 1: REQUIRE(wire_put_array(&w, WIRE_T_F64, huge) == NULL); break;
-      case 2: REQUIRE(wire_put_strs(&w, huge) == WIRE_ERR); break;
-      case 3: REQUIRE(wire_put_factor(&w, huge, 0, 1) == NULL); break;
-      default: REQUIRE(wire_put_frame(&w, 1, huge) == WIRE_ERR); break;
+      case 0: REQUIRE(suiro_wire_put_list(&w, huge) == WIRE_ERR); break;
+      case 1: REQUIRE(suiro_wire_put_array(&w, WIRE_T_F64, huge) == NULL); break;
+      case 2: REQUIRE(suiro_wire_put_strs(&w, huge) == WIRE_ERR); break;
+      case 3: REQUIRE(suiro_wire_put_factor(&w, huge, 0, 1) == NULL); break;
+      default: REQUIRE(suiro_wire_put_frame(&w, 1, huge) == WIRE_ERR); break;
       }
       break;
     }
     default:
-      if (u8(&s) % 4 == 0) wire_writer_reset(&w);
+      if (u8(&s) % 4 == 0) suiro_wire_writer_reset(&w);
       break;
     }
   }
   const void *out;
   size_t len;
-  if (wire_writer_finish(&w, &out, &len) == WIRE_OK) {
+  if (suiro_wire_writer_finish(&w, &out, &len) == WIRE_OK) {
     char err[256];
-    if (wire_validate(out, len, err, sizeof err) != WIRE_OK) {
+    if (suiro_wire_validate(out, len, err, sizeof err) != WIRE_OK) {
       fprintf(stderr, "fuzz_wire: the writer produced an invalid buffer: %s\n", err);
       abort();
     }
-    wire_writer w2;
+    suiro_wire_writer w2;
     const void *o2;
     size_t l2;
     REQUIRE(reencode(out, len, &w2, &o2, &l2) && l2 == len && memcmp(o2, out, len) == 0);
-    wire_writer_free(&w2);
+    suiro_wire_writer_free(&w2);
   } else {
-    REQUIRE(strncmp(wire_writer_error(&w), "wire: ", 6) == 0);
+    REQUIRE(strncmp(suiro_wire_writer_error(&w), "wire: ", 6) == 0);
   }
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -141,7 +141,7 @@ GV_FN void fmt_elem(sbuf *b, int type, const unsigned char *p) {
 }
 
 GV_FN void dump_elems(sbuf *b, int type, const void *data, uint64_t n) {
-  size_t sz = wire_type_size(type);
+  size_t sz = suiro_wire_type_size(type);
   for (uint64_t i = 0; i < n; i++) {
     fmt_elem(b, type, (const unsigned char *)data + i * sz);
     sb_printf(b, "\n");
@@ -154,12 +154,12 @@ GV_FN void dump_str(sbuf *b, const char *kw, const void *p, size_t n) {
   sb_printf(b, "\n");
 }
 
-GV_FN void dump_strs(sbuf *b, const wire_strs *s) {
+GV_FN void dump_strs(sbuf *b, const suiro_wire_strs *s) {
   sb_printf(b, "strs %" PRIu64 "\n", s->n);
-  wire_strs_iter it = wire_strs_begin(s);
+  suiro_wire_strs_iter it = suiro_wire_strs_begin(s);
   const char *p;
   size_t n;
-  while (wire_strs_next(&it, &p, &n)) {
+  while (suiro_wire_strs_next(&it, &p, &n)) {
     if (p) {
       sb_hex(b, p, n);
       sb_printf(b, "\n");
@@ -174,10 +174,10 @@ static const char *const lang_names[] = { NULL, "lua", "python", "r" };
 
 /* Decodes buf with the pull reader and writes the notation. WIRE_OK or WIRE_ERR (err set). */
 GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errcap) {
-  wire_reader r;
-  wire_item it;
-  int st = wire_reader_init(&r, buf, len);
-  while (st == WIRE_OK && (st = wire_next(&r, &it)) == WIRE_OK) {
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  int st = suiro_wire_reader_init(&r, buf, len);
+  while (st == WIRE_OK && (st = suiro_wire_next(&r, &it)) == WIRE_OK) {
     switch (it.tag) {
     case WIRE_NIL: sb_printf(b, "nil\n"); break;
     case WIRE_BOOL: sb_printf(b, "bool %s\n", it.flag == 0 ? "false" : it.flag == 1 ? "true" : "na"); break;
@@ -194,11 +194,11 @@ GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errc
     case WIRE_STR: dump_str(b, "str", it.data, it.n); break;
     case WIRE_BYTES: dump_str(b, "bytes", it.data, it.n); break;
     case WIRE_ARRAY:
-      sb_printf(b, "array %s %" PRIu64 "\n", wire_type_name(it.type), it.n);
+      sb_printf(b, "array %s %" PRIu64 "\n", suiro_wire_type_name(it.type), it.n);
       dump_elems(b, it.type, it.data, it.n);
       break;
     case WIRE_NDARRAY:
-      sb_printf(b, "ndarray %s %s %d", wire_type_name(it.type), it.flag ? "F" : "C", it.ndim);
+      sb_printf(b, "ndarray %s %s %d", suiro_wire_type_name(it.type), it.flag ? "F" : "C", it.ndim);
       for (int i = 0; i < it.ndim; i++) sb_printf(b, " %" PRIu64, it.dims[i]);
       sb_printf(b, "\n");
       dump_elems(b, it.type, it.data, it.n);
@@ -218,11 +218,11 @@ GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errc
       dump_strs(b, &it.strs);
       break;
     case WIRE_DATE:
-      sb_printf(b, "date %s %" PRIu64 "\n", wire_type_name(it.type), it.n);
+      sb_printf(b, "date %s %" PRIu64 "\n", suiro_wire_type_name(it.type), it.n);
       dump_elems(b, it.type, it.data, it.n);
       break;
     case WIRE_TIMESTAMP:
-      sb_printf(b, "timestamp %s %s %" PRIu64 "\n", wire_type_name(it.type), unit_names[it.flag], it.n);
+      sb_printf(b, "timestamp %s %s %" PRIu64 "\n", suiro_wire_type_name(it.type), unit_names[it.flag], it.n);
       dump_str(b, "str", it.text[0].ptr, it.text[0].len);
       dump_elems(b, it.type, it.data, it.n);
       break;
@@ -235,7 +235,7 @@ GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errc
       dump_str(b, "str", it.text[0].ptr, it.text[0].len);
       break;
     case WIRE_REF:
-      sb_printf(b, "ref %s %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d", wire_type_name(it.ref.type),
+      sb_printf(b, "ref %s %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d", suiro_wire_type_name(it.ref.type),
                 it.ref.order ? "F" : "C", it.ref.flags, it.ref.offset, it.ref.length, it.ref.ndim);
       for (int i = 0; i < it.ref.ndim; i++) sb_printf(b, " %" PRIu64, it.ref.dims[i]);
       sb_printf(b, "\n");
@@ -257,205 +257,205 @@ GV_FN int wire_dump(const void *buf, size_t len, sbuf *b, char *err, size_t errc
 
 #define NA_F64 bits_f64(WIRE_NA_F64_BITS)
 
-static void put_s(wire_writer *w, const char *s) { wire_put_str(w, s, strlen(s)); }
+static void put_s(suiro_wire_writer *w, const char *s) { suiro_wire_put_str(w, s, strlen(s)); }
 
-static void put_f64s(wire_writer *w, int n, const double *v) {
-  double *d = wire_put_array(w, WIRE_T_F64, (uint64_t)n);
+static void put_f64s(suiro_wire_writer *w, int n, const double *v) {
+  double *d = suiro_wire_put_array(w, WIRE_T_F64, (uint64_t)n);
   if (d) memcpy(d, v, 8 * (size_t)n);
 }
 
-static void put_strs(wire_writer *w, int n, const char *const *v) {
-  wire_put_strs(w, (uint64_t)n);
+static void put_strs(suiro_wire_writer *w, int n, const char *const *v) {
+  suiro_wire_put_strs(w, (uint64_t)n);
   for (int i = 0; i < n; i++) {
-    if (v[i]) wire_strs_add(w, v[i], strlen(v[i]));
-    else wire_strs_add_na(w);
+    if (v[i]) suiro_wire_strs_add(w, v[i], strlen(v[i]));
+    else suiro_wire_strs_add_na(w);
   }
 }
 
-static void put_factor(wire_writer *w, int n, const int32_t *codes, int ordered, int nlev,
+static void put_factor(suiro_wire_writer *w, int n, const int32_t *codes, int ordered, int nlev,
                        const char *const *levels) {
-  int32_t *c = wire_put_factor(w, (uint64_t)n, ordered, (uint64_t)nlev);
+  int32_t *c = suiro_wire_put_factor(w, (uint64_t)n, ordered, (uint64_t)nlev);
   if (c && n) memcpy(c, codes, 4 * (size_t)n);
-  for (int i = 0; i < nlev; i++) wire_strs_add(w, levels[i], strlen(levels[i]));
+  for (int i = 0; i < nlev; i++) suiro_wire_strs_add(w, levels[i], strlen(levels[i]));
 }
 
-static void v_nil(wire_writer *w) { wire_put_nil(w); }
-static void v_bool_true(wire_writer *w) { wire_put_bool(w, 1); }
-static void v_bool_false(wire_writer *w) { wire_put_bool(w, 0); }
-static void v_bool_na(wire_writer *w) { wire_put_bool(w, WIRE_NA_BOOL); }
-static void v_i64_small(wire_writer *w) { wire_put_i64(w, 5); }
-static void v_i64_negative(wire_writer *w) { wire_put_i64(w, -1); }
-static void v_i64_int48_edges(wire_writer *w) {
+static void v_nil(suiro_wire_writer *w) { suiro_wire_put_nil(w); }
+static void v_bool_true(suiro_wire_writer *w) { suiro_wire_put_bool(w, 1); }
+static void v_bool_false(suiro_wire_writer *w) { suiro_wire_put_bool(w, 0); }
+static void v_bool_na(suiro_wire_writer *w) { suiro_wire_put_bool(w, WIRE_NA_BOOL); }
+static void v_i64_small(suiro_wire_writer *w) { suiro_wire_put_i64(w, 5); }
+static void v_i64_negative(suiro_wire_writer *w) { suiro_wire_put_i64(w, -1); }
+static void v_i64_int48_edges(suiro_wire_writer *w) {
   const int64_t v[] = { 0, (INT64_C(1) << 47) - 1, -(INT64_C(1) << 47), INT64_C(1) << 47,
                         -(INT64_C(1) << 47) - 1, 1000000 };
-  wire_put_list(w, 6);
-  for (int i = 0; i < 6; i++) wire_put_i64(w, v[i]);
+  suiro_wire_put_list(w, 6);
+  for (int i = 0; i < 6; i++) suiro_wire_put_i64(w, v[i]);
 }
-static void v_i64_extremes(wire_writer *w) {
-  wire_put_list(w, 3);
-  wire_put_i64(w, INT64_MAX);
-  wire_put_i64(w, INT64_MIN + 1);
-  wire_put_i64(w, INT64_MIN); /* NA for R (bit64) */
+static void v_i64_extremes(suiro_wire_writer *w) {
+  suiro_wire_put_list(w, 3);
+  suiro_wire_put_i64(w, INT64_MAX);
+  suiro_wire_put_i64(w, INT64_MIN + 1);
+  suiro_wire_put_i64(w, INT64_MIN); /* NA for R (bit64) */
 }
-static void v_f64_scalar(wire_writer *w) { wire_put_f64(w, 3.141592653589793); }
-static void v_f64_values(wire_writer *w) {
+static void v_f64_scalar(suiro_wire_writer *w) { suiro_wire_put_f64(w, 3.141592653589793); }
+static void v_f64_values(suiro_wire_writer *w) {
   const double v[] = { 3.0, 0.1, -0.0, 0.0, 1e300, 5e-324, -2.5, INFINITY, -INFINITY };
-  wire_put_list(w, 9);
-  for (int i = 0; i < 9; i++) wire_put_f64(w, v[i]);
+  suiro_wire_put_list(w, 9);
+  for (int i = 0; i < 9; i++) suiro_wire_put_f64(w, v[i]);
 }
-static void v_f64_nan_na(wire_writer *w) {
-  wire_put_list(w, 4);
-  wire_put_f64(w, bits_f64(UINT64_C(0x7FF8000000000000))); /* the default quiet NaN */
-  wire_put_f64(w, NA_F64);                                   /* R's NA_real_ */
-  wire_put_f64(w, bits_f64(UINT64_C(0x7FF80000000007A2)));   /* NA_real_ after arithmetic */
-  wire_put_f64(w, bits_f64(UINT64_C(0xFFF8000000000000)));   /* -nan */
+static void v_f64_nan_na(suiro_wire_writer *w) {
+  suiro_wire_put_list(w, 4);
+  suiro_wire_put_f64(w, bits_f64(UINT64_C(0x7FF8000000000000))); /* the default quiet NaN */
+  suiro_wire_put_f64(w, NA_F64);                                   /* R's NA_real_ */
+  suiro_wire_put_f64(w, bits_f64(UINT64_C(0x7FF80000000007A2)));   /* NA_real_ after arithmetic */
+  suiro_wire_put_f64(w, bits_f64(UINT64_C(0xFFF8000000000000)));   /* -nan */
 }
-static void v_str_hello(wire_writer *w) { put_s(w, "hello"); }
-static void v_str_empty(wire_writer *w) { put_s(w, ""); }
-static void v_str_utf8(wire_writer *w) { put_s(w, "\xc5\xbc\xc3\xb3\xc5\x82w \xe2\x9c\x93 \xe6\xb0\xb4\xe8\xb7\xaf"); }
-static void v_str_8(wire_writer *w) { put_s(w, "exactly8"); }
-static void v_str_nul(wire_writer *w) { wire_put_str(w, "a\0b", 3); }
-static void v_bytes_empty(wire_writer *w) { wire_put_bytes(w, "", 0); }
-static void v_bytes_data(wire_writer *w) { wire_put_bytes(w, "\x00\x01\xfe\xff\x80\x7f" "ABC", 9); }
+static void v_str_hello(suiro_wire_writer *w) { put_s(w, "hello"); }
+static void v_str_empty(suiro_wire_writer *w) { put_s(w, ""); }
+static void v_str_utf8(suiro_wire_writer *w) { put_s(w, "\xc5\xbc\xc3\xb3\xc5\x82w \xe2\x9c\x93 \xe6\xb0\xb4\xe8\xb7\xaf"); }
+static void v_str_8(suiro_wire_writer *w) { put_s(w, "exactly8"); }
+static void v_str_nul(suiro_wire_writer *w) { suiro_wire_put_str(w, "a\0b", 3); }
+static void v_bytes_empty(suiro_wire_writer *w) { suiro_wire_put_bytes(w, "", 0); }
+static void v_bytes_data(suiro_wire_writer *w) { suiro_wire_put_bytes(w, "\x00\x01\xfe\xff\x80\x7f" "ABC", 9); }
 
-static void v_array_f64(wire_writer *w) {
+static void v_array_f64(suiro_wire_writer *w) {
   const double v[] = { 1, -2.5, NA_F64, NAN, INFINITY, 0.1 };
   put_f64s(w, 6, v);
 }
-static void v_array_f32(wire_writer *w) {
+static void v_array_f32(suiro_wire_writer *w) {
   const float v[] = { 1.0f, -2.5f, NAN, INFINITY, 0.1f };
-  float *d = wire_put_array(w, WIRE_T_F32, 5);
+  float *d = suiro_wire_put_array(w, WIRE_T_F32, 5);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_i64(wire_writer *w) {
+static void v_array_i64(suiro_wire_writer *w) {
   const int64_t v[] = { 0, -1, WIRE_NA_I64, INT64_MAX, INT64_C(1234567890123) };
-  int64_t *d = wire_put_array(w, WIRE_T_I64, 5);
+  int64_t *d = suiro_wire_put_array(w, WIRE_T_I64, 5);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_i32(wire_writer *w) {
+static void v_array_i32(suiro_wire_writer *w) {
   const int32_t v[] = { 0, -1, WIRE_NA_I32, INT32_MAX, 42 };
-  int32_t *d = wire_put_array(w, WIRE_T_I32, 5);
+  int32_t *d = suiro_wire_put_array(w, WIRE_T_I32, 5);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_u8(wire_writer *w) {
+static void v_array_u8(suiro_wire_writer *w) {
   const uint8_t v[] = { 0, 1, 127, 128, 255 };
-  uint8_t *d = wire_put_array(w, WIRE_T_U8, 5);
+  uint8_t *d = suiro_wire_put_array(w, WIRE_T_U8, 5);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_bool(wire_writer *w) {
+static void v_array_bool(suiro_wire_writer *w) {
   const uint8_t v[] = { 1, 0, WIRE_NA_BOOL, 1 };
-  uint8_t *d = wire_put_array(w, WIRE_T_BOOL, 4);
+  uint8_t *d = suiro_wire_put_array(w, WIRE_T_BOOL, 4);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_c128(wire_writer *w) {
+static void v_array_c128(suiro_wire_writer *w) {
   const double v[] = { 1, -1, 0, 0, NA_F64, 2.5, INFINITY, -0.0 };
-  double *d = wire_put_array(w, WIRE_T_C128, 4);
+  double *d = suiro_wire_put_array(w, WIRE_T_C128, 4);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_array_empty(wire_writer *w) {
-  wire_put_list(w, WIRE_T_MAX);
-  for (int t = 1; t <= WIRE_T_MAX; t++) wire_put_array(w, t, 0);
+static void v_array_empty(suiro_wire_writer *w) {
+  suiro_wire_put_list(w, WIRE_T_MAX);
+  for (int t = 1; t <= WIRE_T_MAX; t++) suiro_wire_put_array(w, t, 0);
 }
-static void v_array_u8_long(wire_writer *w) {
-  uint8_t *d = wire_put_array(w, WIRE_T_U8, 300);
+static void v_array_u8_long(suiro_wire_writer *w) {
+  uint8_t *d = suiro_wire_put_array(w, WIRE_T_U8, 300);
   if (d) for (int i = 0; i < 300; i++) d[i] = (uint8_t)(i * 7);
 }
 
-static void v_nd_f64_c(wire_writer *w) { /* [[1 2 3] [4 5 6]] */
+static void v_nd_f64_c(suiro_wire_writer *w) { /* [[1 2 3] [4 5 6]] */
   const uint64_t dims[] = { 2, 3 };
-  double *d = wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_C, 2, dims);
+  double *d = suiro_wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_C, 2, dims);
   if (d) for (int i = 0; i < 6; i++) d[i] = i + 1;
 }
-static void v_nd_f64_f(wire_writer *w) { /* the same matrix stored column-major */
+static void v_nd_f64_f(suiro_wire_writer *w) { /* the same matrix stored column-major */
   const uint64_t dims[] = { 2, 3 };
   const double v[] = { 1, 4, 2, 5, 3, 6 };
-  double *d = wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_F, 2, dims);
+  double *d = suiro_wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_F, 2, dims);
   if (d) memcpy(d, v, sizeof v);
 }
-static void v_nd_i32_3d_f(wire_writer *w) { /* R: array(1:24, c(2, 3, 4)) with one NA */
+static void v_nd_i32_3d_f(suiro_wire_writer *w) { /* R: array(1:24, c(2, 3, 4)) with one NA */
   const uint64_t dims[] = { 2, 3, 4 };
-  int32_t *d = wire_put_ndarray(w, WIRE_T_I32, WIRE_ORDER_F, 3, dims);
+  int32_t *d = suiro_wire_put_ndarray(w, WIRE_T_I32, WIRE_ORDER_F, 3, dims);
   if (d) {
     for (int i = 0; i < 24; i++) d[i] = i + 1;
     d[5] = WIRE_NA_I32;
   }
 }
-static void v_nd_bool_c(wire_writer *w) {
+static void v_nd_bool_c(suiro_wire_writer *w) {
   const uint64_t dims[] = { 3, 1 };
-  uint8_t *d = wire_put_ndarray(w, WIRE_T_BOOL, WIRE_ORDER_C, 2, dims);
+  uint8_t *d = suiro_wire_put_ndarray(w, WIRE_T_BOOL, WIRE_ORDER_C, 2, dims);
   if (d) { d[0] = 1; d[1] = WIRE_NA_BOOL; d[2] = 0; }
 }
-static void v_nd_0d(wire_writer *w) {
-  double *d = wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_C, 0, NULL);
+static void v_nd_0d(suiro_wire_writer *w) {
+  double *d = suiro_wire_put_ndarray(w, WIRE_T_F64, WIRE_ORDER_C, 0, NULL);
   if (d) d[0] = 42;
 }
-static void v_nd_empty(wire_writer *w) {
+static void v_nd_empty(suiro_wire_writer *w) {
   const uint64_t dims[] = { 0, 3 };
-  wire_put_ndarray(w, WIRE_T_I32, WIRE_ORDER_C, 2, dims);
+  suiro_wire_put_ndarray(w, WIRE_T_I32, WIRE_ORDER_C, 2, dims);
 }
 
-static void v_strs(wire_writer *w) {
+static void v_strs(suiro_wire_writer *w) {
   const char *v[] = { "a", "", NULL, "h\xc3\xa9llo", "a longer string of 32 bytes here" };
   put_strs(w, 5, v);
 }
-static void v_strs_empty(wire_writer *w) { wire_put_strs(w, 0); }
-static void v_strs_all_na(wire_writer *w) {
+static void v_strs_empty(suiro_wire_writer *w) { suiro_wire_put_strs(w, 0); }
+static void v_strs_all_na(suiro_wire_writer *w) {
   const char *v[] = { NULL, NULL };
   put_strs(w, 2, v);
 }
 
-static void v_list_empty(wire_writer *w) { wire_put_list(w, 0); }
-static void v_dict_empty(wire_writer *w) { wire_put_dict(w, 0); }
-static void v_list_mixed(wire_writer *w) {
+static void v_list_empty(suiro_wire_writer *w) { suiro_wire_put_list(w, 0); }
+static void v_dict_empty(suiro_wire_writer *w) { suiro_wire_put_dict(w, 0); }
+static void v_list_mixed(suiro_wire_writer *w) {
   const double v[] = { 1, 2 };
-  wire_put_list(w, 8);
-  wire_put_nil(w);
-  wire_put_bool(w, 1);
-  wire_put_i64(w, 1);
-  wire_put_f64(w, 2.5);
+  suiro_wire_put_list(w, 8);
+  suiro_wire_put_nil(w);
+  suiro_wire_put_bool(w, 1);
+  suiro_wire_put_i64(w, 1);
+  suiro_wire_put_f64(w, 2.5);
   put_s(w, "x");
-  wire_put_bytes(w, "\x01\x02", 2);
+  suiro_wire_put_bytes(w, "\x01\x02", 2);
   put_f64s(w, 2, v);
-  wire_put_list(w, 0);
+  suiro_wire_put_list(w, 0);
 }
-static void v_dict_record(wire_writer *w) {
+static void v_dict_record(suiro_wire_writer *w) {
   const double score[] = { 1.5, 2 };
   const char *tags[] = { "x", NULL };
-  wire_put_dict(w, 6);
+  suiro_wire_put_dict(w, 6);
   put_s(w, "name"), put_s(w, "ada");
-  put_s(w, "age"), wire_put_i64(w, 36);
+  put_s(w, "age"), suiro_wire_put_i64(w, 36);
   put_s(w, "score"), put_f64s(w, 2, score);
   put_s(w, "tags"), put_strs(w, 2, tags);
-  put_s(w, ""), wire_put_nil(w); /* R: an unnamed element of a partly named list */
-  put_s(w, "nested"), wire_put_dict(w, 1), put_s(w, "k"), wire_put_bool(w, 0);
+  put_s(w, ""), suiro_wire_put_nil(w); /* R: an unnamed element of a partly named list */
+  put_s(w, "nested"), suiro_wire_put_dict(w, 1), put_s(w, "k"), suiro_wire_put_bool(w, 0);
 }
-static void v_nested(wire_writer *w) { /* [1, {"a": [[], {}], "b": [[[nil]]]}, "end"] */
-  wire_put_list(w, 3);
-  wire_put_i64(w, 1);
-  wire_put_dict(w, 2);
+static void v_nested(suiro_wire_writer *w) { /* [1, {"a": [[], {}], "b": [[[nil]]]}, "end"] */
+  suiro_wire_put_list(w, 3);
+  suiro_wire_put_i64(w, 1);
+  suiro_wire_put_dict(w, 2);
   put_s(w, "a");
-  wire_put_list(w, 2), wire_put_list(w, 0), wire_put_dict(w, 0);
+  suiro_wire_put_list(w, 2), suiro_wire_put_list(w, 0), suiro_wire_put_dict(w, 0);
   put_s(w, "b");
-  wire_put_list(w, 1), wire_put_list(w, 1), wire_put_list(w, 1), wire_put_nil(w);
+  suiro_wire_put_list(w, 1), suiro_wire_put_list(w, 1), suiro_wire_put_list(w, 1), suiro_wire_put_nil(w);
   put_s(w, "end");
 }
-static void v_depth_64(wire_writer *w) { /* 63 nested lists around an integer: depth 64 */
-  for (int i = 0; i < 63; i++) wire_put_list(w, 1);
-  wire_put_i64(w, 64);
+static void v_depth_64(suiro_wire_writer *w) { /* 63 nested lists around an integer: depth 64 */
+  for (int i = 0; i < 63; i++) suiro_wire_put_list(w, 1);
+  suiro_wire_put_i64(w, 64);
 }
 
-static void v_frame_all(wire_writer *w) {
-  wire_put_frame(w, 15, 3);
+static void v_frame_all(suiro_wire_writer *w) {
+  suiro_wire_put_frame(w, 15, 3);
   const double num[] = { 1.5, NA_F64, 3 };
   put_s(w, "num"), put_f64s(w, 3, num);
   put_s(w, "int");
-  int32_t *i32 = wire_put_array(w, WIRE_T_I32, 3);
+  int32_t *i32 = suiro_wire_put_array(w, WIRE_T_I32, 3);
   if (i32) i32[0] = 1, i32[1] = WIRE_NA_I32, i32[2] = 3;
   put_s(w, "big");
-  int64_t *i64 = wire_put_array(w, WIRE_T_I64, 3);
+  int64_t *i64 = suiro_wire_put_array(w, WIRE_T_I64, 3);
   if (i64) i64[0] = INT64_C(9007199254740993), i64[1] = WIRE_NA_I64, i64[2] = -7;
   put_s(w, "flag");
-  uint8_t *bl = wire_put_array(w, WIRE_T_BOOL, 3);
+  uint8_t *bl = suiro_wire_put_array(w, WIRE_T_BOOL, 3);
   if (bl) bl[0] = 1, bl[1] = WIRE_NA_BOOL, bl[2] = 0;
   const char *names[] = { "a", NULL, "c" };
   put_s(w, "name"), put_strs(w, 3, names);
@@ -466,160 +466,160 @@ static void v_frame_all(wire_writer *w) {
   const char *grades[] = { "low", "mid", "high" };
   put_s(w, "grade"), put_factor(w, 3, gr, 1, 3, grades);
   put_s(w, "day");
-  int32_t *day = wire_put_date(w, WIRE_T_I32, 3);
+  int32_t *day = suiro_wire_put_date(w, WIRE_T_I32, 3);
   if (day) day[0] = 0, day[1] = WIRE_NA_I32, day[2] = 19723;
   put_s(w, "dayf");
-  double *dayf = wire_put_date(w, WIRE_T_F64, 3);
+  double *dayf = suiro_wire_put_date(w, WIRE_T_F64, 3);
   if (dayf) dayf[0] = -1, dayf[1] = NA_F64, dayf[2] = 19723;
   put_s(w, "when");
-  double *ts = wire_put_timestamp(w, WIRE_T_F64, WIRE_UNIT_S, WIRE_CSTR("UTC"), 3);
+  double *ts = suiro_wire_put_timestamp(w, WIRE_T_F64, WIRE_UNIT_S, WIRE_CSTR("UTC"), 3);
   if (ts) ts[0] = 0, ts[1] = NA_F64, ts[2] = 1700000000.25;
   put_s(w, "when_ns");
-  int64_t *tn = wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_NS, WIRE_CSTR("America/New_York"), 3);
+  int64_t *tn = suiro_wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_NS, WIRE_CSTR("America/New_York"), 3);
   if (tn) tn[0] = 0, tn[1] = WIRE_NA_I64, tn[2] = INT64_C(1700000000123456789);
   put_s(w, "small");
-  uint8_t *u8 = wire_put_array(w, WIRE_T_U8, 3);
+  uint8_t *u8 = suiro_wire_put_array(w, WIRE_T_U8, 3);
   if (u8) u8[0] = 0, u8[1] = 128, u8[2] = 255;
   put_s(w, "ratio");
-  float *f32 = wire_put_array(w, WIRE_T_F32, 3);
+  float *f32 = suiro_wire_put_array(w, WIRE_T_F32, 3);
   if (f32) f32[0] = 0.5f, f32[1] = NAN, f32[2] = -1.0f;
   put_s(w, "z");
-  double *z = wire_put_array(w, WIRE_T_C128, 3);
+  double *z = suiro_wire_put_array(w, WIRE_T_C128, 3);
   if (z) z[0] = 1, z[1] = 2, z[2] = 0, z[3] = -1, z[4] = NA_F64, z[5] = 0;
   put_s(w, "day64");
-  int64_t *d64 = wire_put_date(w, WIRE_T_I64, 3);
+  int64_t *d64 = suiro_wire_put_date(w, WIRE_T_I64, 3);
   if (d64) d64[0] = 1, d64[1] = WIRE_NA_I64, d64[2] = -719162;
 }
-static void v_frame_empty(wire_writer *w) { wire_put_frame(w, 0, 0); }
-static void v_frame_zero_rows(wire_writer *w) {
-  wire_put_frame(w, 3, 0);
-  put_s(w, "x"), wire_put_array(w, WIRE_T_F64, 0);
-  put_s(w, "s"), wire_put_strs(w, 0);
+static void v_frame_empty(suiro_wire_writer *w) { suiro_wire_put_frame(w, 0, 0); }
+static void v_frame_zero_rows(suiro_wire_writer *w) {
+  suiro_wire_put_frame(w, 3, 0);
+  put_s(w, "x"), suiro_wire_put_array(w, WIRE_T_F64, 0);
+  put_s(w, "s"), suiro_wire_put_strs(w, 0);
   const char *lv[] = { "a" };
   put_s(w, "f"), put_factor(w, 0, NULL, 0, 1, lv);
 }
 
-static void v_factor(wire_writer *w) {
+static void v_factor(suiro_wire_writer *w) {
   const int32_t c[] = { 1, 0, WIRE_NA_CODE, 1, 1 };
   const char *lv[] = { "lo", "hi" };
   put_factor(w, 5, c, 0, 2, lv);
 }
-static void v_factor_no_levels(wire_writer *w) {
+static void v_factor_no_levels(suiro_wire_writer *w) {
   const int32_t c[] = { WIRE_NA_CODE, WIRE_NA_CODE };
   put_factor(w, 2, c, 1, 0, NULL);
 }
-static void v_date_f64(wire_writer *w) {
-  double *d = wire_put_date(w, WIRE_T_F64, 4);
+static void v_date_f64(suiro_wire_writer *w) {
+  double *d = suiro_wire_put_date(w, WIRE_T_F64, 4);
   if (d) d[0] = 0, d[1] = -1, d[2] = NA_F64, d[3] = 19723.5;
 }
-static void v_timestamp_ms(wire_writer *w) {
-  int64_t *d = wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_MS, WIRE_CSTR(""), 3);
+static void v_timestamp_ms(suiro_wire_writer *w) {
+  int64_t *d = suiro_wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_MS, WIRE_CSTR(""), 3);
   if (d) d[0] = 0, d[1] = INT64_C(1700000000000), d[2] = WIRE_NA_I64;
 }
-static void v_timestamp_us_empty(wire_writer *w) {
-  wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_US, WIRE_CSTR("Europe/Warsaw"), 0);
+static void v_timestamp_us_empty(suiro_wire_writer *w) {
+  suiro_wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_US, WIRE_CSTR("Europe/Warsaw"), 0);
 }
 
-static void v_error_plain(wire_writer *w) {
-  wire_put_error(w, WIRE_CSTR("simpleError"), WIRE_CSTR("boom"), WIRE_CSTR(""), -1);
+static void v_error_plain(suiro_wire_writer *w) {
+  suiro_wire_put_error(w, WIRE_CSTR("simpleError"), WIRE_CSTR("boom"), WIRE_CSTR(""), -1);
 }
-static void v_error_indexed(wire_writer *w) {
-  wire_put_error(w, WIRE_CSTR("ValueError"), WIRE_CSTR("math domain error: sqrt(-1)"),
+static void v_error_indexed(suiro_wire_writer *w) {
+  suiro_wire_put_error(w, WIRE_CSTR("ValueError"), WIRE_CSTR("math domain error: sqrt(-1)"),
                  WIRE_CSTR("Traceback (most recent call last):\n  File \"<task>\", line 1, in f\n"),
                  41);
 }
 
-static void v_call_name(wire_writer *w) { /* stats::quantile(c(1,2,3), probs = c(.25,.5,.75), names = FALSE) */
+static void v_call_name(suiro_wire_writer *w) { /* stats::quantile(c(1,2,3), probs = c(.25,.5,.75), names = FALSE) */
   const double x[] = { 1, 2, 3 }, probs[] = { 0.25, 0.5, 0.75 };
-  wire_put_call(w, WIRE_CALL_NAME, WIRE_CSTR("stats::quantile"));
-  wire_put_list(w, 1), put_f64s(w, 3, x);
-  wire_put_dict(w, 2);
+  suiro_wire_put_call(w, WIRE_CALL_NAME, WIRE_CSTR("stats::quantile"));
+  suiro_wire_put_list(w, 1), put_f64s(w, 3, x);
+  suiro_wire_put_dict(w, 2);
   put_s(w, "probs"), put_f64s(w, 3, probs);
-  put_s(w, "names"), wire_put_bool(w, 0);
+  put_s(w, "names"), suiro_wire_put_bool(w, 0);
 }
-static void v_call_source(wire_writer *w) {
+static void v_call_source(suiro_wire_writer *w) {
   const double x[] = { 1, 2, 3 };
-  wire_put_call(w, WIRE_CALL_SOURCE, WIRE_CSTR("import numpy as np\nnp.std(x)"));
-  wire_put_list(w, 0);
-  wire_put_dict(w, 1), put_s(w, "x"), put_f64s(w, 3, x);
+  suiro_wire_put_call(w, WIRE_CALL_SOURCE, WIRE_CSTR("import numpy as np\nnp.std(x)"));
+  suiro_wire_put_list(w, 0);
+  suiro_wire_put_dict(w, 1), put_s(w, "x"), put_f64s(w, 3, x);
 }
-static void v_call_nested(wire_writer *w) { /* a call whose argument is itself a call spec */
-  wire_put_call(w, WIRE_CALL_NAME, WIRE_CSTR("os.getpid"));
-  wire_put_list(w, 1);
-  wire_put_call(w, WIRE_CALL_SOURCE, WIRE_CSTR(""));
-  wire_put_list(w, 0), wire_put_dict(w, 0);
-  wire_put_dict(w, 0);
+static void v_call_nested(suiro_wire_writer *w) { /* a call whose argument is itself a call spec */
+  suiro_wire_put_call(w, WIRE_CALL_NAME, WIRE_CSTR("os.getpid"));
+  suiro_wire_put_list(w, 1);
+  suiro_wire_put_call(w, WIRE_CALL_SOURCE, WIRE_CSTR(""));
+  suiro_wire_put_list(w, 0), suiro_wire_put_dict(w, 0);
+  suiro_wire_put_dict(w, 0);
 }
 
-static void v_ref_f64_2d(wire_writer *w) {
+static void v_ref_f64_2d(suiro_wire_writer *w) {
   const uint64_t dims[] = { 1000, 10 };
-  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1234_5678_9"), 1, 4096, 80000, WIRE_T_F64,
+  suiro_wire_put_ref(w, &(suiro_wire_ref){ WIRE_CSTR("/suiro_1234_5678_9"), 1, 4096, 80000, WIRE_T_F64,
                                WIRE_ORDER_F, 2, dims });
 }
-static void v_ref_i32_vector(wire_writer *w) {
-  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1234_5678_10"), 0, 0, 400, WIRE_T_I32,
+static void v_ref_i32_vector(suiro_wire_writer *w) {
+  suiro_wire_put_ref(w, &(suiro_wire_ref){ WIRE_CSTR("/suiro_1234_5678_10"), 0, 0, 400, WIRE_T_I32,
                                WIRE_ORDER_C, 0, NULL });
 }
-static void v_ref_frame_column(wire_writer *w) { /* a 1000-row f64 column in shared memory */
-  wire_put_frame(w, 2, 1000);
+static void v_ref_frame_column(suiro_wire_writer *w) { /* a 1000-row f64 column in shared memory */
+  suiro_wire_put_frame(w, 2, 1000);
   put_s(w, "x");
-  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1234_5678_11"), 0, 64, 8000, WIRE_T_F64, 0, 0, NULL });
+  suiro_wire_put_ref(w, &(suiro_wire_ref){ WIRE_CSTR("/suiro_1234_5678_11"), 0, 64, 8000, WIRE_T_F64, 0, 0, NULL });
   put_s(w, "flag");
-  uint8_t *b = wire_put_array(w, WIRE_T_BOOL, 1000);
+  uint8_t *b = suiro_wire_put_array(w, WIRE_T_BOOL, 1000);
   for (int i = 0; i < 1000; i++) b[i] = (uint8_t)(i % 3 == 0);
 }
-static void v_ref_bytes(wire_writer *w) {
-  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1_2_3"), UINT64_C(0x8000000000000001), 64, 13,
+static void v_ref_bytes(suiro_wire_writer *w) {
+  suiro_wire_put_ref(w, &(suiro_wire_ref){ WIRE_CSTR("/suiro_1_2_3"), UINT64_C(0x8000000000000001), 64, 13,
                                WIRE_REF_BYTES, 0, 0, NULL });
 }
-static void v_ref_wire(wire_writer *w) {
-  wire_put_ref(w, &(wire_ref){ WIRE_CSTR("/suiro_1_2_4"), 0, 128, 4096, WIRE_REF_WIRE, 0, 0, NULL });
+static void v_ref_wire(suiro_wire_writer *w) {
+  suiro_wire_put_ref(w, &(suiro_wire_ref){ WIRE_CSTR("/suiro_1_2_4"), 0, 128, 4096, WIRE_REF_WIRE, 0, 0, NULL });
 }
 
-static void v_func_by_name(wire_writer *w) { /* a C function of a loaded Lua module */
-  wire_put_func(w, WIRE_LANG_LUA, 0, 1);
+static void v_func_by_name(suiro_wire_writer *w) { /* a C function of a loaded Lua module */
+  suiro_wire_put_func(w, WIRE_LANG_LUA, 0, 1);
   put_s(w, "string.format");
 }
-static void v_func_proto(wire_writer *w) { /* a Lua closure: prototype key, no name, 2 upvalues */
-  wire_put_func(w, WIRE_LANG_LUA, UINT64_C(0xFEDCBA9876543210), 3);
-  wire_put_nil(w);
-  wire_put_i64(w, 10);
-  wire_put_list(w, 1), put_s(w, "x");
+static void v_func_proto(suiro_wire_writer *w) { /* a Lua closure: prototype key, no name, 2 upvalues */
+  suiro_wire_put_func(w, WIRE_LANG_LUA, UINT64_C(0xFEDCBA9876543210), 3);
+  suiro_wire_put_nil(w);
+  suiro_wire_put_i64(w, 10);
+  suiro_wire_put_list(w, 1), put_s(w, "x");
 }
-static void v_func_recursive(wire_writer *w) { /* a local function that captures itself */
-  wire_put_func(w, WIRE_LANG_LUA, 42, 2);
-  wire_put_nil(w);
-  wire_put_backref(w, 0);
+static void v_func_recursive(suiro_wire_writer *w) { /* a local function that captures itself */
+  suiro_wire_put_func(w, WIRE_LANG_LUA, 42, 2);
+  suiro_wire_put_nil(w);
+  suiro_wire_put_backref(w, 0);
 }
-static void v_task_func(wire_writer *w) { /* a Lua task as submitted: [function, 1, 2] */
-  wire_put_list(w, 3);
-  wire_put_func(w, WIRE_LANG_LUA, UINT64_C(0x0123456789ABCDEF), 1);
-  wire_put_nil(w);
-  wire_put_i64(w, 1);
-  wire_put_i64(w, 2);
+static void v_task_func(suiro_wire_writer *w) { /* a Lua task as submitted: [function, 1, 2] */
+  suiro_wire_put_list(w, 3);
+  suiro_wire_put_func(w, WIRE_LANG_LUA, UINT64_C(0x0123456789ABCDEF), 1);
+  suiro_wire_put_nil(w);
+  suiro_wire_put_i64(w, 1);
+  suiro_wire_put_i64(w, 2);
 }
-static void v_backref_shared(wire_writer *w) { /* local d = {a = 1}; send {d, d} */
-  wire_put_list(w, 2);
-  wire_put_dict(w, 1), put_s(w, "a"), wire_put_i64(w, 1);
-  wire_put_backref(w, 1);
+static void v_backref_shared(suiro_wire_writer *w) { /* local d = {a = 1}; send {d, d} */
+  suiro_wire_put_list(w, 2);
+  suiro_wire_put_dict(w, 1), put_s(w, "a"), suiro_wire_put_i64(w, 1);
+  suiro_wire_put_backref(w, 1);
 }
-static void v_backref_cycle(wire_writer *w) { /* local t = {}; t.self = t; send t */
-  wire_put_dict(w, 1), put_s(w, "self"), wire_put_backref(w, 0);
-}
-
-static void v_task_args(wire_writer *w) { wire_put_list(w, 2), wire_put_i64(w, 1), wire_put_i64(w, 2); }
-static void v_task_args_f64(wire_writer *w) {
-  wire_put_list(w, 2), wire_put_f64(w, 1.5), wire_put_f64(w, 2.5);
+static void v_backref_cycle(suiro_wire_writer *w) { /* local t = {}; t.self = t; send t */
+  suiro_wire_put_dict(w, 1), put_s(w, "self"), suiro_wire_put_backref(w, 0);
 }
 
-static void v_range(wire_writer *w) { wire_put_range(w, 1, 1, 25000); }
-static void v_range_parts(wire_writer *w) { /* a map over ranges: { range(1, 5), range(10, 2, -2), {} } */
-  wire_put_list(w, 3), wire_put_range(w, 1, 1, 5), wire_put_range(w, 10, -2, 5), wire_put_range(w, 0, 1, 0);
+static void v_task_args(suiro_wire_writer *w) { suiro_wire_put_list(w, 2), suiro_wire_put_i64(w, 1), suiro_wire_put_i64(w, 2); }
+static void v_task_args_f64(suiro_wire_writer *w) {
+  suiro_wire_put_list(w, 2), suiro_wire_put_f64(w, 1.5), suiro_wire_put_f64(w, 2.5);
+}
+
+static void v_range(suiro_wire_writer *w) { suiro_wire_put_range(w, 1, 1, 25000); }
+static void v_range_parts(suiro_wire_writer *w) { /* a map over ranges: { range(1, 5), range(10, 2, -2), {} } */
+  suiro_wire_put_list(w, 3), suiro_wire_put_range(w, 1, 1, 5), suiro_wire_put_range(w, 10, -2, 5), suiro_wire_put_range(w, 0, 1, 0);
 }
 
 typedef struct golden {
   const char *name, *desc;
-  void (*build)(wire_writer *w);
+  void (*build)(suiro_wire_writer *w);
 } golden;
 
 static const golden goldens[] = {
@@ -699,19 +699,19 @@ static const golden goldens[] = {
 /* Builds vector i; returns a malloc'd copy of its bytes (NULL and a message on failure). */
 GV_FN unsigned char *golden_build(int i, size_t *len, char *err, size_t errcap) {
   _Alignas(8) unsigned char stack[64];
-  wire_writer w;
+  suiro_wire_writer w;
   const void *p;
-  wire_writer_init(&w, stack, sizeof stack);
+  suiro_wire_writer_init(&w, stack, sizeof stack);
   goldens[i].build(&w);
-  if (wire_writer_finish(&w, &p, len) != WIRE_OK) {
-    snprintf(err, errcap, "%s: %s", goldens[i].name, wire_writer_error(&w));
-    wire_writer_free(&w);
+  if (suiro_wire_writer_finish(&w, &p, len) != WIRE_OK) {
+    snprintf(err, errcap, "%s: %s", goldens[i].name, suiro_wire_writer_error(&w));
+    suiro_wire_writer_free(&w);
     return NULL;
   }
   unsigned char *copy = malloc(*len);
   if (!copy) abort();
   memcpy(copy, p, *len);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   return copy;
 }
 

@@ -34,28 +34,28 @@ TEST(config_scripts_become_wire_dicts) {
   size_t len;
   char err[512];
   CHECK_EQ(suiro_embed_config(e, path, &buf, &len, err, sizeof err), 0);
-  wire_reader r;
-  wire_item it;
-  CHECK(wire_reader_init(&r, buf, len) == WIRE_OK && wire_next(&r, &it) == WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK(suiro_wire_reader_init(&r, buf, len) == WIRE_OK && suiro_wire_next(&r, &it) == WIRE_OK);
   CHECK(it.tag == WIRE_DICT && it.n == 2);
-  CHECK(wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_STR && it.n == 4 && !memcmp(it.data, "fast", 4));
-  CHECK(wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_DICT);
+  CHECK(suiro_wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_STR && it.n == 4 && !memcmp(it.data, "fast", 4));
+  CHECK(suiro_wire_next(&r, &it) == WIRE_OK && it.tag == WIRE_DICT);
   int seen = 0;
   uint64_t n = it.n;
   for (uint64_t i = 0; i < n; i++) {
-    wire_item k, v;
-    CHECK(wire_next(&r, &k) == WIRE_OK && k.tag == WIRE_STR);
+    suiro_wire_item k, v;
+    CHECK(suiro_wire_next(&r, &k) == WIRE_OK && k.tag == WIRE_STR);
     if (k.n == 7 && !memcmp(k.data, "timeout", 7)) {
-      CHECK(wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_F64 && v.f == 90.0);
+      CHECK(suiro_wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_F64 && v.f == 90.0);
       seen++;
     } else if (k.n == 9 && !memcmp(k.data, "slot_size", 9)) {
-      CHECK(wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_I64 && v.i == 512);
+      CHECK(suiro_wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_I64 && v.i == 512);
       seen++;
     } else if (k.n == 7 && !memcmp(k.data, "workers", 7)) {
-      CHECK(wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_I64 && v.i == 2);
+      CHECK(suiro_wire_next(&r, &v) == WIRE_OK && v.tag == WIRE_I64 && v.i == 2);
       seen++;
     } else {
-      CHECK(wire_skip(&r) == WIRE_OK);
+      CHECK(suiro_wire_skip(&r) == WIRE_OK);
     }
   }
   CHECK_EQ(seen, 3);
