@@ -36,6 +36,20 @@ check embed_shared_build "" cc -std=gnu11 -O2 "$root/examples/embed/embed.c" -o 
   $(pkg-config --cflags --libs suiro) -lm
 check embed_shared_soname "libsuiro.so.0" readelf -d "$prefix/embed_shared"
 check embed_shared_runs "sum of sqrt(1..100000) = 21082008.974" env LD_LIBRARY_PATH="$prefix/lib" "$prefix/embed_shared"
+# the installed libraries define only suiro_ symbols: the engine's internals are local in the
+# archive (one object, hidden symbols localized) and not exported by the shared library
+only_suiro() { # nm-options... library
+  local syms bad
+  syms=$(nm "$@" | awk 'NF == 3 { print $3 }')
+  bad=$(grep -v '^suiro_' <<<"$syms" | head -5 | tr '\n' ' ')
+  if [[ -z "$bad" ]] && grep -q '^suiro_pool_create$' <<<"$syms"; then
+    echo "only suiro_ symbols ($(wc -l <<<"$syms") of them)"
+  else
+    echo "symbols without the suiro_ prefix (or no suiro_pool_create): $bad"
+  fi
+}
+check lib_static_symbols "only suiro_ symbols" only_suiro -g --defined-only "$prefix/lib/libsuiro.a"
+check lib_shared_symbols "only suiro_ symbols" only_suiro -D --defined-only "$prefix/lib/libsuiro.so.0"
 # static
 check embed_static_build "" cc -std=gnu11 -O2 "$root/examples/embed/embed.c" -o "$prefix/embed_static" \
   -I"$prefix/include/suiro" "$prefix/lib/libsuiro.a" -pthread -lm
