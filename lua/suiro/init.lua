@@ -124,41 +124,85 @@ function M.python(opts) return checked(function() return config().launcher("pyth
 --- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
 function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
--- Python workers (bindings/python): python3 -I <checkout>/bindings/python/suiro/_worker.py. They
--- run call specs ("numpy.mean") and know their host is Lua, so results carry no pickles.
+-- Whether a program run through the shell succeeds (once per command: launchers ask at pool start).
+local probed = {}
+local function probe(cmd)
+  if probed[cmd] == nil then
+    local ok = os.execute(cmd .. " >/dev/null 2>&1")
+    probed[cmd] = ok == true or ok == 0
+  end
+  return probed[cmd]
+end
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Where this file is in a checkout (<checkout>/lua/suiro/init.lua), or nil when installed.
+local function checkout_root()
+  local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+  if src == "lua/suiro/init.lua" then return "." end -- loaded with a relative path (busted)
+  return src:match("^(.*)/lua/suiro/init%.lua$")
+end
+
+-- Python workers (bindings/python): the checkout's bindings/python/suiro/_worker.py run with
+-- python3 -I (SUIRO_PY_WORKER overrides), else the suiro package installed for that interpreter
+-- (pip), found on its own import path: python3 -I -m suiro._worker. They run call specs
+-- ("numpy.mean") and know their host is Lua, so results carry no pickles.
 local function python_worker(l, env)
+  local py = l.exe or l.python or "/usr/bin/python3"
   local script = os.getenv("SUIRO_PY_WORKER")
   if not script then
-    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
-    script = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/bindings/python/suiro/_worker.py"
+    local root = checkout_root()
+    local cand = root and (root .. "/bindings/python/suiro/_worker.py")
+    local f = cand and io.open(cand, "r")
+    if f then f:close(); script = cand end
   end
-  local f = io.open(script, "r")
-  if not f then
-    error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0)
+  local argv
+  if script then
+    local f = io.open(script, "r")
+    if not f then
+      error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0)
+    end
+    f:close()
+    argv = { py, "-I", script }
+  elseif l.argv then
+    argv = l.argv
+  else
+    if not probe(shell_quote(py) .. " -I -c 'import suiro._worker'") then
+      error(("the python launcher needs suiro's Python package for %s (pip install it into that "
+        .. "interpreter's environment, or give suiro.python { python = ... } one that has it)"):format(py), 0)
+    end
+    argv = { py, "-I", "-m", "suiro._worker" }
   end
-  f:close()
-  local py = l.exe or l.python or "/usr/bin/python3"
   env.SUIRO_HOST_LANG = "lua"
   env.SUIRO_PYTHONPATH = env.SUIRO_PYTHONPATH or os.getenv("PYTHONPATH")
   for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
-  return py, l.argv or { py, "-I", script }
+  return py, l.argv or argv
 end
 
 -- R workers (bindings/r): Rscript running the R package's worker main, with the checkout's R
--- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS. They run call specs
+-- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS, else the package installed on R's own
+-- library path (.libPaths(): R_LIBS, R_LIBS_USER, the site library). They run call specs
 -- ("stats::quantile") and know their host is not R, so results keep to the portable mapping.
 local function r_worker(l, env)
+  local rscript = l.exe or l.rscript or "Rscript"
   local libs = os.getenv("SUIRO_R_LIBS")
   if not libs then
-    local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
-    libs = (src:match("^(.*)/lua/suiro/init%.lua$") or ".") .. "/build/R-lib"
+    local root = checkout_root()
+    local f = root and io.open(root .. "/build/R-lib/suiro/DESCRIPTION", "r")
+    if f then f:close(); libs = root .. "/build/R-lib" end
   end
-  local f = io.open(libs .. "/suiro/DESCRIPTION", "r")
-  if not f then error("the r launcher needs suiro's R package in " .. libs .. "; build it with scripts/build", 0) end
-  f:close()
-  local rscript = l.exe or l.rscript or "Rscript"
-  local inherited = os.getenv("R_LIBS")
-  env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
+  if libs then
+    local f = io.open(libs .. "/suiro/DESCRIPTION", "r")
+    if not f then error("the r launcher needs suiro's R package in " .. libs .. "; build it with scripts/build", 0) end
+    f:close()
+    local inherited = os.getenv("R_LIBS")
+    env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
+  elseif not l.argv then
+    local lib_env = env.R_LIBS and ("R_LIBS=" .. shell_quote(env.R_LIBS) .. " ") or ""
+    if not probe(lib_env .. shell_quote(rscript) .. " --vanilla -e 'quit(status = !requireNamespace(\"suiro\", quietly = TRUE))'") then
+      error(("the r launcher needs suiro's R package installed for %s (R CMD INSTALL it into a library on "
+        .. ".libPaths(), e.g. one named by R_LIBS)"):format(rscript), 0)
+    end
+  end
   env.LANG = env.LANG or "C.UTF-8"
   env.SUIRO_HOST_LANG = "lua"
   for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end

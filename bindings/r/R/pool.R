@@ -24,6 +24,18 @@ print.suiro_launcher <- function(x, ...) {
 
 lang_code <- c(lua = 1L, python = 2L, r = 3L)
 
+# Whether a Python interpreter can import the suiro package (asked once per interpreter).
+python_probes <- new.env(parent = emptyenv())
+python_has_suiro <- function(exe) {
+  known <- python_probes[[exe]]
+  if (!is.null(known)) return(known)
+  status <- tryCatch(suppressWarnings(system2(exe, c("-I", "-c", shQuote("import suiro._worker")),
+                                              stdout = FALSE, stderr = FALSE)),
+                     error = function(e) 127L)
+  python_probes[[exe]] <- identical(as.integer(status), 0L)
+  python_probes[[exe]]
+}
+
 # What a launcher starts: the executable, its arguments and the environment added for workers.
 launch_spec <- function(l) {
   env <- l$env %||% list()
@@ -38,16 +50,20 @@ launch_spec <- function(l) {
   } else if (l$kind == "lua") {
     exe <- l$exe %||% (if (nzchar(Sys.getenv("SUIRO_WORKER_EXE"))) Sys.getenv("SUIRO_WORKER_EXE") else unname(Sys.which("suiro")))
     if (!nzchar(exe))
-      stop("suiro_lua(): no Lua worker executable: pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE",
-           call. = FALSE)
+      stop("suiro_lua(): no Lua worker executable: install suiro's Lua rock (luarocks make, its bin/ on PATH), ",
+           "pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE", call. = FALSE)
     argv <- unlist(l$argv) %||% exe
   } else {
     exe <- l$python %||% "/usr/bin/python3"
+    # The checkout's worker script (SUIRO_PY_WORKER, set by scripts/rscript), else the suiro
+    # package installed for that interpreter (pip), found on its own import path.
     script <- Sys.getenv("SUIRO_PY_WORKER")
-    if (is.null(l$argv) && !file.exists(script))
-      stop("suiro_python(): no Python worker script: set SUIRO_PY_WORKER to bindings/python/suiro/_worker.py ",
-           "of a suiro checkout (scripts/rscript does) or pass argv =", call. = FALSE)
-    argv <- unlist(l$argv) %||% c(exe, "-I", script)
+    if (is.null(l$argv) && nzchar(script) && !file.exists(script))
+      stop("suiro_python(): SUIRO_PY_WORKER names no file (", script, ")", call. = FALSE)
+    if (is.null(l$argv) && !nzchar(script) && !python_has_suiro(exe))
+      stop("suiro_python(): ", exe, " has no suiro package: pip install it into that interpreter's ",
+           "environment, or pass python = an interpreter that has it", call. = FALSE)
+    argv <- unlist(l$argv) %||% (if (nzchar(script)) c(exe, "-I", script) else c(exe, "-I", "-m", "suiro._worker"))
     base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd(), OMP_NUM_THREADS = "1", OPENBLAS_NUM_THREADS = "1",
                  MKL_NUM_THREADS = "1")
     if (nzchar(Sys.getenv("PYTHONPATH"))) base$SUIRO_PYTHONPATH <- Sys.getenv("PYTHONPATH")
