@@ -410,7 +410,9 @@ static void killed_mid_task(void) {
   CHECK_EQ(r.worker_pid, pid);
   CHECK(strstr(r.data, "was killed") && strstr(r.data, "signal 9"));
   fprintf(stderr, "worker-died reported after %.2f ms: %s\n", dt * 1e3, (const char *)r.data);
-  CHECK(dt < 0.05);
+  /* reported by the death watch, not found by the 5 s collect timeout running out (a bound in
+   * milliseconds failed on a loaded machine; the figure is printed above) */
+  CHECK(dt < 1.0);
   for (int i = 0; i < N / 2; i++) CHECK_EQ(collect_i64(p, before[i]), i);
   for (int i = 0; i < N / 2; i++) CHECK_EQ(collect_i64(p, after[i]), i + 1);
   /* the pool keeps serving with the survivor */
