@@ -35,22 +35,29 @@ static void blob_name(suiro_pool *p, uint64_t key, char *out, size_t cap) {
 suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_t len) {
   char name[SUIRO_NAME_MAX + 24];
   blob_name(p, key, name, sizeof name);
-  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) return SUIRO_OK;
-    return suiro_set_errno("blob: shm_open");
-  }
+  if (len > SIZE_MAX - sizeof(blob_hdr)) return suiro_set_error(SUIRO_ERR, "blob: %zu bytes is too large", len);
   size_t size = sizeof(blob_hdr) + len;
-  if (ftruncate(fd, (off_t)size) != 0) {
-    suiro_status st = suiro_set_errno("blob: ftruncate (is /dev/shm full?)");
-    close(fd);
-    shm_unlink(name);
-    return st;
+  /* The same key in /dev/shm or in the fallback directory: whichever holds it, it is stored. */
+  int have = region_file_open(name, 0);
+  if (have < 0) {
+    char file[sizeof name + sizeof REGION_FILE_MARK];
+    snprintf(file, sizeof file, "%s%s", name, REGION_FILE_MARK);
+    have = region_file_open(file, 0);
+  }
+  if (have >= 0) {
+    close(have);
+    return SUIRO_OK;
+  }
+  if (errno == EACCES) return suiro_set_error(SUIRO_ERR, "blob %s is not this user's: refused", name);
+  int fd = region_file_create(name, sizeof name, size, size);
+  if (fd < 0) {
+    if (errno == EEXIST) return SUIRO_OK; /* another process of the pool stored it meanwhile */
+    return SUIRO_ERR;                     /* region_file_create said why */
   }
   void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (a == MAP_FAILED) {
-    shm_unlink(name);
+    region_file_unlink(name);
     return suiro_set_errno("blob: mmap");
   }
   blob_hdr *h = a;
@@ -66,11 +73,17 @@ suiro_status suiro_blob_get(suiro_pool *p, uint64_t key, void **data, size_t *le
   *len = 0;
   char name[SUIRO_NAME_MAX + 24];
   blob_name(p, key, name, sizeof name);
-  int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+  int fd = region_file_open(name, 0);
+  if (fd < 0 && errno == ENOENT) { /* it may be in the fallback directory */
+    char file[sizeof name + sizeof REGION_FILE_MARK];
+    snprintf(file, sizeof file, "%s%s", name, REGION_FILE_MARK);
+    fd = region_file_open(file, 0);
+  }
   if (fd < 0) {
     if (errno == ENOENT)
       return suiro_set_error(SUIRO_PEER_GONE, "blob %016llx is not stored in this pool", (unsigned long long)key);
-    return suiro_set_errno("blob: shm_open");
+    if (errno == EACCES) return suiro_set_error(SUIRO_ERR, "blob %016llx is not this user's: refused", (unsigned long long)key);
+    return suiro_set_errno("blob: open");
   }
   struct stat sb;
   if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(blob_hdr)) {

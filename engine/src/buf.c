@@ -78,7 +78,6 @@ static size_t cache_count;
 #define CACHE_CAP 16
 static size_t free_cap_bytes = (size_t)512 << 20;
 static size_t free_cap_count = 64;
-static _Atomic uint32_t counter;
 
 /* The pool layer's services (buf.h); until a pool installs them, no recycling and no home. */
 static int no_push(const char *n, uint64_t c) { (void)n; (void)c; return 0; }
@@ -119,7 +118,7 @@ static void table_remove(suiro_buf *b) {
 static void destroy(suiro_buf *b, int unlink_name) {
   table_remove(b);
   munmap(b->map, b->map_size);
-  if (unlink_name && b->named) shm_unlink(b->name);
+  if (unlink_name && b->named) region_file_unlink(b->name);
   free(b);
 }
 
@@ -146,10 +145,10 @@ static void evict_locked(size_t need_bytes) {
 static char worker_family[SUIRO_NAME_MAX]; /* "/suiro_<host pid>_<host start>_", or "" */
 static char worker_prefix[SUIRO_NAME_MAX + 16]; /* a worker's own regions: "<pool name>d<pid>_" */
 
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_start) {
+void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_id) {
   pthread_mutex_lock(&lock);
   if (pool_name) {
-    snprintf(worker_family, sizeof worker_family, "/suiro_%x_%llx_", (unsigned)host_pid, (unsigned long long)host_start);
+    snprintf(worker_family, sizeof worker_family, "/suiro_%x_%llx_", (unsigned)host_pid, (unsigned long long)host_id);
     snprintf(worker_prefix, sizeof worker_prefix, "%sd%x_", pool_name, (unsigned)getpid());
   } else {
     worker_family[0] = worker_prefix[0] = 0;
@@ -246,11 +245,12 @@ static suiro_status map_region(const char *name, suiro_buf **out) {
     return SUIRO_OK;
   }
   pthread_mutex_unlock(&lock);
-  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  int fd = region_file_open(name, 1);
   if (fd < 0) {
     if (errno == ENOENT)
       return suiro_set_error(SUIRO_PEER_GONE, "shared value %s is gone (its pool stopped?)", name);
-    return suiro_set_errno("region: shm_open");
+    if (errno == EACCES) return suiro_set_error(SUIRO_ERR, "shared value %s is not this user's: refused", name);
+    return suiro_set_errno("region: open");
   }
   struct stat sb;
   if (fstat(fd, &sb) != 0 || sb.st_size < REGION_HDR || (uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
@@ -357,26 +357,38 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
   char prefix[SUIRO_NAME_MAX + 16];
   name_prefix(prefix, sizeof prefix);
   int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-    unsigned tag = atomic_fetch_add(&counter, 1) + (uint32_t)getpid() * 7919u;
-    if (snprintf(b->name, sizeof b->name, "%.*s%x", (int)(sizeof b->name - 9), prefix, tag) >= (int)sizeof b->name) {
+  b->map_size = REGION_HDR + capacity;
+  /* Warm regions of our own that nobody uses hold room in /dev/shm: when it lacks the room for
+   * this one, they go first (oldest first), before the region goes to the fallback directory. */
+  pthread_mutex_lock(&lock);
+  if (free_count) {
+    uint64_t room = region_dir_free("/dev/shm");
+    if (room != UINT64_MAX && room < b->map_size) {
+      size_t keep = free_bytes > b->map_size - room ? free_bytes - (b->map_size - room) : 0;
+      size_t cap = free_cap_bytes;
+      free_cap_bytes = keep;
+      evict_locked(0);
+      free_cap_bytes = cap;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  /* A random number after the prefix: names nobody can guess ahead (a taken one is skipped). The
+   * whole region is reserved here, once per region: a warm one is reused without a system call. */
+  for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
+    unsigned tag = (unsigned)region_random64();
+    if (snprintf(b->name, sizeof b->name, "%s%x", prefix, tag) >= (int)(sizeof b->name - sizeof REGION_FILE_MARK)) {
       suiro_set_error(SUIRO_ERR, "region: name prefix %s is too long", prefix);
       free(b);
       return NULL;
     }
-    fd = shm_open(b->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno != EEXIST) break;
+    fd = region_file_create(b->name, sizeof b->name, b->map_size, b->map_size);
+    if (fd < 0 && errno != EEXIST) {
+      free(b); /* region_file_create said why (the size, the free space, SUIRO_SHM_DIR) */
+      return NULL;
+    }
   }
   if (fd < 0) {
-    suiro_set_errno("region: shm_open");
-    free(b);
-    return NULL;
-  }
-  b->map_size = REGION_HDR + capacity;
-  if (ftruncate(fd, (off_t)b->map_size) != 0) {
-    suiro_set_errno("region: ftruncate (is /dev/shm full?)");
-    close(fd);
-    shm_unlink(b->name);
+    suiro_set_error(SUIRO_ERR, "region: every name tried was taken");
     free(b);
     return NULL;
   }
@@ -384,7 +396,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
   close(fd);
   if (b->map == MAP_FAILED) {
     suiro_set_errno("region: mmap");
-    shm_unlink(b->name);
+    region_file_unlink(b->name);
     free(b);
     return NULL;
   }

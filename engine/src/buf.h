@@ -22,6 +22,6 @@ void buf_pool_stopped(const char *pool_name, int last_pool);
 /* Data bytes as mapped here (not the shared header's word). */
 size_t buf_mapped_bytes(const suiro_buf *b);
 /* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_start);
+void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_id);
 
 #endif

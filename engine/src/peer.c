@@ -25,6 +25,8 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -58,15 +60,29 @@ static int keep_var(const char *entry, const char *const *keep) {
   return 0;
 }
 
+/* Every process of a family must agree where region files that do not fit /dev/shm live (their
+ * names say only "in the fallback directory"): workers get the host's, whatever else they get. */
+static char shm_dir_env[PATH_MAX + 16];
+static void fill_shm_dir_env(void) {
+  const char *d = region_fallback_dir();
+  snprintf(shm_dir_env, sizeof shm_dir_env, "SUIRO_SHM_DIR=%s", *d ? d : "off");
+}
+static const char *shm_dir_entry(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, fill_shm_dir_env);
+  return shm_dir_env;
+}
+
 static char **build_env(suiro_pool *p) {
   const char *const *keep = p->opts.env_keep ? p->opts.env_keep : default_keep;
   size_t n = 0, extra = 0;
   for (char **e = environ; e && *e; e++) n++;
   for (char **e = p->env; e && *e; e++) extra++;
-  char **out = calloc(n + extra + 1, sizeof *out);
+  char **out = calloc(n + extra + 2, sizeof *out);
   if (!out) return NULL;
   size_t k = 0;
   for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "SUIRO_SHM_DIR=", 14) == 0) continue;
     if (!keep_var(*e, keep)) continue;
     /* an explicit entry overrides the inherited one */
     size_t len = strcspn(*e, "=");
@@ -75,7 +91,9 @@ static char **build_env(suiro_pool *p) {
       if (strncmp(*x, *e, len) == 0 && (*x)[len] == '=') overridden = 1;
     if (!overridden) out[k++] = *e;
   }
-  for (char **x = p->env; x && *x; x++) out[k++] = *x;
+  for (char **x = p->env; x && *x; x++)
+    if (strncmp(*x, "SUIRO_SHM_DIR=", 14) != 0) out[k++] = *x;
+  out[k++] = (char *)shm_dir_entry();
   out[k] = NULL;
   return out;
 }

@@ -139,20 +139,21 @@ static int output_bytes(const suiro_template *t, uint64_t n, uint64_t width, uin
   return 0;
 }
 
-/* Free bytes of /dev/shm (where every region lives), UINT64_MAX when unknown. */
-static uint64_t shm_free_bytes(void) {
-  struct statvfs sv;
-  if (statvfs("/dev/shm", &sv) != 0) return UINT64_MAX;
-  return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+/* Free bytes where a map's region can go: /dev/shm, or the fallback directory when /dev/shm lacks
+ * the room (region.c); UINT64_MAX when unknown. */
+static uint64_t shm_free_bytes(uint64_t need) {
+  uint64_t room = region_dir_free("/dev/shm");
+  if (room != UINT64_MAX && room < need) {
+    const char *d = region_fallback_dir();
+    if (*d && strcmp(d, "off") != 0) {
+      uint64_t fb = region_dir_free(d);
+      if (fb != UINT64_MAX && fb > room) room = fb;
+    }
+  }
+  return room;
 }
 
-static void human(uint64_t b, char *out, size_t cap) {
-  const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-  double v = (double)b;
-  int i = 0;
-  while (v >= 1024 && i < 6) { v /= 1024; i++; }
-  snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
+#define human region_human
 
 /* ---- creating ------------------------------------------------------------------------------- */
 
@@ -233,12 +234,13 @@ suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_ma
   if (!s->tpl && s->n > UINT64_MAX / 16) return suiro_set_error(SUIRO_ERR, "map: too many elements");
   if (!add_ok(desc, h.out_bytes, &dense) || !add_ok(dense, slots, &dense))
     return suiro_set_error(SUIRO_ERR, "map: the map's memory overflows 64 bits");
-  uint64_t room = shm_free_bytes();
+  uint64_t room = shm_free_bytes(dense + ((uint64_t)16 << 20));
   if (dense > room) {
     char need[32], have[32];
     human(dense, need, sizeof need);
     human(room, have, sizeof have);
-    return suiro_set_error(SUIRO_ERR, "map: %llu elements need %s of shared memory; /dev/shm has %s free",
+    return suiro_set_error(SUIRO_ERR, "map: %llu elements need %s of shared memory; /dev/shm (or SUIRO_SHM_DIR, "
+                           "the fallback directory) has %s free: make room, or set SUIRO_SHM_DIR to a directory with it",
                            (unsigned long long)s->n, need, have);
   }
   suiro_map_opts o;
@@ -247,10 +249,12 @@ suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_ma
   o.desc_bytes = desc;
   o.out_bytes = h.out_bytes;
   o.slots = !s->tpl;
-  /* the heap holds untyped results and the error message: sparse, so generous is cheap */
+  /* the heap holds untyped results and the error message; reserved with the region, so no more
+   * than the room left (and at least 1 MiB for an error message) */
   uint64_t heap = ((uint64_t)16 << 20);
   if (!s->tpl) heap += s->n * 64 + in_bytes * 2;
-  if (heap > room - dense + ((uint64_t)16 << 20)) heap = room - dense + ((uint64_t)16 << 20);
+  if (room != UINT64_MAX && heap > room - dense) heap = room - dense;
+  if (heap < ((uint64_t)1 << 20)) heap = (uint64_t)1 << 20;
   o.heap_bytes = heap;
   o.stream = s->stream;
   o.runners = s->runners;

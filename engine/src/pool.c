@@ -159,6 +159,7 @@ suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub) {
   uint32_t hi = ld_acq(&s->hiwater);
   if (hi > n) hi = n;
   p->fresh = hi; /* slots [hi, n) were never used: handed out in order once the stack is empty */
+  p->reserved_to = hi; /* and reserved as they are first handed out (pool_reserve_slots) */
   for (uint32_t i = hi; i-- > 0;) {
     uint64_t st = ld_acq(&pool_result(p, s->result_base + i)->state);
     p->gen[i] = rs_gen(st);
@@ -171,7 +172,22 @@ suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub) {
   }
   p->tail = ld_rlx(&p->queues[sub].q->tail);
   p->collect_spin.gap_ns = 2000;
+  /* this process's queue (the host's was reserved with the region) */
+  if (sub > 0) return region_reserve(r, (size_t)h->off_queues + (size_t)sub * h->queue_stride, h->queue_stride);
   return SUIRO_OK;
+}
+
+/* Reserves the next megabyte of this submitter's never-used result slots before the first of them
+ * is handed out, so that touching them cannot fault on a full /dev/shm. */
+suiro_status pool_reserve_slots(suiro_pool *p) {
+  sub_rec *s = &p->subs[p->sub];
+  uint32_t chunk = (uint32_t)(((size_t)1 << 20) / p->result_size);
+  if (chunk == 0) chunk = 1;
+  uint32_t to = s->nresults - p->fresh > chunk ? p->fresh + chunk : s->nresults;
+  size_t off = (size_t)((char *)pool_result(p, s->result_base + p->fresh) - (char *)p->hdr);
+  suiro_status st = region_reserve(p->region, off, (size_t)(to - p->fresh) * p->result_size);
+  if (st == SUIRO_OK) p->reserved_to = to;
+  return st;
 }
 
 void pool_detach(suiro_pool *p) {
@@ -264,11 +280,14 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   uint64_t start;
   region_identity(&pid, &start);
   suiro_region *r;
-  suiro_status st = region_create_owned(size, pid, start, "", &r);
+  /* Reserved now: the header, the worker records and the host's queue; each worker reserves its
+   * own queue when it attaches, each submitter its result slots as it first uses them. */
+  suiro_status st = region_create_owned(size, off_queues + qstride, pid, start, "", &r);
   if (st != SUIRO_OK) {
     free(p);
     return st;
   }
+  region_identity(&pid, &start); /* making the anchor may have renewed the id */
   p->region = r; /* from here on a failure goes through suiro_pool_stop */
   atomic_fetch_add(&live_host_pools, 1);
   pool_hdr *h = suiro_region_addr(r);
@@ -277,7 +296,8 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   h->hdr_size = sizeof(pool_hdr);
   h->size = size;
   h->host_pid = pid;
-  h->host_start = start;
+  h->host_start = suiro_proc_start(pid);
+  h->host_id = start;
   h->ncpu = suiro_ncpu();
   st_rlx(&h->host_cpu, -1);
   h->max_workers = o.max_workers;

@@ -12,7 +12,7 @@
 #include "taskq.h"
 
 #define POOL_MAGIC 0x6c6f6f706f726975ull /* "suiropool" */
-#define POOL_VERSION 2u
+#define POOL_VERSION 3u
 #define POOL_MAX_WORKERS 64
 #define INFLIGHT_MAX 120 /* nesting depth a worker can help through */
 #define MONITOR_CLAIMER 255u
@@ -75,7 +75,8 @@ typedef struct pool_hdr {
   uint64_t size;
   int32_t host_pid;
   int32_t ncpu;
-  uint64_t host_start;
+  uint64_t host_start;     /* the host's start time (/proc), for workers watching it */
+  uint64_t host_id;        /* the host's random id, as in every name of the family (region.c) */
   int32_t max_workers;
   int32_t nsubs;          /* host + one per worker slot */
   uint32_t ring_cap;
@@ -146,6 +147,7 @@ struct suiro_pool {
   uint32_t *free_stack;
   uint32_t nfree;
   uint32_t fresh;          /* slots from here on were never used */
+  uint32_t reserved_to;    /* slots below this have room reserved (pool_reserve_slots) */
   uint64_t *gen;           /* current generation per local slot */
   uint8_t *outstanding;    /* 1 submitted not collected, 2 released (collect when done) */
   size_t book_bytes;       /* one private mapping holds gen, free_stack and outstanding */
@@ -233,6 +235,8 @@ void pool_hosts_unlock(void);
 suiro_pool *pool_host(int i);
 /* recycle.c: the recycle list of the pool a region belongs to (by its name) or of this worker's
  * pool: offer a free region; take one of at least `bytes`. 1 on success. */
+/* Reserves room for the next never-used result slots of this submitter (pool.c). */
+suiro_status pool_reserve_slots(suiro_pool *p);
 int pool_recycle_push(const char *region_name, uint64_t capacity);
 int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
 /* submit.c: gives back the slots of released tasks that have finished. */

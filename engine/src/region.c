@@ -2,12 +2,14 @@
  * region.c — named POSIX shared-memory regions (suiro_region_*), their owners' liveness anchors, and
  * reaping of orphans.
  *
- * Ownership: a region belongs to the process named in it ("owner"): /suiro_<pid>_<start>_<n>,
- * pid and start time in hex (unique names; the pid is only a label). Whoever creates a region may
- * unlink it; suiro_reap() unlinks every region whose owner is gone.
+ * Ownership: a region belongs to the process named in it ("owner"): /suiro_<pid>_<id>_<n>, the
+ * pid and a random 64-bit id drawn when the process first names a region (getrandom), in hex; <n>
+ * is random too. So no other user can predict (and squat) a name before it is made; a name that
+ * exists anyway is skipped (O_EXCL, another random <n>). The pid is only a label. Whoever creates
+ * a region may unlink it; suiro_reap() unlinks every region whose owner is gone.
  *
  * Liveness is a lock, not a pid: before its first region an owner creates its anchor,
- * /suiro_<pid>_<start>_o, and holds an open-file-description write lock on it for the rest of its
+ * /suiro_<pid>_<id>_o, and holds an open-file-description write lock on it for the rest of its
  * life. The kernel drops the lock when the process dies, however it dies, so a reaper that can take
  * the lock knows the owner is gone — across PID namespaces sharing /dev/shm (where pids mean
  * nothing), pid reuse and zombies alike. The anchor is locked under a temporary name and renamed
@@ -25,36 +27,278 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
-static _Atomic uint32_t name_counter;
-static _Atomic int counter_seeded;
-
-static uint32_t next_counter(void) {
-  /* Start from a random value so a crashed process whose pid and start time were somehow reused
-   * cannot collide with its own leftovers. */
-  if (!atomic_load(&counter_seeded)) {
-    uint32_t seed = (uint32_t)(suiro_ns() ^ ((uint64_t)getpid() << 16));
-    uint32_t zero = 0;
-    atomic_compare_exchange_strong(&name_counter, &zero, seed | 1u);
-    atomic_store(&counter_seeded, 1);
-  }
-  return atomic_fetch_add(&name_counter, 1);
+uint64_t region_random64(void) {
+  uint64_t v;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+  /* no entropy yet (early boot): unpredictable enough to stay unique, and O_EXCL catches the rest */
+  static _Atomic uint64_t mix;
+  uint64_t x = suiro_ns() ^ ((uint64_t)getpid() << 32) ^ atomic_fetch_add(&mix, 0x9e3779b97f4a7c15ull);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
 }
 
+static pthread_mutex_t id_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t cached_pid;
-static uint64_t cached_start;
+static uint64_t cached_id;
 
-void region_identity(int *pid, uint64_t *start) {
+void region_identity(int *pid, uint64_t *id) {
   pid_t now = getpid();
-  if (cached_pid != now) { /* first call, or we are a forked child */
-    cached_start = suiro_proc_start(now);
+  pthread_mutex_lock(&id_lock);
+  if (cached_pid != now) { /* first call, or we are a forked child: a new identity */
+    cached_id = region_random64() | 1u; /* never 0 */
     cached_pid = now;
   }
+  *id = cached_id;
+  pthread_mutex_unlock(&id_lock);
   *pid = now;
-  *start = cached_start;
+}
+
+/* A new identity for this process, while it has named nothing yet (its anchor's name was taken). */
+static void renew_identity(void) {
+  pthread_mutex_lock(&id_lock);
+  cached_id = region_random64() | 1u;
+  pthread_mutex_unlock(&id_lock);
+}
+
+/* ---- where a region's bytes live ---------------------------------------------------------------
+ * A region is a file: in /dev/shm (POSIX shared memory) when it has room, else in the fallback
+ * directory, SUIRO_SHM_DIR (default $TMPDIR, else /var/tmp; "off" for none), with REGION_FILE_MARK
+ * appended to its name so every process of the family knows where to look (a pool's workers get
+ * the host's directory in their environment, peer.c). Every byte a region may be written at is
+ * reserved (posix_fallocate) before anyone touches it: a full file system is then an error
+ * naming the size and the free space, never a SIGBUS on a page fault. */
+
+static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
+static char fallback_dir[PATH_MAX]; /* "" when there is none */
+static int fallback_off;            /* SUIRO_SHM_DIR=off */
+
+static void resolve_fallback_dir(void) {
+  const char *d = getenv("SUIRO_SHM_DIR");
+  if (d && (!*d || strcmp(d, "off") == 0 || strcmp(d, "none") == 0)) {
+    fallback_off = 1;
+    return;
+  }
+  if (!d) {
+    d = getenv("TMPDIR");
+    if (!d || d[0] != '/') d = "/var/tmp";
+  }
+  char real[PATH_MAX];
+  if (!realpath(d, real)) { /* missing: keep it as given, the error will name it */
+    if (strlen(d) >= sizeof fallback_dir) return;
+    snprintf(real, sizeof real, "%s", d);
+  }
+  size_t n = strlen(real);
+  while (n > 1 && real[n - 1] == '/') real[--n] = 0;
+  if (strcmp(real, "/dev/shm") == 0) return; /* the same place: no fallback */
+  snprintf(fallback_dir, sizeof fallback_dir, "%s", real);
+}
+
+const char *region_fallback_dir(void) {
+  pthread_once(&dir_once, resolve_fallback_dir);
+  return fallback_off ? "off" : fallback_dir;
+}
+
+static const char *fdir(void) {
+  pthread_once(&dir_once, resolve_fallback_dir);
+  return fallback_dir;
+}
+
+static int is_file_name(const char *name) {
+  size_t n = strlen(name), m = sizeof REGION_FILE_MARK - 1;
+  return n > m && strcmp(name + n - m, REGION_FILE_MARK) == 0;
+}
+
+static int file_path(const char *name, char *out, size_t cap) {
+  const char *d = fdir();
+  if (!*d) {
+    errno = ENOENT;
+    return -1;
+  }
+  if ((size_t)snprintf(out, cap, "%s/%s", d, name + 1) >= cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return 0;
+}
+
+uint64_t region_dir_free(const char *dir) {
+  struct statvfs sv;
+  if (!dir || !*dir || statvfs(dir, &sv) != 0) return UINT64_MAX;
+  return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+}
+
+void region_human(uint64_t b, char *out, size_t cap) {
+  const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+  if (b == UINT64_MAX) {
+    snprintf(out, cap, "unknown");
+    return;
+  }
+  double v = (double)b;
+  int i = 0;
+  while (v >= 1024 && i < 6) { v /= 1024; i++; }
+  snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* The error for bytes that fit nowhere: the size, the free space, and what to do. */
+static suiro_status no_room(size_t bytes, int err) {
+  char need[32], shm[32], fb[32];
+  region_human(bytes, need, sizeof need);
+  region_human(region_dir_free("/dev/shm"), shm, sizeof shm);
+  const char *d = fdir();
+  if (!*d)
+    return suiro_set_error(SUIRO_ERR,
+                           "shared memory: cannot reserve %s for a region (%s): /dev/shm has %s free and "
+                           "the fallback directory is off (SUIRO_SHM_DIR=%s); make room in /dev/shm or set "
+                           "SUIRO_SHM_DIR to a directory with room",
+                           need, strerror(err), shm, fallback_off ? "off" : "unusable");
+  region_human(region_dir_free(d), fb, sizeof fb);
+  return suiro_set_error(SUIRO_ERR,
+                         "shared memory: cannot reserve %s for a region (%s): /dev/shm has %s free and %s "
+                         "(SUIRO_SHM_DIR) has %s free; make room in one of them or set SUIRO_SHM_DIR to a "
+                         "directory with room",
+                         need, strerror(err), shm, d, fb);
+}
+
+static int no_space(int err) { return err == ENOSPC || err == EFBIG || err == ENOMEM || err == EDQUOT; }
+
+/* posix_fallocate, retried when interrupted; 0 or an errno value. */
+static int reserve_fd(int fd, off_t off, off_t len) {
+  if (len <= 0) return 0;
+  int rc;
+  do rc = posix_fallocate(fd, off, len);
+  while (rc == EINTR);
+  return rc;
+}
+
+int region_file_create(char *name, size_t cap, size_t size, size_t reserve) {
+  if (reserve > size) reserve = size;
+  if (size > (size_t)INT64_MAX) {
+    suiro_set_error(SUIRO_ERR, "shared memory: a region of %zu bytes is too large", size);
+    errno = EFBIG;
+    return -1;
+  }
+  int err = ENOSPC;
+  /* /dev/shm first, unless it visibly lacks the room */
+  uint64_t room = region_dir_free("/dev/shm");
+  if (room == UINT64_MAX || room >= reserve) {
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) return -1;
+    if (fd >= 0) {
+      err = ftruncate(fd, (off_t)size) == 0 ? reserve_fd(fd, 0, (off_t)reserve) : errno;
+      if (err == 0) return fd;
+      close(fd);
+      shm_unlink(name);
+    } else {
+      err = errno;
+    }
+    if (!no_space(err) && err != EMFILE && err != ENFILE) {
+      errno = err;
+      suiro_set_errno("shared memory: creating a region in /dev/shm");
+      return -1;
+    }
+  }
+  /* the fallback directory */
+  size_t n = strlen(name);
+  if (!*fdir()) {
+    no_room(reserve, err);
+    errno = err;
+    return -1;
+  }
+  if (n + sizeof REGION_FILE_MARK > cap || n + sizeof REGION_FILE_MARK > SUIRO_NAME_MAX) {
+    suiro_set_error(SUIRO_ERR, "shared memory: region name %s is too long for the fallback directory", name);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(name + n, REGION_FILE_MARK, sizeof REGION_FILE_MARK);
+  char path[PATH_MAX];
+  int fd = file_path(name, path, sizeof path) == 0
+               ? open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+  if (fd < 0) {
+    int e = errno;
+    name[n] = 0;
+    errno = e;
+    if (e != EEXIST) suiro_set_errno("shared memory: creating a region in SUIRO_SHM_DIR");
+    return -1;
+  }
+  err = ftruncate(fd, (off_t)size) == 0 ? reserve_fd(fd, 0, (off_t)reserve) : errno;
+  if (err == 0) return fd;
+  close(fd);
+  unlink(path);
+  name[n] = 0;
+  if (no_space(err)) no_room(reserve, err);
+  else {
+    errno = err;
+    suiro_set_errno("shared memory: creating a region in SUIRO_SHM_DIR");
+  }
+  errno = err;
+  return -1;
+}
+
+int region_file_open(const char *name, int writable) {
+  int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  int fd;
+  if (is_file_name(name)) {
+    char path[PATH_MAX];
+    fd = file_path(name, path, sizeof path) == 0 ? open(path, flags | O_NOFOLLOW) : -1;
+  } else {
+    fd = shm_open(name, flags, 0);
+  }
+  if (fd < 0) return -1;
+  /* Only this user's regions: a file someone else put under a name of ours is not one. */
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+    close(fd);
+    errno = EACCES;
+    return -1;
+  }
+  return fd;
+}
+
+int region_file_unlink(const char *name) {
+  if (!is_file_name(name)) return shm_unlink(name);
+  char path[PATH_MAX];
+  if (file_path(name, path, sizeof path) != 0) return -1;
+  return unlink(path);
+}
+
+suiro_status region_file_reserve(int fd, size_t off, size_t len) {
+  if (off > (size_t)INT64_MAX || len > (size_t)INT64_MAX - off)
+    return suiro_set_error(SUIRO_ERR, "shared memory: a reservation of %zu bytes is too large", len);
+  int err = reserve_fd(fd, (off_t)off, (off_t)len);
+  if (err == 0) return SUIRO_OK;
+  if (no_space(err)) return no_room(len, err);
+  errno = err;
+  return suiro_set_errno("shared memory: reserving room in a region");
+}
+
+/* Calls fn(dirfd, file name, region name) for every entry named suiro_* in /dev/shm and in the
+ * fallback directory (there only those with the mark). */
+typedef void (*scan_fn)(int dfd, const char *file, const char *region, void *ctx);
+static void scan_regions(scan_fn fn, void *ctx) {
+  const char *dirs[2] = { "/dev/shm", fdir() };
+  for (int i = 0; i < 2; i++) {
+    if (!*dirs[i]) continue;
+    DIR *d = opendir(dirs[i]);
+    if (!d) continue;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (strncmp(e->d_name, "suiro_", 6) != 0) continue;
+      char region[300];
+      snprintf(region, sizeof region, "/%s", e->d_name);
+      if (i == 1 && !is_file_name(region)) continue;
+      fn(dirfd(d), e->d_name, region, ctx);
+    }
+    closedir(d);
+  }
 }
 
 /* ---- liveness anchors ---------------------------------------------------------------------- */
@@ -81,24 +325,47 @@ suiro_status region_hold_anchor(void) {
     return SUIRO_OK;
   }
   char tmp[128], final[128];
-  snprintf(tmp, sizeof tmp, "/dev/shm/.suiro-anchor-%x-%llx", (unsigned)pid, (unsigned long long)suiro_ns());
-  snprintf(final, sizeof final, "/dev/shm/suiro_%x_%llx_o", (unsigned)pid, (unsigned long long)start);
-  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   suiro_status st = SUIRO_OK;
-  if (fd < 0) {
-    st = suiro_set_errno("shared memory anchor: open in /dev/shm");
-  } else if (lock_fd(fd, F_WRLCK) != 0) {
-    st = suiro_set_errno("shared memory anchor: lock");
-    close(fd);
+  int fd = -1;
+  /* Locked under a temporary name, then linked into place without replacing anything: a name
+   * that exists (squatted, however unlikely with a random id) gets this process a new identity. */
+  for (int attempt = 0; attempt < 8; attempt++) {
+    snprintf(tmp, sizeof tmp, "/dev/shm/.suiro-anchor-%x-%016llx", (unsigned)pid,
+             (unsigned long long)region_random64());
+    snprintf(final, sizeof final, "/dev/shm/suiro_%x_%llx_o", (unsigned)pid, (unsigned long long)start);
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      st = suiro_set_errno("shared memory anchor: open in /dev/shm");
+      break;
+    }
+    if (lock_fd(fd, F_WRLCK) != 0) {
+      st = suiro_set_errno("shared memory anchor: lock");
+      close(fd);
+      unlink(tmp);
+      fd = -1;
+      break;
+    }
+    int rc = link(tmp, final);
+    int err = errno;
     unlink(tmp);
-  } else if (rename(tmp, final) != 0) {
-    st = suiro_set_errno("shared memory anchor: rename");
+    if (rc == 0) break;
     close(fd);
-    unlink(tmp);
-  } else {
+    fd = -1;
+    if (err != EEXIST) {
+      errno = err;
+      st = suiro_set_errno("shared memory anchor: link");
+      break;
+    }
+    renew_identity();
+    region_identity(&pid, &start);
+  }
+  if (fd >= 0) {
     anchor_fd = fd;
     anchor_pid = pid;
     anchor_users = 1;
+  } else if (st == SUIRO_OK) {
+    st = suiro_set_error(SUIRO_ERR, "shared memory anchor: every name tried in /dev/shm was taken");
   }
   pthread_mutex_unlock(&anchor_lock);
   return st;
@@ -136,8 +403,8 @@ int region_owner_alive(unsigned pid, uint64_t start) {
   return !free_lock;
 }
 
-suiro_status region_create_owned(size_t size, int owner_pid, uint64_t owner_start, const char *tag,
-                              suiro_region **out) {
+suiro_status region_create_owned(size_t size, size_t reserve, int owner_pid, uint64_t owner_start,
+                                 const char *tag, suiro_region **out) {
   *out = NULL;
   if (size == 0) return suiro_set_error(SUIRO_ERR, "region size must be > 0");
   int self;
@@ -147,6 +414,7 @@ suiro_status region_create_owned(size_t size, int owner_pid, uint64_t owner_star
   if (anchored) {
     suiro_status ast = region_hold_anchor();
     if (ast != SUIRO_OK) return ast;
+    region_identity(&self, &owner_start); /* the anchor may have renewed it */
   }
   suiro_region *r = calloc(1, sizeof *r);
   if (!r) {
@@ -155,35 +423,29 @@ suiro_status region_create_owned(size_t size, int owner_pid, uint64_t owner_star
   }
   r->anchored = anchored;
   int fd = -1;
-  for (int attempt = 0; attempt < 8; attempt++) {
+  for (int attempt = 0; attempt < 16; attempt++) {
     snprintf(r->name, sizeof r->name, "/suiro_%x_%llx_%s%x", (unsigned)owner_pid,
-             (unsigned long long)owner_start, tag ? tag : "", next_counter());
-    fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+             (unsigned long long)owner_start, tag ? tag : "", (unsigned)region_random64());
+    fd = region_file_create(r->name, sizeof r->name, size, reserve);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) {
-    suiro_status st = suiro_set_errno("shm_open");
-    if (r->anchored) region_release_anchor();
-    free(r);
-    return st;
-  }
-  if (ftruncate(fd, (off_t)size) != 0) {
-    suiro_status st = suiro_set_errno("ftruncate of shared memory (is /dev/shm full?)");
-    close(fd);
-    shm_unlink(r->name);
+    suiro_status st = errno == EEXIST ? suiro_set_error(SUIRO_ERR, "shared memory: every region name tried was taken")
+                                      : SUIRO_ERR; /* region_file_create said why */
     if (r->anchored) region_release_anchor();
     free(r);
     return st;
   }
   void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (a == MAP_FAILED) {
     suiro_status st = suiro_set_errno("mmap");
-    shm_unlink(r->name);
+    close(fd);
+    region_file_unlink(r->name);
     if (r->anchored) region_release_anchor();
     free(r);
     return st;
   }
+  r->fd = fd;
   r->addr = a;
   r->size = size;
   r->writable = 1;
@@ -195,16 +457,17 @@ suiro_status suiro_region_create(size_t size, suiro_region **out) {
   int pid;
   uint64_t start;
   region_identity(&pid, &start);
-  return region_create_owned(size, pid, start, "", out);
+  return region_create_owned(size, size, pid, start, "", out);
 }
 
 suiro_status suiro_region_open(const char *name, int writable, suiro_region **out) {
   *out = NULL;
-  if (!name || name[0] != '/' || strlen(name) >= SUIRO_NAME_MAX)
+  if (!name || name[0] != '/' || strlen(name) >= SUIRO_NAME_MAX || strchr(name + 1, '/'))
     return suiro_set_error(SUIRO_ERR, "invalid region name '%s'", name ? name : "(null)");
-  int fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+  int fd = region_file_open(name, writable);
   if (fd < 0) {
     if (errno == ENOENT) return suiro_set_error(SUIRO_PEER_GONE, "region %s does not exist", name);
+    if (errno == EACCES) return suiro_set_error(SUIRO_ERR, "region %s is not this user's: refused", name);
     return suiro_set_errno("shm_open");
   }
   struct stat sb;
@@ -214,19 +477,31 @@ suiro_status suiro_region_open(const char *name, int writable, suiro_region **ou
   }
   void *a = mmap(NULL, (size_t)sb.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                  MAP_SHARED, fd, 0);
-  close(fd);
-  if (a == MAP_FAILED) return suiro_set_errno("mmap");
+  if (a == MAP_FAILED) {
+    close(fd);
+    return suiro_set_errno("mmap");
+  }
   suiro_region *r = calloc(1, sizeof *r);
   if (!r) {
+    close(fd);
     munmap(a, (size_t)sb.st_size);
     return suiro_set_error(SUIRO_ERR, "out of memory");
   }
+  r->fd = writable ? fd : -1;
+  if (!writable) close(fd);
   r->addr = a;
   r->size = (size_t)sb.st_size;
   r->writable = writable;
   snprintf(r->name, sizeof r->name, "%s", name);
   *out = r;
   return SUIRO_OK;
+}
+
+suiro_status region_reserve(suiro_region *r, size_t off, size_t len) {
+  if (off > r->size || len > r->size - off)
+    return suiro_set_error(SUIRO_ERR, "region %s: reserving bytes %zu..+%zu outside its %zu", r->name, off, len, r->size);
+  if (r->fd < 0) return suiro_set_error(SUIRO_ERR, "region %s: not writable here", r->name);
+  return region_file_reserve(r->fd, off, len);
 }
 
 void *suiro_region_addr(const suiro_region *r) { return r->addr; }
@@ -236,38 +511,39 @@ const char *suiro_region_name(const suiro_region *r) { return r->name; }
 void suiro_region_close(suiro_region *r, int unlink) {
   if (!r) return;
   if (r->addr) munmap(r->addr, r->size);
-  if (unlink) shm_unlink(r->name);
+  if (r->fd >= 0) close(r->fd);
+  if (unlink) region_file_unlink(r->name);
   if (r->anchored) region_release_anchor();
   free(r);
 }
 
-int suiro_reap(void) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return 0;
-  int n = 0;
-  /* Most names share a few owners (this process above all): decide once per owner. */
+/* Most names share a few owners (this process above all): decide once per owner. */
+struct reap_ctx {
   struct owner { unsigned pid; uint64_t start; int alive; } seen[32];
-  int nseen = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    unsigned pid;
-    unsigned long long start;
-    if (strncmp(e->d_name, "suiro_", 6) != 0) continue;
-    if (sscanf(e->d_name + 6, "%x_%llx_", &pid, &start) != 2) continue;
-    int alive = -1;
-    for (int i = 0; i < nseen; i++)
-      if (seen[i].pid == pid && seen[i].start == start) alive = seen[i].alive;
-    if (alive < 0) {
-      alive = region_owner_alive(pid, start);
-      seen[nseen < 32 ? nseen++ : 31] = (struct owner){ pid, start, alive };
-    }
-    if (alive) continue;
-    char name[300];
-    snprintf(name, sizeof name, "/%s", e->d_name);
-    if (shm_unlink(name) == 0) n++;
+  int nseen, n;
+};
+
+static void reap_one(int dfd, const char *file, const char *region, void *c) {
+  (void)region;
+  struct reap_ctx *x = c;
+  unsigned pid;
+  unsigned long long start;
+  if (sscanf(file + 6, "%x_%llx_", &pid, &start) != 2) return;
+  int alive = -1;
+  for (int i = 0; i < x->nseen; i++)
+    if (x->seen[i].pid == pid && x->seen[i].start == start) alive = x->seen[i].alive;
+  if (alive < 0) {
+    alive = region_owner_alive(pid, start);
+    x->seen[x->nseen < 32 ? x->nseen++ : 31] = (struct owner){ pid, start, alive };
   }
-  closedir(d);
-  return n;
+  if (!alive && unlinkat(dfd, file, 0) == 0) x->n++;
+}
+
+int suiro_reap(void) {
+  struct reap_ctx x;
+  x.nseen = x.n = 0;
+  scan_regions(reap_one, &x);
+  return x.n;
 }
 
 int region_reap_owner(int pid, uint64_t start) {
@@ -277,18 +553,16 @@ int region_reap_owner(int pid, uint64_t start) {
   return region_unlink_prefix(prefix);
 }
 
+struct prefix_ctx { const char *prefix; size_t n; int count; };
+
+static void unlink_matching(int dfd, const char *file, const char *region, void *c) {
+  (void)region;
+  struct prefix_ctx *x = c;
+  if (strncmp(file, x->prefix, x->n) == 0 && unlinkat(dfd, file, 0) == 0) x->count++;
+}
+
 int region_unlink_prefix(const char *prefix) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return 0;
-  size_t n = strlen(prefix);
-  int count = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, n) != 0) continue;
-    char name[300];
-    snprintf(name, sizeof name, "/%s", e->d_name);
-    if (shm_unlink(name) == 0) count++;
-  }
-  closedir(d);
-  return count;
+  struct prefix_ctx x = { prefix, strlen(prefix), 0 };
+  scan_regions(unlink_matching, &x);
+  return x.count;
 }

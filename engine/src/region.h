@@ -13,16 +13,37 @@ struct suiro_region {
   size_t size;
   int writable;
   int anchored;   /* its creation holds this process's anchor (released when it is closed) */
+  int fd;         /* kept open (writable regions) for later reservations, else -1 */
   char name[SUIRO_NAME_MAX];
 };
 
 /* Creates a region whose name carries owner_pid/owner_start (the process whose death makes the
- * region an orphan) and then `tag` (letters, may be empty) before a counter:
- * /suiro_<pid>_<start>_<tag><counter>. suiro_region_create uses the calling process, no tag. */
-suiro_status region_create_owned(size_t size, int owner_pid, uint64_t owner_start, const char *tag,
-                              suiro_region **out);
-/* The calling process's identity as written into region names. */
-void region_identity(int *pid, uint64_t *start);
+ * region an orphan) and then `tag` (letters, may be empty) before a random number:
+ * /suiro_<pid>_<id>_<tag><n>. Its first `reserve` bytes are reserved (region_reserve adds more
+ * later); the rest must be reserved before it is touched. suiro_region_create uses the calling
+ * process, no tag, and reserves everything. */
+suiro_status region_create_owned(size_t size, size_t reserve, int owner_pid, uint64_t owner_start,
+                                 const char *tag, suiro_region **out);
+/* Reserves bytes [off, off+len) of a region opened writable here (a no-op where reserved). */
+suiro_status region_reserve(suiro_region *r, size_t off, size_t len);
+/* The calling process's identity as written into region names: its pid and a random id. */
+void region_identity(int *pid, uint64_t *id);
+uint64_t region_random64(void); /* from getrandom */
+
+/* ---- region files (region.c): /dev/shm, or the fallback directory (SUIRO_SHM_DIR) ---------- */
+#define REGION_FILE_MARK ".f" /* a name ending so lives in the fallback directory */
+/* Creates the file of a new region `name` (buffer of `cap` bytes: the mark may be appended),
+ * `size` bytes of which the first `reserve` are reserved. An fd, or -1: errno EEXIST when the
+ * name is taken (try another), else with the error set (naming the size and the free space). */
+int region_file_create(char *name, size_t cap, size_t size, size_t reserve);
+/* Opens an existing region file; -1 with errno (ENOENT gone, EACCES not this user's). */
+int region_file_open(const char *name, int writable);
+int region_file_unlink(const char *name);
+suiro_status region_file_reserve(int fd, size_t off, size_t len);
+/* The fallback directory as resolved here ("" none usable, "off" disabled). */
+const char *region_fallback_dir(void);
+uint64_t region_dir_free(const char *dir); /* free bytes, UINT64_MAX unknown */
+void region_human(uint64_t bytes, char *out, size_t cap);
 /* Unlinks every region whose name starts with /<prefix> (prefix without the slash). */
 int region_unlink_prefix(const char *prefix);
 /* Makes sure this process holds its liveness anchor (once per process; see region.c). */

@@ -33,10 +33,12 @@ void pool_reclaim_released(suiro_pool *p) {
   }
 }
 
+/* 0 with a slot; -1 when none is free; -2 when there is no room for never-used ones (error set). */
 static inline int alloc_slot(suiro_pool *p, uint32_t *local) {
   if (SUIRO_UNLIKELY(p->nfree == 0)) {
     sub_rec *s = &p->subs[p->sub];
     if (p->fresh < s->nresults) {
+      if (SUIRO_UNLIKELY(p->fresh >= p->reserved_to) && pool_reserve_slots(p) != SUIRO_OK) return -2;
       *local = p->fresh++;
       st_rlx(&s->hiwater, p->fresh);
       return 0;
@@ -138,7 +140,9 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   suiro_status st = check_open(p, "submit");
   if (st != SUIRO_OK) return st;
   uint32_t local;
-  if (SUIRO_UNLIKELY(alloc_slot(p, &local) != 0) &&
+  int got = alloc_slot(p, &local);
+  if (SUIRO_UNLIKELY(got == -2)) return SUIRO_ERR; /* no room for new result slots (error set) */
+  if (SUIRO_UNLIKELY(got != 0) &&
       wait_released_slot(p, &local, timeout == 0 ? 0 : deadline_from(timeout)) != 0)
     return pool_interrupted(p) ? suiro_set_error(SUIRO_ERR, "interrupted") : suiro_set_error(SUIRO_FULL, "submit: all %u result slots hold uncollected tasks; collect or release some",
                            p->subs[p->sub].nresults);
@@ -188,8 +192,13 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
       uint32_t local;
       taskq_entry *e = taskq_reserve(q, p->tail);
       if (!e) break;
-      if (alloc_slot(p, &local) != 0) {
-        if (run) break; /* count and announce the tasks of this run first, then wait with none pending */
+      int got = alloc_slot(p, &local);
+      if (got != 0) {
+        if (run) break;
+        if (got == -2) {
+          st = SUIRO_ERR; /* no room for new result slots (error set) */
+          goto out;
+        } /* count and announce the tasks of this run first, then wait with none pending */
         if (wait_released_slot(p, &local, deadline) != 0) {
           st = suiro_set_error(SUIRO_FULL, "submit_batch: all %u result slots hold uncollected tasks", s->nresults);
           goto out;

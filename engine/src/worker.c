@@ -482,7 +482,7 @@ static int any_work(suiro_pool *p) {
 /* ---- the worker's life --------------------------------------------------------------------- */
 
 static int watched_pid;
-static uint64_t watched_start;
+static uint64_t watched_start, watched_id;
 
 /* The host watch: a pidfd of the host when the kernel has them; else (fd -1) the host's
  * /proc entry looked at every 100 ms, a pid whose start time changed being a host gone. */
@@ -497,7 +497,7 @@ static void *watch_host(void *arg) {
       /* The host is gone: nobody will collect our results. A host that was SIGKILLed left its
        * pools, regions and anchor behind; its workers are the first to know, so they remove it all
        * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
-      region_reap_owner(watched_pid, watched_start);
+      region_reap_owner(watched_pid, watched_id);
       _exit(0);
     }
   }
@@ -518,6 +518,7 @@ static int start_host_watch(pool_hdr *h, int by_pipe) {
   }
   watched_pid = h->host_pid;
   watched_start = h->host_start;
+  watched_id = h->host_id;
   pthread_t th;
   pthread_attr_t a;
   pthread_attr_init(&a);
@@ -599,7 +600,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   pool_install_buf_env();
-  buf_set_worker(name, h->host_pid, h->host_start);
+  buf_set_worker(name, h->host_pid, h->host_id);
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
