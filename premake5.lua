@@ -222,8 +222,10 @@ if mpi_compile and mpi_link then
     kind "SharedLib"
     targetname "mpi"
     targetprefix ""
-    files { root .. "/lua/lmpi.c", root .. "/lua/lmpi_comm.c", root .. "/lua/lmpi_wire.c", root .. "/lua/lmpi_serve.c" }
-    includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
+    -- engine/cluster: the tier, C over the public engine headers only; lua/lmpi.c: rank 0's Lua face
+    files { root .. "/engine/cluster/comm.c", root .. "/engine/cluster/xwire.c", root .. "/engine/cluster/serve.c",
+            root .. "/lua/lmpi.c" }
+    includedirs { root .. "/engine/include", root .. "/engine/cluster", root .. "/lua", lua_inc }
     buildoptions(common_c)
     buildoptions { mpi_compile }
     linkoptions { "-pthread", mpi_link }

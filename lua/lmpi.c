@@ -1,5 +1,5 @@
 /*
- * lmpi.c — rank 0 of the MPI tier, and the module (build/lib/suiro/mpi.so, luaopen_suiro_mpi):
+ * lmpi.c — rank 0 of the MPI tier for the Lua face, and the module (build/lib/suiro/mpi.so, luaopen_suiro_mpi):
  * MPI pools whose tasks and maps are spread over every host of the job.
  *
  *   local x = core.pool_new(local_pool, options, start_timeout)   -- POOL_NEW to every rank
@@ -16,7 +16,7 @@
  * template says, untyped results kept as each range's buffer.
  *
  * Threads and ownership
- *   - The communication thread (lmpi_comm.c) deals ranges to hosts that ask (intercept: NEED),
+ *   - The communication thread (comm.c) deals ranges to hosts that ask (intercept: NEED),
  *     so hosts get work while the script is busy; everything else is done on the Lua state's
  *     thread when the script calls in (pump): placing results, running rank 0's own ranges,
  *     task results.
@@ -39,7 +39,8 @@
 #include <unistd.h>
 
 #include "larray.h"
-#include "lmpi.h"
+#include "cluster.h"
+#include "lsuiro.h"
 #include "lvalues.h"
 
 #define MAX_LOCAL_RANGES 2
@@ -561,7 +562,7 @@ static void reject(xmap *x, const msg *m, const char *fmt, ...) {
 static size_t typed_bytes(const xmap *x, uint64_t n) {
   const suiro_template *t = &x->pw.tpl;
   if (!x->pw.has_tpl) return 0;
-  if (t->kind != SUIRO_OUT_RECORD) return (size_t)n * lmpi_tpl_elem_bytes(t);
+  if (t->kind != SUIRO_OUT_RECORD) return (size_t)n * cluster_tpl_elem_bytes(t);
   size_t bytes = 0;
   for (int k = 0; k < t->nfields; k++) bytes += align8z((size_t)n * wire_type_size(t->fields[k].type));
   return bytes;
@@ -613,7 +614,7 @@ static void place(xmap *x, msg *m) {
         at += align8z(cb);
       }
     } else if (want) {
-      memcpy(x->out + (size_t)b * lmpi_tpl_elem_bytes(t), p, want);
+      memcpy(x->out + (size_t)b * cluster_tpl_elem_bytes(t), p, want);
     }
     msg_free(m);
   } else {
@@ -719,10 +720,10 @@ static void pump_local(lua_State *L, xmap *x) {
       const char *m = suiro_last_error();
       set_fail(x, SUIRO_RESULT_ERROR, "remote", 6, m, strlen(m), "", 0, -1, -1, 0);
     } else if (suiro_map_failure(lr->m, &e)) {
-      msg *f = lmpi_chunk_failure(x->id, &e, lmpi_failure_kind(&e), lr->b, NULL, 0);
+      msg *f = cluster_chunk_failure(x->id, &e, cluster_failure_kind(&e), lr->b, NULL, 0);
       if (f) on_fail_msg(x, f), msg_free(f);
     } else {
-      msg *r = lmpi_chunk_result(lr->m, x->id, lr->b, lr->e, 0, err, sizeof err);
+      msg *r = cluster_chunk_result(lr->m, x->id, lr->b, lr->e, 0, err, sizeof err);
       if (r) place(x, r);
       else set_fail(x, SUIRO_RESULT_ERROR, "remote", 6, err, strlen(err), "", 0, -1, -1, 0);
     }
@@ -731,7 +732,7 @@ static void pump_local(lua_State *L, xmap *x) {
     if (x->fail.kind) stop_map(x, 1);
   }
   while (!x->finished && !x->fail.kind && x->nlocal < MAX_LOCAL_RANGES) {
-    /* the next range once the running one is half done (as the hosts do, lmpi_serve.c) */
+    /* the next range once the running one is half done (as the hosts do, serve.c) */
     if (x->nlocal == 1 && suiro_map_done(x->local[0].m) * 2 < x->local[0].e - x->local[0].b) break;
     uint64_t b, e;
     comm_lock();
@@ -1351,7 +1352,7 @@ static int l_map(lua_State *L) {
           return luaL_error(L, "pool:map: the output of %I elements overflows", (lua_Integer)s.n);
         out_bytes &= ~(uint64_t)7;
       }
-    } else if (__builtin_mul_overflow(s.n, (uint64_t)lmpi_tpl_elem_bytes(t), &out_bytes)) {
+    } else if (__builtin_mul_overflow(s.n, (uint64_t)cluster_tpl_elem_bytes(t), &out_bytes)) {
       return luaL_error(L, "pool:map: the output of %I elements overflows", (lua_Integer)s.n);
     }
     if (out_bytes > SIZE_MAX / 2) return luaL_error(L, "pool:map: the output of %I elements is too large", (lua_Integer)s.n);
@@ -1756,7 +1757,7 @@ static void shutdown_all(void) {
       msg_free(m);
     }
   }
-  comm_stop(8); /* bounded: the job ends within seconds even when a rank hangs (lmpi.h) */
+  comm_stop(8, lpool_signal != 0); /* bounded: the job ends within seconds even when a rank hangs (cluster.h) */
 }
 
 /* CPUs this process (and the workers it spawns) may run on. */
@@ -1817,19 +1818,18 @@ static int l_start(lua_State *L) {
   return 3;
 }
 
-/* core.serve(handlers): ranks 1..K-1 until rank 0 ends the job */
+/* core.serve() -> ok, lost message or nil, signal: ranks 1..K-1 until rank 0 ends the job (the
+ * serving loop is C only, engine/cluster/serve.c: no Lua runs from here on) */
 static int l_serve(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
   if (!R.started) return luaL_error(L, "suiro.mpi: serve before start");
-  int rc = lmpi_serve(L, 1);
+  int rc = cluster_serve(&lpool_signal);
   R.exited = 1;
-  comm_stop(8); /* bounded: the job ends within seconds even when a rank hangs (lmpi.h) */
+  comm_stop(8, lpool_signal != 0); /* bounded: the job ends within seconds even when a rank hangs (cluster.h) */
   lua_pushboolean(L, rc == 0);
-  if (comm_lost()) {
-    lua_pushstring(L, comm_lost());
-    return 2;
-  }
-  return 1;
+  if (comm_lost()) lua_pushstring(L, comm_lost());
+  else lua_pushnil(L);
+  lua_pushinteger(L, lpool_signal);
+  return 3;
 }
 
 static int l_shutdown(lua_State *L) {

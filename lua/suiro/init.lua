@@ -209,8 +209,9 @@ local function r_worker(l, env)
   return rscript, l.argv or { rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
 end
 
--- Starts a pool from normalised options (suiro.config.pool_options).
-local function start_pool(o)
+-- The resolved pool of normalised options (suiro.config.pool_options): what core.pool takes
+-- (exe, argv, env, sizes); the MPI tier sends it to the serving ranks, which start it in C.
+local function pool_spec(o)
   local l = o.launcher
   if l.kind ~= "lua" and l.kind ~= "python" and l.kind ~= "r" then
     error("unknown launcher kind " .. tostring(l.kind), 0)
@@ -224,7 +225,7 @@ local function start_pool(o)
   local exe, argv = l.exe, l.argv
   if l.kind == "python" then exe, argv = python_worker(l, env) end
   if l.kind == "r" then exe, argv = r_worker(l, env) end
-  return core.pool {
+  return {
     workers = o.workers,
     max_workers = o.max_workers,
     ring_cap = o.ring_cap,
@@ -242,7 +243,11 @@ local function start_pool(o)
   }
 end
 
+-- Starts a pool from normalised options.
+local function start_pool(o) return core.pool(pool_spec(o)) end
+
 M._start_pool = start_pool -- the MPI tier starts the same pools on every host (suiro.mpi)
+M._pool_spec = pool_spec
 
 -- Starts a pool from normalised options: backend = "mpi" is the pool on every host of an MPI job
 -- (suiro.mpi, docs/mpi.md); "local" (the default) is this host's pool. Errors name no file line.

@@ -104,24 +104,15 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Serving (ranks 1..K-1)
 
---- runs this rank as a server until rank 0 ends the job; returns true on a clean end
+--- runs this rank as a server until rank 0 ends the job; returns true on a clean end. The
+--- serving loop is C only (engine/cluster/serve.c): it starts the pools from the resolved options
+--- rank 0 sends, so no Lua runs on a serving rank from here on.
 function M.serve()
   M.serving = true
-  local suiro = require "suiro"
   local rank, _, host = M.start()
-  local done, ok, lost = pcall(C.serve, {
-    pool_new = function(_, options)
-      local o = suiro.wire.decode(options)
-      o.env = o.env or {}
-      o.env.SUIRO_MPI_RANK = tostring(rank)
-      o.env.SUIRO_MPI_HOST = host
-      return suiro._start_pool(o)
-    end,
-    pool_stop = function(p) p:stop() end,
-    status = function(p) return p:status() end,
-  })
+  local ok, lost, signal = C.serve()
   -- ended by a signal (Open MPI's runtime ending the job): rank 0 says why, we go quietly
-  if not done then return false, tostring(ok):find("terminated", 1, true) and 143 or 130 end
+  if signal ~= 0 then return false, signal == 15 and 143 or 130 end
   if lost then io.stderr:write(("suiro (rank %d, host %s): %s\n"):format(rank, host, lost)) end
   return ok
 end
@@ -167,7 +158,8 @@ function M.pool(o, start_pool)
     local launcher = {}
     for k, v in pairs(o.launcher) do launcher[k] = v end
     ro.launcher = launcher
-    local ok, x = pcall(C.pool_new, lp, suiro.wire.encode(ro), o.start_timeout or 10)
+    -- the serving ranks get the resolved pool (exe, argv, env, sizes): they start it in C
+    local ok, x = pcall(C.pool_new, lp, suiro.wire.encode(suiro._pool_spec(ro)), o.start_timeout or 10)
     if not ok then
       lp:stop()
       error(x, 0)

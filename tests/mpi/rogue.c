@@ -1,5 +1,5 @@
 /*
- * tests/mpi/rogue.c — a rank that speaks the MPI tier's protocol (lmpi.h) but breaks it, to test
+ * tests/mpi/rogue.c — a rank that speaks the MPI tier's protocol (engine/cluster/cluster.h) but breaks it, to test
  * that rank 0 accepts a range's results only from the rank it dealt that range to, once and
  * complete, and a task's result only from the rank running it. Run as the last rank of an MPMD
  * job: mpirun -np 2 suiro run tests/mpi/rogue.lua MODE : -np 1 rogue MODE
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lmpi.h"
+#include "cluster.h"
 
 static void send_msg(uint32_t type, uint32_t pool, uint64_t id, uint64_t a, uint64_t b, const void *payload, size_t len) {
   size_t total = sizeof(msg_hdr) + align8z(len);

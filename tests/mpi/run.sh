@@ -177,7 +177,7 @@ fi
 # 7. a rogue rank (tests/mpi/rogue.c: speaks the protocol, breaks it): rank 0 takes a range's
 # results only from the rank it dealt that range to, once and complete, a task's only from the
 # rank running it; anything else fails the map (or task) naming the rogue rank
-if mpicc -std=gnu11 -D_GNU_SOURCE -Ilua -Iengine/include -I/usr/include/lua5.4 tests/mpi/rogue.c -o "$out/rogue" \
+if mpicc -std=gnu11 -D_GNU_SOURCE -Iengine/cluster -Iengine/include tests/mpi/rogue.c -o "$out/rogue" \
      >"$out/rogue.build" 2>&1; then
   declare -A want=(
     [other]="for elements 1\.\.[0-9]* were refused: that range was dealt to host .* (rank 1)"

@@ -1,28 +1,39 @@
-/* lmpi.h — the MPI tier of the Lua face (build/lib/suiro/mpi.so, linked with Open MPI).
+/* cluster.h — the MPI tier of the engine (engine/cluster/, built into build/lib/suiro/mpi.so with
+ * Open MPI; libsuiro, the suiro command and the workers never link MPI).
  *
- * One suiro engine runs per host (an MPI rank), each with its own shared-memory pool; rank 0
- * runs the script, every other rank serves: it starts the pools rank 0 asks for and runs the
- * tasks and map ranges rank 0 deals it on them. MPI is used by one thread per process only, the
- * communication thread (lmpi_comm.c); the Lua state talks to it through two queues.
+ * One suiro engine runs per host (an MPI rank, a "node"), each with its own shared-memory pool;
+ * rank 0 runs the script, every other rank serves: it starts the pools rank 0 asks for and runs
+ * the tasks and map ranges rank 0 deals it on them. MPI is used by one thread per process only,
+ * the communication thread (comm.c); the rest talks to it through two queues.
  *
- *   lmpi_comm.c   the communication thread: MPI_Init_thread(FUNNELED) .. MPI_Finalize, an
- *                 outbox and an inbox of messages, an eventfd for the inbox
- *   lmpi_wire.c   what crosses hosts in wire buffers: function keys (code goes once per host),
- *                 region references (large values go once per host, or inline)
- *   lmpi_serve.c  ranks 1..K-1: the serving loop (pools, plans, map ranges, tasks)
- *   lmpi.c        rank 0: MPI pools, their tasks and maps (dealt out across hosts), the module
+ *   comm.c    the communication thread: MPI_Init_thread(FUNNELED) .. MPI_Finalize, an outbox
+ *             and an inbox of messages, an eventfd for the inbox, the end's handshake
+ *   xwire.c   what crosses nodes in wire buffers: function keys (code goes once per node),
+ *             region references (large values go once per node, or inline)
+ *   serve.c   ranks 1..K-1: the serving loop (pools, plans, map ranges, tasks), C only: the
+ *             pools start from the resolved options rank 0 sends (exe, argv, env, sizes)
+ *   lua/lmpi.c  rank 0 for the Lua face: MPI pools, their tasks and maps (dealt out across
+ *             nodes), the module luaopen_suiro_mpi
  *
- * The module resolves the engine and the Lua face from the process that loads it (the suiro
- * command exports them; stock lua5.4 after suiro.core was loaded globally), so one engine runs
- * per process; workers never load it, so they never link MPI.
+ * Everything here uses the engine only through its public headers (suiro.h, suiro_bind.h,
+ * suiro_wire.h). The module resolves the engine from the process that loads it (the suiro
+ * command exports it; stock lua5.4 after suiro.core was loaded globally), so one engine runs per
+ * process. The module is loaded with global symbols (Open MPI's plugins need libmpi's): every
+ * name declared here is hidden, so none of them can meet a name of the loading process.
  */
-#ifndef LMPI_H
-#define LMPI_H
+#ifndef SUIRO_CLUSTER_H
+#define SUIRO_CLUSTER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lsuiro.h"
+#include <signal.h>
+
+#include "suiro.h"
+#include "suiro_bind.h"
+#include "suiro_wire.h"
+
+#pragma GCC visibility push(hidden)
 
 /* ---- messages ------------------------------------------------------------------------------- */
 
@@ -85,7 +96,7 @@ msg *msg_new(uint32_t type, size_t payload);
 msg *msg_new_ext(uint32_t type, size_t inline_len, const void *ext, size_t ext_len, suiro_buf *b);
 void msg_free(msg *m);
 
-/* ---- the communication thread (lmpi_comm.c) ------------------------------------------------- */
+/* ---- the communication thread (comm.c) ------------------------------------------------- */
 
 /* Starts it (MPI_Init_thread in that thread): 0, or -1 with a message in err. Once per process. */
 int comm_start(char *err, size_t cap);
@@ -117,9 +128,9 @@ void comm_traffic(int peer, uint64_t *sent, uint64_t *received);
  *   - after stop, the thread keeps receiving (and drops what arrives) until its sends have
  *     completed and, on rank 0, every serving rank's BYE arrived (messages from a rank arrive in
  *     order, so BYE means every earlier message of that rank was received); then MPI_Finalize.
- * Bounded: after `timeout` seconds (0.5 when a signal or a lost host ends the job) the thread
+ * Bounded: after `timeout` seconds (0.5 when `ending`, a signal, or a lost host ends the job) the thread
  * leaves without MPI_Finalize (mpirun then ends the job), and comm_stop joins it. */
-void comm_stop(double timeout);
+void comm_stop(double timeout, int ending);
 /* Set (with a message) when an MPI call failed: a host is lost; every wait should end. */
 const char *comm_lost(void);
 
@@ -127,7 +138,7 @@ const char *comm_lost(void);
 void comm_lock(void);
 void comm_unlock(void);
 
-/* ---- wire buffers that cross hosts (lmpi_wire.c) ------------------------------------------------ */
+/* ---- wire buffers that cross hosts (xwire.c) ------------------------------------------------ */
 
 /* Calls func for each FUNC item with a content key and ref for each REF item of buf. Returns
  * the number of REF items, or -1 when buf is malformed. */
@@ -163,25 +174,30 @@ typedef struct plan_wire {
 } plan_wire;
 
 /* Element size of a plan's ARRAY input or typed cells. */
-size_t lmpi_tpl_width(const suiro_template *t);
+size_t cluster_tpl_width(const suiro_template *t);
 /* Cell bytes of one element of a template (every field of a record). */
-size_t lmpi_tpl_elem_bytes(const suiro_template *t);
+size_t cluster_tpl_elem_bytes(const suiro_template *t);
 
-/* ---- the serving side (lmpi_serve.c) ---------------------------------------------------------- */
+/* ---- the serving side (serve.c) ---------------------------------------------------------- */
 
 /* The results of range [b, e) of map `id` from its finished plan m, as a RESULT message
  * (references inlined when inline_refs); NULL with a message in err. */
-msg *lmpi_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int inline_refs, char *err, size_t cap);
+msg *cluster_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int inline_refs, char *err, size_t cap);
 /* A FAIL message for map `id` from failure e of a range that starts at base. */
-msg *lmpi_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64_t base, const char *host, int rank);
+msg *cluster_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64_t base, const char *host, int rank);
 /* SUIRO_RESULT_ERROR, _DIED or _CANCELLED for a failure's class. */
-int lmpi_failure_kind(const suiro_error_info *e);
+int cluster_failure_kind(const suiro_error_info *e);
 
-/* Runs ranks 1..K-1 until rank 0 says EXIT (or MPI fails): the Lua callbacks at `handlers`
- * (a table: pool_new(id, options), pool_stop(pool), status(pool)) start and stop the local pools. */
-int lmpi_serve(lua_State *L, int handlers);
+/* Runs ranks 1..K-1 until rank 0 says EXIT, MPI fails or *interrupt (a signal flag) is set. The
+ * pools start from the options rank 0 sends in POOL_NEW: a DICT of the resolved pool (workers,
+ * max_workers, ring_cap, slot_size, result_slots, result_size, respawn, start_timeout, exe, argv
+ * (list), env (dict)); workers get SUIRO_MPI_RANK and SUIRO_MPI_HOST of this rank. C only: no
+ * language runs on a serving rank but its workers'. Returns 0 after EXIT, 1 otherwise. */
+int cluster_serve(volatile sig_atomic_t *interrupt);
 /* Error message fix-up: "element <local>:" in a message of range [base, ...) becomes the element
  * of the whole map; writes into out. */
-void lmpi_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen);
+void cluster_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen);
+
+#pragma GCC visibility pop
 
 #endif

@@ -1,19 +1,20 @@
 /*
- * lmpi_serve.c — what ranks 1..K-1 do: serve rank 0. The serving loop runs on the Lua state's
- * thread and never runs script code: it starts the pools rank 0 asks for (through Lua callbacks,
- * with the same options as rank 0's pool), publishes the code rank 0 sends into them, keeps
+ * serve.c — what ranks 1..K-1 do: serve rank 0, in C only (no language runs here but in the
+ * workers). The serving loop runs on the thread that called cluster_serve: it starts the pools
+ * rank 0 asks for (from the resolved options rank 0 sends: the same workers, launcher command,
+ * environment and sizes as rank 0's pool), publishes the code rank 0 sends into them, keeps
  * copies of the large values rank 0 sends (so each crosses once per host), runs the map ranges
  * dealt to it as plans of their own on its local pool (index_base: the whole map's random
  * streams and element numbers), runs tasks, and sends results back.
  *
  * A host asks for a map's next range when the one it runs is half done, so the answer arrives
  * before its workers run dry and no range waits here long while another host could run it; rank
- * 0 sizes the ranges (lmpi.c).
+ * 0 sizes the ranges (lua/lmpi.c).
  *
- * The map range results and failures are built by lmpi_chunk_result / lmpi_chunk_failure,
+ * The map range results and failures are built by cluster_chunk_result / cluster_chunk_failure,
  * which rank 0 uses for its own ranges too.
  *
- * Ownership: everything here belongs to the serving thread (the Lua state's); messages are the
+ * Ownership: everything here belongs to the serving thread; messages are the
  * comm thread's until comm_recv returns them and ours after; comm_send takes them back.
  */
 #include <errno.h>
@@ -26,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lmpi.h"
+#include "cluster.h"
 
 /* ---- range results (both sides) -------------------------------------------------------------- */
 
@@ -35,7 +36,7 @@
  * record field's column, 8-aligned); untyped: offsets[n + 1] then each element's wire buffer
  * (empty when it returned nothing), with references inlined when inline_refs (they name regions
  * of this host). NULL with a message in err. */
-msg *lmpi_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int inline_refs, char *err, size_t cap) {
+msg *cluster_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int inline_refs, char *err, size_t cap) {
   const suiro_plan *pl = suiro_plan_of(m);
   if (!pl) {
     snprintf(err, cap, "%s", suiro_last_error());
@@ -50,7 +51,7 @@ msg *lmpi_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int in
     if (t->kind == SUIRO_OUT_RECORD)
       for (int k = 0; k < t->nfields; k++) bytes += align8z((size_t)n * wire_type_size(t->fields[k].type));
     else
-      bytes = (size_t)n * lmpi_tpl_elem_bytes(t);
+      bytes = (size_t)n * cluster_tpl_elem_bytes(t);
     r = msg_new(MSG_RESULT, bytes);
     if (!r) goto oom;
     unsigned char *p = msg_payload(r);
@@ -131,10 +132,10 @@ oom:
 /* A FAIL message for map `id` from the failure e of range [b, e) (run as a plan with index_base
  * b): the element index and "element k:" of the message name the whole map's element; a dead
  * worker's message names the host. */
-msg *lmpi_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64_t base, const char *host, int rank) {
+msg *cluster_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64_t base, const char *host, int rank) {
   char text[8192];
   size_t tl;
-  lmpi_fix_element(e->message.ptr ? e->message.ptr : "", e->message.len, base, text, sizeof text, &tl);
+  cluster_fix_element(e->message.ptr ? e->message.ptr : "", e->message.len, base, text, sizeof text, &tl);
   if (host && kind == SUIRO_RESULT_DIED) {
     int n = snprintf(text + tl, sizeof text - tl, " on host %s (rank %d)", host, rank);
     if (n > 0) tl = tl + (size_t)n < sizeof text ? tl + (size_t)n : sizeof text - 1;
@@ -153,7 +154,7 @@ msg *lmpi_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uint64
 }
 
 /* The kind of result a map failure stands for (error, died, cancelled). */
-int lmpi_failure_kind(const suiro_error_info *e) {
+int cluster_failure_kind(const suiro_error_info *e) {
   if (e->cls.len == strlen(SUIRO_CLASS_WORKER_DIED) && !memcmp(e->cls.ptr, SUIRO_CLASS_WORKER_DIED, e->cls.len))
     return SUIRO_RESULT_DIED;
   if (e->cls.len == strlen(SUIRO_CLASS_CANCELLED) && !memcmp(e->cls.ptr, SUIRO_CLASS_CANCELLED, e->cls.len))
@@ -165,8 +166,7 @@ int lmpi_failure_kind(const suiro_error_info *e) {
 
 typedef struct spool {
   uint32_t id;
-  lpool *lp;
-  int ref;             /* registry reference to the pool object */
+  suiro_pool *p;
   struct spool *next;
 } spool;
 
@@ -326,7 +326,7 @@ static void send_map_error(uint64_t id, const char *fmt, ...) {
   e.traceback = WIRE_CSTR("");
   e.index = -1;
   e.slot = -1;
-  send0(lmpi_chunk_failure(id, &e, SUIRO_RESULT_ERROR, 0, NULL, S.rank));
+  send0(cluster_chunk_failure(id, &e, SUIRO_RESULT_ERROR, 0, NULL, S.rank));
 }
 
 /* Asks for the plan's next range once the one running is half done (or none runs): the answer
@@ -436,7 +436,7 @@ static void on_chunk(msg *m) {
   default: return;
   }
   suiro_map *sm;
-  suiro_status st = suiro_plan_create(pl->pool->lp->p, &s, &sm);
+  suiro_status st = suiro_plan_create(pl->pool->p, &s, &sm);
   if (st == SUIRO_OK) {
     st = suiro_map_start(sm, 30);
     if (st != SUIRO_OK) suiro_map_free(sm);
@@ -496,10 +496,10 @@ static int poll_chunks(void) {
         send_map_error(pl->id, "host %s (rank %d): %s", S.host, S.rank, suiro_last_error());
         pl->failed = 1;
       } else if (suiro_map_failure(c->m, &e)) {
-        send0(lmpi_chunk_failure(pl->id, &e, lmpi_failure_kind(&e), c->b, S.host, S.rank));
+        send0(cluster_chunk_failure(pl->id, &e, cluster_failure_kind(&e), c->b, S.host, S.rank));
         pl->failed = 1;
       } else {
-        msg *r = lmpi_chunk_result(c->m, pl->id, c->b, c->e, 1, err, sizeof err);
+        msg *r = cluster_chunk_result(c->m, pl->id, c->b, c->e, 1, err, sizeof err);
         if (r) {
           send0(r);
         } else {
@@ -596,7 +596,7 @@ static int poll_tasks(void) {
   int busy = 0;
   for (size_t i = 0; i < S.ntasks;) {
     stask *t = &S.tasks[i];
-    suiro_pool *p = t->pool->lp->p;
+    suiro_pool *p = t->pool->p;
     if (t->waiting) {
       msg *m = t->waiting;
       char err[300];
@@ -682,37 +682,141 @@ static void on_region(msg *m) {
   S.regions = g;
 }
 
-/* Calls handlers[name](args...) (nargs pushed); 1 result left on the stack, or 0 with the error
- * message on the stack. */
-static int call_handler(lua_State *L, int handlers, const char *name, int nargs) {
-  lua_getfield(L, handlers, name);
-  lua_insert(L, -nargs - 1);
-  return lua_pcall(L, nargs, 1, 0) == LUA_OK;
+/* ---- pools from rank 0's resolved options ---------------------------------------------------- */
+
+typedef struct strvec {
+  char **v;
+  size_t n, cap;
+} strvec;
+
+static int strvec_add(strvec *sv, const char *a, size_t al, const char *b, size_t bl) {
+  if (sv->n + 2 > sv->cap) {
+    size_t cap = sv->cap ? sv->cap * 2 : 16;
+    char **nv = realloc(sv->v, cap * sizeof *nv);
+    if (!nv) return -1;
+    sv->v = nv;
+    sv->cap = cap;
+  }
+  size_t len = al + (b ? 1 + bl : 0);
+  char *c = malloc(len + 1);
+  if (!c) return -1;
+  memcpy(c, a, al);
+  if (b) {
+    c[al] = '=';
+    memcpy(c + al + 1, b, bl);
+  }
+  c[len] = 0;
+  sv->v[sv->n++] = c;
+  sv->v[sv->n] = NULL;
+  return 0;
 }
 
-static void on_pool_new(lua_State *L, int handlers, msg *m) {
-  lua_pushinteger(L, m->h.pool);
-  lua_pushlstring(L, (const char *)msg_payload(m), (size_t)m->h.len);
-  if (!call_handler(L, handlers, "pool_new", 2)) {
-    const char *e = lua_tostring(L, -1);
-    send_text(MSG_POOL_UP, m->h.pool, 0, 0, e ? e : "the pool could not start");
-    lua_pop(L, 1);
-    return;
+static void strvec_free(strvec *sv) {
+  for (size_t i = 0; i < sv->n; i++) free(sv->v[i]);
+  free(sv->v);
+}
+
+static int key_is(const wire_item *k, const char *name) { return k->n == strlen(name) && !memcmp(k->data, name, k->n); }
+
+static int num_of(const wire_item *v, double *out) {
+  if (v->tag == WIRE_I64) *out = (double)v->i;
+  else if (v->tag == WIRE_F64) *out = v->f;
+  else return 0;
+  return 1;
+}
+
+/* Reads the DICT rank 0 sent (cluster.h, cluster_serve) into o, exe, argv and env (the strings
+ * are the caller's to free, strvec_free). 0, or -1 with a message in err. */
+static int read_pool_opts(const void *buf, size_t len, suiro_pool_opts *o, strvec *exe, strvec *argv, strvec *env,
+                          char *err, size_t cap) {
+  wire_reader r;
+  wire_item it, k, v;
+  if (((uintptr_t)buf & 7) || wire_reader_init(&r, buf, len) != WIRE_OK || wire_next(&r, &it) != WIRE_OK ||
+      it.tag != WIRE_DICT)
+    return snprintf(err, cap, "the pool's options are not a dict"), -1;
+  for (uint64_t i = 0; i < it.n; i++) {
+    if (wire_next(&r, &k) != WIRE_OK || k.tag != WIRE_STR) return snprintf(err, cap, "the pool's options are damaged"), -1;
+    wire_reader before = r;
+    if (wire_next(&r, &v) != WIRE_OK) return snprintf(err, cap, "the pool's options are damaged"), -1;
+    double d;
+    if (key_is(&k, "exe") && v.tag == WIRE_STR) {
+      if (strvec_add(exe, v.data, (size_t)v.n, NULL, 0)) goto oom;
+    } else if (key_is(&k, "argv") && v.tag == WIRE_LIST) {
+      for (uint64_t j = 0; j < v.n; j++) {
+        wire_item a;
+        if (wire_next(&r, &a) != WIRE_OK || a.tag != WIRE_STR) return snprintf(err, cap, "argv must hold strings"), -1;
+        if (strvec_add(argv, a.data, (size_t)a.n, NULL, 0)) goto oom;
+      }
+    } else if (key_is(&k, "env") && (v.tag == WIRE_DICT || (v.tag == WIRE_LIST && v.n == 0))) {
+      for (uint64_t j = 0; j < (v.tag == WIRE_DICT ? v.n : 0); j++) {
+        wire_item a, b;
+        if (wire_next(&r, &a) != WIRE_OK || wire_next(&r, &b) != WIRE_OK || a.tag != WIRE_STR || b.tag != WIRE_STR)
+          return snprintf(err, cap, "env must map names to strings"), -1;
+        if ((a.n == 14 && !memcmp(a.data, "SUIRO_MPI_RANK", 14)) || (a.n == 14 && !memcmp(a.data, "SUIRO_MPI_HOST", 14)))
+          continue; /* this rank's own, below */
+        if (strvec_add(env, a.data, (size_t)a.n, b.data, (size_t)b.n)) goto oom;
+      }
+    } else if (key_is(&k, "respawn") && v.tag == WIRE_BOOL) {
+      o->respawn = v.flag == 1;
+    } else if (num_of(&v, &d)) {
+      if (d != d) continue;
+      int fits = d >= 0 && d <= 1e9 && d == (double)(int64_t)d;
+      if (key_is(&k, "workers") && fits) o->workers = (int)d;
+      else if (key_is(&k, "max_workers") && fits) o->max_workers = (int)d;
+      else if (key_is(&k, "ring_cap") && fits) o->ring_cap = (uint32_t)d;
+      else if (key_is(&k, "slot_size") && fits) o->slot_size = (uint32_t)d;
+      else if (key_is(&k, "result_slots") && fits) o->result_slots = (uint32_t)d;
+      else if (key_is(&k, "result_size") && fits) o->result_size = (uint32_t)d;
+      else if (key_is(&k, "start_timeout") && d >= 0) o->start_timeout = d;
+    } else if (v.tag == WIRE_LIST || v.tag == WIRE_DICT || v.tag == WIRE_FRAME || v.tag == WIRE_CALL ||
+               v.tag == WIRE_FUNC) {
+      r = before; /* a value this side does not use (name, lang, timeout, ...): skip it whole */
+      if (wire_skip(&r) == WIRE_ERR) return snprintf(err, cap, "the pool's options are damaged"), -1;
+    }
   }
-  lpool *lp = lsuiro_testud(L, -1, &lsuiro_key_pool);
-  spool *sp = lp ? calloc(1, sizeof *sp) : NULL;
+  char rank[32];
+  snprintf(rank, sizeof rank, "%d", S.rank);
+  if (strvec_add(env, "SUIRO_MPI_RANK", 14, rank, strlen(rank)) ||
+      strvec_add(env, "SUIRO_MPI_HOST", 14, S.host, strlen(S.host)))
+    goto oom;
+  o->exe = exe->n ? exe->v[0] : NULL;
+  o->argv = argv->n ? (const char *const *)argv->v : NULL;
+  o->env = (const char *const *)env->v;
+  return 0;
+oom:
+  snprintf(err, cap, "out of memory");
+  return -1;
+}
+
+static void on_pool_new(msg *m) {
+  suiro_pool_opts o;
+  suiro_pool_opts_init(&o);
+  o.respawn = 1; /* as a face's pool: a worker that dies is replaced unless the options say no */
+  strvec exe = { 0 }, argv = { 0 }, env = { 0 };
+  char err[600];
+  suiro_pool *p = NULL;
+  spool *sp = calloc(1, sizeof *sp);
   if (!sp) {
-    lua_pop(L, 1);
-    send_text(MSG_POOL_UP, m->h.pool, 0, 0, "the pool could not start");
+    snprintf(err, sizeof err, "out of memory");
+  } else if (read_pool_opts(msg_payload(m), (size_t)m->h.len, &o, &exe, &argv, &env, err, sizeof err) == 0 &&
+             suiro_pool_create(&o, &p) != SUIRO_OK) {
+    snprintf(err, sizeof err, "%s", suiro_last_error());
+    p = NULL;
+  }
+  strvec_free(&exe);
+  strvec_free(&argv);
+  strvec_free(&env);
+  if (!p) {
+    free(sp);
+    send_text(MSG_POOL_UP, m->h.pool, 0, 0, err);
     return;
   }
   sp->id = m->h.pool;
-  sp->lp = lp;
-  sp->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  sp->p = p;
   sp->next = S.pools;
   S.pools = sp;
   suiro_pool_stats st;
-  suiro_pool_status(lp->p, &st, NULL, 0);
+  suiro_pool_status(p, &st, NULL, 0);
   msg *r = msg_new(MSG_POOL_UP, 0);
   if (r) {
     r->h.pool = m->h.pool;
@@ -723,7 +827,7 @@ static void on_pool_new(lua_State *L, int handlers, msg *m) {
 }
 
 /* Everything of pool sp goes (its ranges and tasks), then the pool itself. */
-static void drop_pool(lua_State *L, int handlers, spool *sp) {
+static void drop_pool(spool *sp) {
   for (schunk **cp = &S.chunks; *cp;) {
     schunk *c = *cp;
     if (c->pl->pool != sp) {
@@ -743,10 +847,7 @@ static void drop_pool(lua_State *L, int handlers, spool *sp) {
     if (S.tasks[i].pool == sp) drop_task(i);
     else i++;
   }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, sp->ref);
-  if (!call_handler(L, handlers, "pool_stop", 1)) { /* the pool's own problem: it is gone anyway */ }
-  lua_pop(L, 1);
-  luaL_unref(L, LUA_REGISTRYINDEX, sp->ref);
+  suiro_pool_stop(sp->p, 5.0); /* as a face's pool stop: 5 s for running tasks, then kill */
   for (spool **pp = &S.pools; *pp; pp = &(*pp)->next)
     if (*pp == sp) {
       *pp = sp->next;
@@ -755,23 +856,52 @@ static void drop_pool(lua_State *L, int handlers, spool *sp) {
   free(sp);
 }
 
-static void on_status(lua_State *L, int handlers, msg *m) {
+/* pool:status() of this rank's pool as one value (a LIST of one DICT, as a face encodes a
+ * returned value): workers (slot, pid, state, tasks, steals, parks, moves, parked), live and the
+ * pool's counters. */
+static int encode_status(suiro_pool *p, wire_writer *w) {
+  suiro_pool_stats s;
+  suiro_worker_info wk[64];
+  int n = suiro_pool_status(p, &s, wk, 64);
+  if (n < 0) n = 0;
+  wire_put_list(w, 1);
+  wire_put_dict(w, 14);
+  wire_put_str(w, "workers", 7);
+  wire_put_list(w, (uint64_t)n);
+  for (int i = 0; i < n; i++) {
+    const char *state = suiro_worker_state_name(wk[i].state);
+    wire_put_dict(w, 8);
+    wire_put_str(w, "slot", 4), wire_put_i64(w, wk[i].slot);
+    wire_put_str(w, "pid", 3), wire_put_i64(w, wk[i].pid);
+    wire_put_str(w, "state", 5), wire_put_str(w, state, strlen(state));
+    wire_put_str(w, "tasks", 5), wire_put_i64(w, (int64_t)wk[i].tasks);
+    wire_put_str(w, "steals", 6), wire_put_i64(w, (int64_t)wk[i].steals);
+    wire_put_str(w, "parks", 5), wire_put_i64(w, (int64_t)wk[i].parks);
+    wire_put_str(w, "moves", 5), wire_put_i64(w, (int64_t)wk[i].moves);
+    wire_put_str(w, "parked", 6), wire_put_bool(w, wk[i].parked ? 1 : 0);
+  }
+#define F(name) wire_put_str(w, #name, strlen(#name)), wire_put_i64(w, (int64_t)s.name)
+  F(max_workers); F(submitted); F(collected); F(tasks); F(steals); F(parks); F(host_parks);
+  F(deaths); F(respawns); F(wakes); F(moves);
+#undef F
+  wire_put_str(w, "live", 4), wire_put_i64(w, s.workers);
+  wire_put_str(w, "region", 6), wire_put_str(w, suiro_pool_name(p), strlen(suiro_pool_name(p)));
+  return w->status;
+}
+
+static void on_status(msg *m) {
   spool *sp = find_pool(m->h.pool);
   msg *r = NULL;
   if (sp) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->ref);
-    if (call_handler(L, handlers, "status", 1)) {
-      _Alignas(8) unsigned char stack[1024];
-      wire_writer w;
-      wire_writer_init(&w, stack, sizeof stack);
-      lcodec_ctx c = { .L = L, .pool = NULL, .verb = "status" };
-      lcodec_encode_values(&c, lua_gettop(L), 1, &w);
-      const void *p;
-      size_t n;
-      if (wire_writer_finish(&w, &p, &n) == WIRE_OK && (r = msg_new(MSG_STATUS_REPLY, n))) memcpy(msg_payload(r), p, n);
-      wire_writer_free(&w);
-    }
-    lua_pop(L, 1);
+    _Alignas(8) unsigned char stack[2048];
+    wire_writer w;
+    wire_writer_init(&w, stack, sizeof stack);
+    const void *p;
+    size_t n;
+    if (encode_status(sp->p, &w) == WIRE_OK && wire_writer_finish(&w, &p, &n) == WIRE_OK &&
+        (r = msg_new(MSG_STATUS_REPLY, n)))
+      memcpy(msg_payload(r), p, n);
+    wire_writer_free(&w);
   }
   if (!r) r = msg_new(MSG_STATUS_REPLY, 0);
   if (!r) return;
@@ -787,15 +917,14 @@ static void sleep_for_events(void) {
   nfds_t n = 0;
   fds[n++] = (struct pollfd){ .fd = comm_inbox_fd(), .events = POLLIN };
   for (spool *p = S.pools; p && n < 65; p = p->next)
-    fds[n++] = (struct pollfd){ .fd = suiro_pool_eventfd(p->lp->p), .events = POLLIN };
+    fds[n++] = (struct pollfd){ .fd = suiro_pool_eventfd(p->p), .events = POLLIN };
   /* armed now: a result landing after the checks below makes its fd readable */
   if (poll_chunks() || poll_tasks()) return;
   poll(fds, n, S.chunks ? 2 : 20); /* ranges running: look at their progress often */
-  for (spool *p = S.pools; p; p = p->next) suiro_pool_event_ack(p->lp->p);
+  for (spool *p = S.pools; p; p = p->next) suiro_pool_event_ack(p->p);
 }
 
-int lmpi_serve(lua_State *L, int handlers) {
-  handlers = lua_absindex(L, handlers);
+int cluster_serve(volatile sig_atomic_t *interrupt) {
   snprintf(S.host, sizeof S.host, "%s", comm_host());
   S.rank = comm_rank();
   cpu_set_t cpus;
@@ -808,22 +937,22 @@ int lmpi_serve(lua_State *L, int handlers) {
     send0(hello);
   }
   int exit_asked = 0;
-  while (!exit_asked && !comm_lost() && !lpool_signal) {
+  while (!exit_asked && !comm_lost() && !*interrupt) {
     int busy = 0;
     msg *m;
     while (!exit_asked && (m = comm_recv())) {
       busy = 1;
       switch (m->h.type) {
       case MSG_EXIT: exit_asked = 1; break;
-      case MSG_POOL_NEW: on_pool_new(L, handlers, m); break;
+      case MSG_POOL_NEW: on_pool_new(m); break;
       case MSG_POOL_STOP: {
         spool *sp = find_pool(m->h.pool);
-        if (sp) drop_pool(L, handlers, sp);
+        if (sp) drop_pool(sp);
         break;
       }
       case MSG_BLOB: {
         spool *sp = find_pool(m->h.pool);
-        if (sp) suiro_fn_publish(sp->lp->p, m->h.a, msg_payload(m), (size_t)m->h.len);
+        if (sp) suiro_fn_publish(sp->p, m->h.a, msg_payload(m), (size_t)m->h.len);
         break;
       }
       case MSG_REGION:
@@ -850,7 +979,7 @@ int lmpi_serve(lua_State *L, int handlers) {
           drop_task((size_t)(t - S.tasks));
           ok = 1;
         } else if (t) {
-          ok = suiro_cancel(t->pool->lp->p, t->t);
+          ok = suiro_cancel(t->pool->p, t->t);
         }
         msg *r = msg_new(MSG_TCANCEL_ACK, 0);
         if (r) {
@@ -862,10 +991,10 @@ int lmpi_serve(lua_State *L, int handlers) {
       }
       case MSG_TKILL: {
         stask *t = find_task(m->h.id);
-        if (t && !t->waiting) suiro_task_kill(t->pool->lp->p, t->t);
+        if (t && !t->waiting) suiro_task_kill(t->pool->p, t->t);
         break;
       }
-      case MSG_STATUS: on_status(L, handlers, m); break;
+      case MSG_STATUS: on_status(m); break;
       default: break;
       }
       msg_free(m);
@@ -875,7 +1004,7 @@ int lmpi_serve(lua_State *L, int handlers) {
     comm_set_eager(S.chunks != NULL || S.ntasks > 0);
     if (!busy && !exit_asked) sleep_for_events();
   }
-  while (S.pools) drop_pool(L, handlers, S.pools);
+  while (S.pools) drop_pool(S.pools);
   while (S.regions) {
     sregion *g = S.regions;
     S.regions = g->next;

@@ -1,10 +1,10 @@
 /*
- * lmpi_wire.c — wire buffers that cross hosts. Two kinds of item name something that exists on
+ * xwire.c — wire buffers that cross hosts. Two kinds of item name something that exists on
  * one host only:
  *   FUNC  a function by its content key in the pool's blob store: rank 0 sends the code once per
- *         host (lmpi.c), the host publishes it into its own pool under the same key;
+ *         host (lua/lmpi.c), the host publishes it into its own pool under the same key;
  *   REF   a large value in a shared region of the sender's host: rank 0 sends the bytes once per
- *         host and the host rewrites the reference to its own copy (lmpi_serve.c); results going
+ *         host and the host rewrites the reference to its own copy (serve.c); results going
  *         back to rank 0 carry their large values inline (copied out of the region here).
  * A rewrite copies the buffer item by item (wire_put_item) and replaces only the REF items.
  * No shared state: every function works on the caller's buffers (engine calls are thread-safe).
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lmpi.h"
+#include "cluster.h"
 
 int xwire_scan(const void *buf, size_t len, void (*func)(void *ud, uint64_t key),
                void (*ref)(void *ud, const wire_ref *r), void *ud) {
@@ -124,25 +124,25 @@ int xwire_inline_all(const void *buf, size_t len, void **out, size_t *outlen, ch
   return 1;
 }
 
-size_t lmpi_tpl_width(const suiro_template *t) {
+size_t cluster_tpl_width(const suiro_template *t) {
   size_t w = 1;
   if (t->kind == SUIRO_OUT_ARRAY)
     for (int k = 0; k < t->ndim; k++) w *= (size_t)t->shape[k];
   return w;
 }
 
-size_t lmpi_tpl_elem_bytes(const suiro_template *t) {
+size_t cluster_tpl_elem_bytes(const suiro_template *t) {
   if (t->kind == SUIRO_OUT_RECORD) {
     size_t b = 0;
     for (int k = 0; k < t->nfields; k++) b += wire_type_size(t->fields[k].type);
     return b;
   }
-  return lmpi_tpl_width(t) * wire_type_size(t->type);
+  return cluster_tpl_width(t) * wire_type_size(t->type);
 }
 
 /* "element 3: ..." (1-based, as the runners write it) in a range starting at `base` becomes
  * "element <base + 3>: ...": messages name the element of the whole map. */
-void lmpi_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen) {
+void cluster_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen) {
   unsigned long long k = 0;
   int used = 0;
   if (cap == 0) {

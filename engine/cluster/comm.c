@@ -1,16 +1,16 @@
 /*
- * lmpi_comm.c — the communication thread of the MPI tier: the only thread of a process that
+ * comm.c — the communication thread of the MPI tier: the only thread of a process that
  * calls MPI (MPI_Init_thread with MPI_THREAD_FUNNELED, in this thread, through MPI_Finalize).
  *
- * The Lua state hands it messages through the outbox and takes what arrived from the inbox; an
- * eventfd is readable while the inbox is not empty, so the Lua side can sleep on it together
+ * The rest of the process (rank 0's face, a serving rank's loop) hands it messages through the outbox and takes what arrived from the inbox; an
+ * eventfd is readable while the inbox is not empty, so that side can sleep on it together
  * with its pools' event fds. On rank 0 a hook lets this thread answer some messages itself
- * (lmpi.c deals map ranges here, so hosts get work while the script is busy elsewhere).
+ * (lua/lmpi.c deals map ranges here, so hosts get work while the script is busy elsewhere).
  *
  * Sending: every message is an MPI_Isend of header + payload (parts of at most 256 MiB, since
  * MPI counts are ints); the thread keeps testing while sends are in flight, so large transfers
  * keep moving, and sleeps (backing off from 10 us after each message to 1 ms on rank 0 and
- * 2 ms on the serving ranks, whose requests come unannounced, or to 400 us while the Lua side
+ * 2 ms on the serving ranks, whose requests come unannounced, or to 400 us while the other side
  * has work in flight and waits for replies) only when nothing is in flight and nothing arrived:
  * spinning in MPI calls would take a CPU from the workers (a 50 us cap cost a third of a CPU
  * per process here).
@@ -18,7 +18,7 @@
  * messages from one rank arrive in the order it sent them (MPI's non-overtaking rule), which
  * the protocol relies on (a function's code before the task that names it).
  *
- * The end (comm_stop) is a handshake, described in lmpi.h: a rank finalizes only once its sends
+ * The end (comm_stop) is a handshake, described in cluster.h: a rank finalizes only once its sends
  * have completed and, on rank 0, once every serving rank said BYE, its last message; until then
  * the thread keeps receiving, dropping what arrives. A send nobody receives never completes (a
  * large result of a failed map, sent just as rank 0 stopped reading, kept a serving rank from
@@ -26,7 +26,7 @@
  *
  * Ownership and ordering: outbox and inbox are linked lists under `q_lock`; a message belongs to
  * whoever holds it (the queue, then this thread until its sends complete, or the receiver after
- * comm_recv). `state_lock` (comm_lock) is the lock rank 0's dealer shares with its Lua side. The
+ * comm_recv). `state_lock` (comm_lock) is the lock rank 0's dealer shares with its face side. The
  * inbox eventfd is written after the message is linked (both under q_lock), and drained by
  * comm_recv when the inbox becomes empty, so a reader that sees it readable finds a message.
  */
@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lmpi.h"
+#include "cluster.h"
 
 #define TAG_HEAD 1
 #define TAG_PART 2
@@ -87,7 +87,7 @@ static struct {
   int wake_fd;  /* wakes this thread: outbox, stop */
   int in_fd;    /* readable while the inbox holds messages */
   int (*intercept)(msg *m);
-  _Atomic int eager;      /* set by the Lua side while it has work in flight */
+  _Atomic int eager;      /* set by the other side while it has work in flight */
   uint64_t *sent, *recvd; /* per rank */
 } C = { .q_lock = PTHREAD_MUTEX_INITIALIZER, .q_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1, .in_fd = -1 };
 
@@ -150,7 +150,7 @@ void comm_send(int peer, msg *m) {
   m->peer = peer;
   m->next = NULL;
   pthread_mutex_lock(&C.q_lock);
-  if (C.stop) { /* the end's handshake has begun: nothing more goes out (lmpi.h) */
+  if (C.stop) { /* the end's handshake has begun: nothing more goes out (cluster.h) */
     pthread_mutex_unlock(&C.q_lock);
     msg_free(m);
     return;
@@ -204,7 +204,7 @@ msg *comm_recv(void) {
 }
 
 /* An MPI call failed: with MPI_ERRORS_RETURN set we get here instead of an abort, name what
- * happened and tell the Lua side (Open MPI's runtime usually ends the job right after). */
+ * happened and tell the other side (Open MPI's runtime usually ends the job right after). */
 static void mpi_failed(const char *what, int rc, int peer) {
   if (C.lost[0]) return;
   char es[MPI_MAX_ERROR_STRING];
@@ -293,7 +293,7 @@ static void *comm_main(void *arg) {
   unsigned idle_us = 0;
   for (;;) {
     int busy = 0;
-    /* 1. post what the Lua side queued */
+    /* 1. post what the other side queued */
     pthread_mutex_lock(&C.q_lock);
     msg *out = C.out_head;
     C.out_head = C.out_tail = NULL;
@@ -519,7 +519,7 @@ int comm_start(char *err, size_t cap) {
   return 0;
 }
 
-void comm_stop(double timeout) {
+void comm_stop(double timeout, int ending) {
   if (!C.ready || C.stop) return;
   if (C.rank != 0) { /* a serving rank's last message */
     msg *bye = msg_new(MSG_BYE, 0);
@@ -527,7 +527,7 @@ void comm_stop(double timeout) {
   }
   pthread_mutex_lock(&C.q_lock);
   C.stop = 1;
-  if (lpool_signal || C.lost[0]) { /* the job is being torn down: finalizing would wait for the dead */
+  if (ending || C.lost[0]) { /* the job is being torn down: finalizing would wait for the dead */
     C.abandon = 1;
     if (timeout > 0.5) timeout = 0.5;
   }
