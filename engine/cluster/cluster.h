@@ -143,14 +143,14 @@ void comm_unlock(void);
 /* Calls func for each FUNC item with a content key and ref for each REF item of buf. Returns
  * the number of REF items, or -1 when buf is malformed. */
 int xwire_scan(const void *buf, size_t len, void (*func)(void *ud, uint64_t key),
-               void (*ref)(void *ud, const wire_ref *r), void *ud);
+               void (*ref)(void *ud, const suiro_wire_ref *r), void *ud);
 /* Copies buf into w, writing each REF item with subst (which writes its replacement: an inline
  * copy or a reference to a local region). WIRE_OK, or WIRE_ERR with a message in err. */
-int xwire_rewrite(const void *buf, size_t len, wire_writer *w,
-                  int (*subst)(void *ud, const wire_ref *r, wire_writer *w), void *ud, char *err, size_t cap);
+int xwire_rewrite(const void *buf, size_t len, suiro_wire_writer *w,
+                  int (*subst)(void *ud, const suiro_wire_ref *r, suiro_wire_writer *w), void *ud, char *err, size_t cap);
 /* A REF written as its data (a typed array, bytes, or the value a wire REF holds): the region is
  * mapped, copied and the reference (the grant the sender made) given back. */
-int xwire_inline_ref(void *ud, const wire_ref *r, wire_writer *w);
+int xwire_inline_ref(void *ud, const suiro_wire_ref *r, suiro_wire_writer *w);
 /* buf with every REF inlined, in a malloc'd buffer (*out, *outlen); 0 when buf had no REF (out
  * untouched), 1 when rewritten, -1 on error (message in err). */
 int xwire_inline_all(const void *buf, size_t len, void **out, size_t *outlen, char *err, size_t cap);

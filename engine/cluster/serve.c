@@ -49,7 +49,7 @@ msg *cluster_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int
   if (t) {
     size_t bytes = 0;
     if (t->kind == SUIRO_OUT_RECORD)
-      for (int k = 0; k < t->nfields; k++) bytes += align8z((size_t)n * wire_type_size(t->fields[k].type));
+      for (int k = 0; k < t->nfields; k++) bytes += align8z((size_t)n * suiro_wire_type_size(t->fields[k].type));
     else
       bytes = (size_t)n * cluster_tpl_elem_bytes(t);
     r = msg_new(MSG_RESULT, bytes);
@@ -59,7 +59,7 @@ msg *cluster_chunk_result(suiro_map *m, uint64_t id, uint64_t b, uint64_t e, int
       for (int k = 0; k < t->nfields; k++) {
         uint64_t count;
         const void *col = suiro_plan_column(pl, out, k, &count);
-        size_t cb = (size_t)n * wire_type_size(t->fields[k].type);
+        size_t cb = (size_t)n * suiro_wire_type_size(t->fields[k].type);
         memcpy(p, col, cb);
         memset(p + cb, 0, align8z(cb) - cb);
         p += align8z(cb);
@@ -142,7 +142,7 @@ msg *cluster_chunk_failure(uint64_t id, const suiro_error_info *e, int kind, uin
   }
   int64_t index = e->index >= 0 ? e->index + (int64_t)base : -1;
   _Alignas(8) unsigned char buf[16384];
-  size_t n = suiro_error_encode(buf, sizeof buf, e->cls, (wire_str){ text, tl }, e->traceback, index);
+  size_t n = suiro_error_encode(buf, sizeof buf, e->cls, (suiro_wire_str){ text, tl }, e->traceback, index);
   msg *m = msg_new(MSG_FAIL, n);
   if (!m) return NULL;
   memcpy(msg_payload(m), buf, n);
@@ -243,7 +243,7 @@ typedef struct grants {
   char err[240];
 } grants;
 
-static int local_ref(void *ud, const wire_ref *r, wire_writer *w) {
+static int local_ref(void *ud, const suiro_wire_ref *r, suiro_wire_writer *w) {
   grants *g = ud;
   sregion *rg = find_region(r->name.ptr, r->name.len, r->offset, r->length);
   if (!rg) {
@@ -273,12 +273,12 @@ static int localize(const void *buf, size_t len, unsigned char **out, size_t *ou
     return -1;
   }
   if (nref == 0) return 0;
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
   grants g = { 0 };
   const void *p;
   size_t n;
-  int ok = xwire_rewrite(buf, len, &w, local_ref, &g, err, cap) == WIRE_OK && wire_writer_finish(&w, &p, &n) == WIRE_OK;
+  int ok = xwire_rewrite(buf, len, &w, local_ref, &g, err, cap) == WIRE_OK && suiro_wire_writer_finish(&w, &p, &n) == WIRE_OK;
   if (ok) {
     *out = malloc(n);
     if (*out) memcpy(*out, p, n);
@@ -287,12 +287,12 @@ static int localize(const void *buf, size_t len, unsigned char **out, size_t *ou
   } else if (g.err[0]) {
     snprintf(err, cap, "%s", g.err);
   } else if (w.status != WIRE_OK) {
-    snprintf(err, cap, "%s", wire_writer_error(&w));
+    snprintf(err, cap, "%s", suiro_wire_writer_error(&w));
   }
   if (!*out)
     for (size_t i = 0; i < g.n; i++) suiro_buf_unsend(g.b[i]);
   free(g.b);
-  wire_writer_free(&w);
+  suiro_wire_writer_free(&w);
   return *out ? 1 : -1;
 }
 
@@ -322,7 +322,7 @@ static void send_map_error(uint64_t id, const char *fmt, ...) {
   suiro_error_info e;
   memset(&e, 0, sizeof e);
   e.cls = WIRE_CSTR(SUIRO_CLASS_REMOTE);
-  e.message = (wire_str){ text, strlen(text) };
+  e.message = (suiro_wire_str){ text, strlen(text) };
   e.traceback = WIRE_CSTR("");
   e.index = -1;
   e.slot = -1;
@@ -417,7 +417,7 @@ static void on_chunk(msg *m) {
   switch (pl->pw.in_kind) {
   case SUIRO_IN_ARRAY:
     s.in_type = pl->pw.in_type;
-    if (len < (size_t)n * wire_type_size(pl->pw.in_type)) return;
+    if (len < (size_t)n * suiro_wire_type_size(pl->pw.in_type)) return;
     s.in_data = p;
     break;
   case SUIRO_IN_RANGE:
@@ -558,7 +558,7 @@ static void send_task_result(stask *t, const suiro_result *r) {
     if (rc < 0 && r->kind == SUIRO_RESULT_VALUE) {
       snprintf(text, sizeof text, "the task's result cannot go back to rank 0 from host %s: %s", S.host, err);
       _Alignas(8) unsigned char eb[1400];
-      size_t en = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ text, strlen(text) },
+      size_t en = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (suiro_wire_str){ text, strlen(text) },
                                      WIRE_CSTR(""), -1);
       msg *m = msg_new(MSG_TRESULT, en);
       if (!m) return;
@@ -716,9 +716,9 @@ static void strvec_free(strvec *sv) {
   free(sv->v);
 }
 
-static int key_is(const wire_item *k, const char *name) { return k->n == strlen(name) && !memcmp(k->data, name, k->n); }
+static int key_is(const suiro_wire_item *k, const char *name) { return k->n == strlen(name) && !memcmp(k->data, name, k->n); }
 
-static int num_of(const wire_item *v, double *out) {
+static int num_of(const suiro_wire_item *v, double *out) {
   if (v->tag == WIRE_I64) *out = (double)v->i;
   else if (v->tag == WIRE_F64) *out = v->f;
   else return 0;
@@ -729,28 +729,28 @@ static int num_of(const wire_item *v, double *out) {
  * are the caller's to free, strvec_free). 0, or -1 with a message in err. */
 static int read_pool_opts(const void *buf, size_t len, suiro_pool_opts *o, strvec *exe, strvec *argv, strvec *env,
                           char *err, size_t cap) {
-  wire_reader r;
-  wire_item it, k, v;
-  if (((uintptr_t)buf & 7) || wire_reader_init(&r, buf, len) != WIRE_OK || wire_next(&r, &it) != WIRE_OK ||
+  suiro_wire_reader r;
+  suiro_wire_item it, k, v;
+  if (((uintptr_t)buf & 7) || suiro_wire_reader_init(&r, buf, len) != WIRE_OK || suiro_wire_next(&r, &it) != WIRE_OK ||
       it.tag != WIRE_DICT)
     return snprintf(err, cap, "the pool's options are not a dict"), -1;
   for (uint64_t i = 0; i < it.n; i++) {
-    if (wire_next(&r, &k) != WIRE_OK || k.tag != WIRE_STR) return snprintf(err, cap, "the pool's options are damaged"), -1;
-    wire_reader before = r;
-    if (wire_next(&r, &v) != WIRE_OK) return snprintf(err, cap, "the pool's options are damaged"), -1;
+    if (suiro_wire_next(&r, &k) != WIRE_OK || k.tag != WIRE_STR) return snprintf(err, cap, "the pool's options are damaged"), -1;
+    suiro_wire_reader before = r;
+    if (suiro_wire_next(&r, &v) != WIRE_OK) return snprintf(err, cap, "the pool's options are damaged"), -1;
     double d;
     if (key_is(&k, "exe") && v.tag == WIRE_STR) {
       if (strvec_add(exe, v.data, (size_t)v.n, NULL, 0)) goto oom;
     } else if (key_is(&k, "argv") && v.tag == WIRE_LIST) {
       for (uint64_t j = 0; j < v.n; j++) {
-        wire_item a;
-        if (wire_next(&r, &a) != WIRE_OK || a.tag != WIRE_STR) return snprintf(err, cap, "argv must hold strings"), -1;
+        suiro_wire_item a;
+        if (suiro_wire_next(&r, &a) != WIRE_OK || a.tag != WIRE_STR) return snprintf(err, cap, "argv must hold strings"), -1;
         if (strvec_add(argv, a.data, (size_t)a.n, NULL, 0)) goto oom;
       }
     } else if (key_is(&k, "env") && (v.tag == WIRE_DICT || (v.tag == WIRE_LIST && v.n == 0))) {
       for (uint64_t j = 0; j < (v.tag == WIRE_DICT ? v.n : 0); j++) {
-        wire_item a, b;
-        if (wire_next(&r, &a) != WIRE_OK || wire_next(&r, &b) != WIRE_OK || a.tag != WIRE_STR || b.tag != WIRE_STR)
+        suiro_wire_item a, b;
+        if (suiro_wire_next(&r, &a) != WIRE_OK || suiro_wire_next(&r, &b) != WIRE_OK || a.tag != WIRE_STR || b.tag != WIRE_STR)
           return snprintf(err, cap, "env must map names to strings"), -1;
         if ((a.n == 14 && !memcmp(a.data, "SUIRO_MPI_RANK", 14)) || (a.n == 14 && !memcmp(a.data, "SUIRO_MPI_HOST", 14)))
           continue; /* this rank's own, below */
@@ -771,7 +771,7 @@ static int read_pool_opts(const void *buf, size_t len, suiro_pool_opts *o, strve
     } else if (v.tag == WIRE_LIST || v.tag == WIRE_DICT || v.tag == WIRE_FRAME || v.tag == WIRE_CALL ||
                v.tag == WIRE_FUNC) {
       r = before; /* a value this side does not use (name, lang, timeout, ...): skip it whole */
-      if (wire_skip(&r) == WIRE_ERR) return snprintf(err, cap, "the pool's options are damaged"), -1;
+      if (suiro_wire_skip(&r) == WIRE_ERR) return snprintf(err, cap, "the pool's options are damaged"), -1;
     }
   }
   char rank[32];
@@ -859,33 +859,33 @@ static void drop_pool(spool *sp) {
 /* pool:status() of this rank's pool as one value (a LIST of one DICT, as a face encodes a
  * returned value): workers (slot, pid, state, tasks, steals, parks, moves, parked), live and the
  * pool's counters. */
-static int encode_status(suiro_pool *p, wire_writer *w) {
+static int encode_status(suiro_pool *p, suiro_wire_writer *w) {
   suiro_pool_stats s;
   suiro_worker_info wk[64];
   int n = suiro_pool_status(p, &s, wk, 64);
   if (n < 0) n = 0;
-  wire_put_list(w, 1);
-  wire_put_dict(w, 14);
-  wire_put_str(w, "workers", 7);
-  wire_put_list(w, (uint64_t)n);
+  suiro_wire_put_list(w, 1);
+  suiro_wire_put_dict(w, 14);
+  suiro_wire_put_str(w, "workers", 7);
+  suiro_wire_put_list(w, (uint64_t)n);
   for (int i = 0; i < n; i++) {
     const char *state = suiro_worker_state_name(wk[i].state);
-    wire_put_dict(w, 8);
-    wire_put_str(w, "slot", 4), wire_put_i64(w, wk[i].slot);
-    wire_put_str(w, "pid", 3), wire_put_i64(w, wk[i].pid);
-    wire_put_str(w, "state", 5), wire_put_str(w, state, strlen(state));
-    wire_put_str(w, "tasks", 5), wire_put_i64(w, (int64_t)wk[i].tasks);
-    wire_put_str(w, "steals", 6), wire_put_i64(w, (int64_t)wk[i].steals);
-    wire_put_str(w, "parks", 5), wire_put_i64(w, (int64_t)wk[i].parks);
-    wire_put_str(w, "moves", 5), wire_put_i64(w, (int64_t)wk[i].moves);
-    wire_put_str(w, "parked", 6), wire_put_bool(w, wk[i].parked ? 1 : 0);
+    suiro_wire_put_dict(w, 8);
+    suiro_wire_put_str(w, "slot", 4), suiro_wire_put_i64(w, wk[i].slot);
+    suiro_wire_put_str(w, "pid", 3), suiro_wire_put_i64(w, wk[i].pid);
+    suiro_wire_put_str(w, "state", 5), suiro_wire_put_str(w, state, strlen(state));
+    suiro_wire_put_str(w, "tasks", 5), suiro_wire_put_i64(w, (int64_t)wk[i].tasks);
+    suiro_wire_put_str(w, "steals", 6), suiro_wire_put_i64(w, (int64_t)wk[i].steals);
+    suiro_wire_put_str(w, "parks", 5), suiro_wire_put_i64(w, (int64_t)wk[i].parks);
+    suiro_wire_put_str(w, "moves", 5), suiro_wire_put_i64(w, (int64_t)wk[i].moves);
+    suiro_wire_put_str(w, "parked", 6), suiro_wire_put_bool(w, wk[i].parked ? 1 : 0);
   }
-#define F(name) wire_put_str(w, #name, strlen(#name)), wire_put_i64(w, (int64_t)s.name)
+#define F(name) suiro_wire_put_str(w, #name, strlen(#name)), suiro_wire_put_i64(w, (int64_t)s.name)
   F(max_workers); F(submitted); F(collected); F(tasks); F(steals); F(parks); F(host_parks);
   F(deaths); F(respawns); F(wakes); F(moves);
 #undef F
-  wire_put_str(w, "live", 4), wire_put_i64(w, s.workers);
-  wire_put_str(w, "region", 6), wire_put_str(w, suiro_pool_name(p), strlen(suiro_pool_name(p)));
+  suiro_wire_put_str(w, "live", 4), suiro_wire_put_i64(w, s.workers);
+  suiro_wire_put_str(w, "region", 6), suiro_wire_put_str(w, suiro_pool_name(p), strlen(suiro_pool_name(p)));
   return w->status;
 }
 
@@ -894,14 +894,14 @@ static void on_status(msg *m) {
   msg *r = NULL;
   if (sp) {
     _Alignas(8) unsigned char stack[2048];
-    wire_writer w;
-    wire_writer_init(&w, stack, sizeof stack);
+    suiro_wire_writer w;
+    suiro_wire_writer_init(&w, stack, sizeof stack);
     const void *p;
     size_t n;
-    if (encode_status(sp->p, &w) == WIRE_OK && wire_writer_finish(&w, &p, &n) == WIRE_OK &&
+    if (encode_status(sp->p, &w) == WIRE_OK && suiro_wire_writer_finish(&w, &p, &n) == WIRE_OK &&
         (r = msg_new(MSG_STATUS_REPLY, n)))
       memcpy(msg_payload(r), p, n);
-    wire_writer_free(&w);
+    suiro_wire_writer_free(&w);
   }
   if (!r) r = msg_new(MSG_STATUS_REPLY, 0);
   if (!r) return;
