@@ -7,6 +7,11 @@
 
 suiro_call <- function(.name = NULL, ..., .source = NULL) {
   args <- list(...)
+  # With .source, a first positional argument lands in .name: it is an argument, not a name
+  if (!is.null(.source) && !is.null(.name) && !(".name" %in% names(sys.call()))) {
+    args <- c(list(.name), args)
+    .name <- NULL
+  }
   nm <- names(args) %||% rep("", length(args))
   if (is.null(.name) == is.null(.source))
     stop("suiro_call: give a function name (\"pkg::fn\", \"module.fn\") or .source, not both", call. = FALSE)

@@ -28,6 +28,7 @@ suiro_map_progress <- function(m) {
 
 # Classed vectors (factors, dates) are mapped element by element like lapply does.
 map_input <- function(x, verb) {
+  if (is.null(x)) return(list()) # as lapply(NULL, f): no elements
   if (is.object(x) && is.atomic(x) && !inherits(x, "integer64")) return(as.list(x))
   if (is.function(x) || is.environment(x))
     stop(verb, ": argument 2 must be a vector or a list, got ", typeof(x), call. = FALSE)

@@ -457,6 +457,11 @@ SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
 
 SEXP C_collect(SEXP task, SEXP timeout) {
   if (TYPEOF(task) == EXTPTRSXP && Rf_inherits(task, "suiro_map")) return C_map_collect(task, timeout);
+  /* what suiro_submit returned instead of a task (suiro_full, suiro_closed, ...): collecting it
+   * gives the same outcome back, so suiro_collect(suiro_submit(...)) tells what happened */
+  if (TYPEOF(task) != EXTPTRSXP)
+    for (int i = 0; i < 4; i++)
+      if (task == sentinels[i]) return task;
   rtask *k = task_of(task, "suiro_collect", 1);
   if (k->state == 1) Rf_error("suiro_collect: this task was collected already");
   if (!k->rp || !k->rp->p) return rs_sentinel("closed");

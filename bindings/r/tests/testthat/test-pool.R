@@ -152,7 +152,11 @@ test_that("result slots: a batch larger than the free slots is cut short, a full
   expect_lte(length(ts), 64)
   expect_gte(length(ts), 1)
   held <- ts
-  expect_true(suiro_is_sentinel(suiro_submit(p, function() 1, .timeout = 0.2)))
+  full <- suiro_submit(p, function() 1, .timeout = 0.2)
+  expect_true(suiro_is_sentinel(full))
+  expect_s3_class(full, "suiro_full")
+  # collecting what submit returned instead of a task gives the same outcome back, not an error
+  expect_identical(suiro_collect(full), full)
   expect_identical(unlist(suiro_collect_all(held, timeout = 10)), seq_along(held))
   expect_identical(suiro_collect(suiro_submit(p, function() "again"), timeout = 5), "again")
   # tasks dropped uncollected give their slots back
