@@ -135,3 +135,9 @@ def view_region(a):
     while b is not None and not isinstance(b, _core.View):
         b = getattr(b, "base", None)
     return b.region() if b is not None else None
+
+
+def spin(*_):
+    """Never returns, in pure Python (only killing its worker stops it)."""
+    while True:
+        pass

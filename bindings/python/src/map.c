@@ -269,7 +269,40 @@ out:
 
 /* ---- host: running and results -------------------------------------------------------------------- */
 
-static suiro_status step_map(void *ctx, double slice) { return suiro_map_wait(((MapObject *)ctx)->m, slice); }
+static suiro_status step_map(void *ctx, double slice) {
+  MapObject *mo = ctx;
+  if (!mo->m) return SUIRO_CLOSED; /* freed by another thread meanwhile (the caller checks) */
+  return suiro_map_wait(mo->m, slice);
+}
+
+/* Seconds a cancelled run's elements in flight get before the workers running them are killed
+ * (an element stuck in a loop never looks at the cancel flag). */
+#define SP_MAP_GRACE 1.0
+
+/* Ends a run still going (a map freed mid-run): cancelled; elements in flight get SP_MAP_GRACE s,
+ * then the workers running them are killed and replaced. Lock held (released while waiting).
+ * Returns -1 when a signal handler raised meanwhile (the run is killed all the same). */
+static int end_run(MapObject *mo) {
+  PoolObject *po = mo->pool;
+  if (!mo->running || !mo->m || !po->p) return 0;
+  suiro_map_cancel(mo->m);
+  mo->cancelled = 1;
+  int err = 0;
+  int st = sp_wait(po, SP_MAP_GRACE, step_map, mo);
+  if (st < 0) err = -1;
+  if (st != SUIRO_OK && mo->m && po->p && !po->worker && suiro_map_kill(mo->m) == SUIRO_OK) {
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    st = sp_wait(po, 30, step_map, mo);
+    if (st < 0) PyErr_Clear();
+    PyErr_Restore(et, ev, etb);
+  }
+  if (st == SUIRO_OK) {
+    mo->running = 0;
+    mo->finished = 1;
+  }
+  return err;
+}
 
 static int check_map(MapObject *mo, const char *verb) {
   if (!mo->m) return PyErr_Format(PyExc_RuntimeError, "%s: this map was freed", verb), -1;
@@ -284,9 +317,11 @@ static PyObject *map_wait(MapObject *mo, PyObject *args) {
   if (timeout == -2) return NULL;
   if (!mo->running) Py_RETURN_TRUE;
   if (check_map(mo, "map") < 0 || sp_pool_lock(mo->pool) < 0) return NULL;
-  int st = mo->pool->p ? sp_wait(mo->pool, timeout, step_map, mo) : SUIRO_CLOSED;
+  int st = mo->pool->p && mo->m ? sp_wait(mo->pool, timeout, step_map, mo) : SUIRO_CLOSED;
   sp_pool_unlock(mo->pool);
   if (st < 0) return NULL;
+  if (!mo->m) return PyErr_Format(PyExc_RuntimeError, "map: this map was freed");
+  if (st == SUIRO_CLOSED) return sp_pool_check(mo->pool, "map") < 0 ? NULL : PyErr_Format(PyExc_RuntimeError, "map: %s", suiro_last_error());
   if (st == SUIRO_OK) {
     mo->running = 0;
     mo->finished = 1;
@@ -300,7 +335,7 @@ static PyObject *map_kill(MapObject *mo, PyObject *unused) {
   if (!mo->m || !mo->running) Py_RETURN_NONE;
   if (mo->pool->worker) return PyErr_Format(PyExc_RuntimeError, "kill: only the host can kill a map's workers");
   if (sp_pool_lock(mo->pool) < 0) return NULL;
-  suiro_status st = mo->pool->p ? suiro_map_kill(mo->m) : SUIRO_CLOSED;
+  suiro_status st = mo->pool->p && mo->m ? suiro_map_kill(mo->m) : SUIRO_CLOSED; /* m: freed meanwhile? */
   sp_pool_unlock(mo->pool);
   mo->cancelled = 1;
   if (st != SUIRO_OK && st != SUIRO_CLOSED) return PyErr_Format(PyExc_RuntimeError, "kill: %s", suiro_last_error());
@@ -313,7 +348,7 @@ static PyObject *map_done(MapObject *mo, PyObject *unused) {
 }
 
 static PyObject *map_cancel(MapObject *mo, PyObject *unused) {
-  if (mo->m && mo->running) {
+  if (mo->m && mo->running && mo->pool->p) {
     suiro_map_cancel(mo->m);
     mo->cancelled = 1;
   }
@@ -523,13 +558,16 @@ static PyObject *map_free(MapObject *mo, PyObject *unused) {
     Py_RETURN_NONE;
   }
   if (sp_pool_lock(po) < 0) return NULL;
+  int err = end_run(mo); /* a run still going: cancelled, then killed after a grace */
+  m = mo->m;
   mo->m = NULL;
-  if (po->p) {
+  if (po->p && m) {
     Py_BEGIN_ALLOW_THREADS /* it may wait for runners to finish */
     suiro_map_free(m);
     Py_END_ALLOW_THREADS
   }
   sp_pool_unlock(po);
+  if (err < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -537,12 +575,19 @@ static void map_dealloc(MapObject *mo) {
   if (mo->m && mo->pool && mo->pool->p) {
     if (mo->pool->worker) {
       suiro_map_free(mo->m);
-    } else if (PyThread_acquire_lock(mo->pool->lock, NOWAIT_LOCK)) {
+    } else if (mo->pool->locked == 0 && sp_pool_lock(mo->pool) == 0) {
+      PyObject *et, *ev, *etb;
+      PyErr_Fetch(&et, &ev, &etb);
+      if (end_run(mo) < 0) PyErr_Clear(); /* a run still going: cancelled, then killed after a grace */
+      PyErr_Restore(et, ev, etb);
       suiro_map *m = mo->m;
-      Py_BEGIN_ALLOW_THREADS
-      suiro_map_free(m);
-      Py_END_ALLOW_THREADS
-      PyThread_release_lock(mo->pool->lock);
+      mo->m = NULL;
+      if (m && mo->pool->p) {
+        Py_BEGIN_ALLOW_THREADS
+        suiro_map_free(m);
+        Py_END_ALLOW_THREADS
+      }
+      sp_pool_unlock(mo->pool);
     } else {
       /* the pool is busy in this or another thread: cancel, and let the pool's stop free it */
       suiro_map_cancel(mo->m);

@@ -173,6 +173,13 @@ static PyObject *m_embed_pool_options(PyObject *self, PyObject *args) {
   return buf_result(rc, buf, len, err, PyExc_ValueError);
 }
 
+int sp_duration(const char *s, double *sec) {
+  if (embed_ready() < 0) return -1;
+  char err[512];
+  if (suiro_embed_duration(embed, s, sec, err, sizeof err) != 0) return PyErr_SetString(PyExc_ValueError, err), -1;
+  return 0;
+}
+
 static PyObject *m_embed_duration(PyObject *self, PyObject *s) {
   const char *str = PyUnicode_AsUTF8(s);
   if (!str || embed_ready() < 0) return NULL;

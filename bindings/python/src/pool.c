@@ -90,9 +90,28 @@ PyObject *sp_result(PoolObject *po, const suiro_result *r, Py_ssize_t index) {
 
 double sp_timeout_arg(PyObject *v, double dflt, const char *verb) {
   if (!v || v == Py_None) return dflt;
+  if (PyUnicode_Check(v)) {
+    const char *s = PyUnicode_AsUTF8(v);
+    double t;
+    if (!s) return -2;
+    if (sp_duration(s, &t) < 0) {
+      PyObject *et, *ev, *etb;
+      PyErr_Fetch(&et, &ev, &etb);
+      PyObject *msg = ev ? PyObject_Str(ev) : NULL;
+      PyErr_Format(PyExc_ValueError, "%s: timeout: %U", verb, msg ? msg : Py_None);
+      Py_XDECREF(msg), Py_XDECREF(et), Py_XDECREF(ev), Py_XDECREF(etb);
+      return -2;
+    }
+    if (t != t || t < 0) {
+      PyErr_Format(PyExc_ValueError, "%s: timeout must be >= 0 seconds or None, got %R", verb, v);
+      return -2;
+    }
+    return isinf(t) || t >= 1e12 ? -1 : t;
+  }
   double t = PyFloat_AsDouble(v);
   if (t == -1 && PyErr_Occurred()) {
-    PyErr_Format(PyExc_TypeError, "%s: timeout must be a number of seconds or None, got %s", verb, Py_TYPE(v)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: timeout must be a number of seconds, a duration such as \"250ms\", or None, got %s",
+                 verb, Py_TYPE(v)->tp_name);
     return -2;
   }
   if (t != t || t < 0) {
@@ -308,7 +327,7 @@ static int pool_init(PoolObject *po, PyObject *args, PyObject *kw) {
   po->p = p;
   po->owner = 1;
   po->lang = lang;
-  po->timeout = timeout;
+  po->timeout = timeout < 0 || isinf(timeout) || timeout >= 1e12 ? -1 : timeout;
   rc = 0;
 out:
   Py_DECREF(keep);
@@ -680,7 +699,7 @@ static PyObject *task_collect(TaskObject *k, PyObject *const *args, Py_ssize_t n
     to = args[0];
   }
   if (k->state == 1) return task_outcome(k); /* collected already: no wait */
-  double timeout = sp_timeout_arg(to, -1, "collect");
+  double timeout = sp_timeout_arg(to, k->pool->timeout, "collect"); /* default: the pool's timeout, as in Lua */
   if (timeout == -2) return NULL;
   return task_collect_impl(k, timeout, "collect");
 }
@@ -852,7 +871,7 @@ static PyObject *pool_collect_all(PoolObject *po, PyObject *args, PyObject *kw) 
   static char *kwl[] = { "tasks", "timeout", NULL };
   PyObject *tasks, *to = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:collect_all", kwl, &tasks, &to)) return NULL;
-  double timeout = sp_timeout_arg(to, -1, "collect_all");
+  double timeout = sp_timeout_arg(to, po->timeout, "collect_all");
   if (timeout == -2) return NULL;
   PyObject *seq = PySequence_Fast(tasks, "collect_all: tasks must be a sequence of tasks");
   if (!seq) return NULL;
@@ -942,7 +961,7 @@ static PyObject *pool_collect_any(PoolObject *po, PyObject *args, PyObject *kw) 
   static char *kwl[] = { "tasks", "timeout", NULL };
   PyObject *tasks, *to = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:collect_any", kwl, &tasks, &to)) return NULL;
-  double timeout = sp_timeout_arg(to, -1, "collect_any");
+  double timeout = sp_timeout_arg(to, po->timeout, "collect_any");
   if (timeout == -2) return NULL;
   PyObject *seq = PySequence_Fast(tasks, "collect_any: tasks must be a sequence of tasks");
   if (!seq) return NULL;

@@ -78,7 +78,10 @@ PyObject *sp_raise_failure(PoolObject *po, int kind, const void *data, size_t le
  * (a signal handler raised). Called with the lock held; returns with it held. */
 typedef suiro_status (*sp_wait_step)(void *ctx, double slice);
 int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx);
-double sp_timeout_arg(PyObject *v, double dflt, const char *verb); /* -2 with an exception */
+/* A timeout argument: seconds (int or float) or a duration string ("250ms", "2s", "inf", as in Lua
+ * and R); None gives dflt. Returns seconds, -1 for forever, or -2 with an exception. */
+double sp_timeout_arg(PyObject *v, double dflt, const char *verb);
+int sp_duration(const char *s, double *sec); /* module.c: 0, or -1 with ValueError */
 
 /* ---- codec (codec.c) ------------------------------------------------------------------------- */
 

@@ -234,14 +234,14 @@ class Pool(_core.Pool):
         (results in typed arrays), else a list of values; seed: per-element random streams
         (suiro.random); stream=True: iterate (index, value) as elements finish.
         """
-        _check_map_opts(progress, timeout, "map")
+        timeout = _check_map_opts(progress, timeout, "map")
         m = self._map_new(fn, xs, template=template, seed=seed, stream=bool(stream))
         return Map(m, progress, timeout, bool(stream))
 
     def map_prepare(self, fn, xs, *, template=None, seed=None, progress=False, timeout=None):
         """Stages fn and xs once; pm.run() runs the map (again), pm.run(new_xs) over a new input
         of the same type and length."""
-        _check_map_opts(progress, timeout, "map_prepare")
+        timeout = _check_map_opts(progress, timeout, "map_prepare")
         m = self._map_new(fn, xs, template=template, seed=seed, stream=False, prepare=True)
         return PreparedMap(m, progress, timeout)
 
@@ -252,11 +252,55 @@ class Pool(_core.Pool):
         return PoolExecutor(pool=self)
 
 
+def _seconds(v, verb):
+    """A timeout argument in seconds, or None for forever: a number >= 0 or a duration string
+    ("250ms", "2s", "1m30s", "inf"), the rule of the Lua and R faces."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            t = _core.duration(v)
+        except ValueError as e:
+            raise ValueError("%s: timeout: %s" % (verb, e)) from None
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        t = float(v)
+    else:
+        raise TypeError("%s: timeout must be a number of seconds, a duration such as \"250ms\", or None, got %s"
+                        % (verb, type(v).__name__))
+    if t != t or t < 0:
+        raise ValueError("%s: timeout must be >= 0 seconds or None, got %r" % (verb, v))
+    return float("inf") if t >= 1e12 else t  # inf: forever, whatever the default
+
+
 def _check_map_opts(progress, timeout, verb):
     if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise TypeError("%s: progress must be True or a function(done, n), got %s" % (verb, type(progress).__name__))
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-        raise ValueError("%s: timeout must be >= 0 seconds or None, got %r" % (verb, timeout))
+    return _seconds(timeout, verb)
+
+
+_GRACE = 1.0  # seconds a cancelled map's elements in flight get before their workers are killed
+
+
+def _end_later(core, grace, free):
+    """In a thread of its own: waits up to grace for a cancelled run to end, then kills the workers
+    still running it (an element stuck in a loop never looks at the cancel flag); frees the map
+    when asked (nobody else holds it)."""
+    def run():
+        try:
+            if core.running and not core._wait(grace):
+                core.kill()
+                core._wait(30)
+        except Exception:
+            pass  # freed or its pool stopped meanwhile: nothing left to stop
+        if free:
+            try:
+                core._free()
+            except Exception:
+                pass
+
+    import threading
+
+    threading.Thread(target=run, name="suiro-map-cancel", daemon=True).start()
 
 
 class Map:
@@ -287,8 +331,23 @@ class Map:
         """(elements finished, elements)"""
         return (self._m._done(), self._m.n)
 
-    def cancel(self):
-        self._m.cancel()
+    def cancel(self, grace=_GRACE):
+        """Stops the run: no element starts any more; elements in flight get `grace` seconds to
+        end, then the workers still running them are killed and replaced (an element stuck in a
+        loop is stopped too). collect() then raises CancelledError. Does not wait."""
+        m = self._m
+        if not m.running or m.pool.closed:
+            return
+        m.cancel()
+        if grace is not None and not m._wait(0):
+            _end_later(m, grace, False)
+
+    def kill(self):
+        """Kills the workers running the map now (they are replaced); collect() then raises
+        CancelledError."""
+        m = self._m
+        if m.running and not m.pool.closed:
+            m.kill()
 
     def _draw(self, final):
         p = self._progress
@@ -317,9 +376,12 @@ class Map:
 
     def _finish(self, timeout):
         """Waits for the run; TimeoutError (the map keeps running) when it has not ended."""
+        timeout = _seconds(timeout, "collect")
         if timeout is None:
             timeout = self._timeout
-        deadline = None if timeout is None else _core.now() + timeout
+        if timeout is None:
+            timeout = self._m.pool.timeout  # the pool's timeout, as in Lua
+        deadline = None if timeout is None or timeout == float("inf") else _core.now() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - _core.now())
             slice_ = left

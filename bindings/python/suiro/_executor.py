@@ -426,10 +426,15 @@ def _map_results(m, n, end):
                 raise _errors.from_result(2, cls, msg, tb, i, -1, 0, True)
             yield got.pop(i)[1]  # no local keeps the result alive while the caller holds it
     finally:
-        if core.running:
+        if core.running and not core._wait(0):
+            # abandoned (a timeout, an error raised in order, the caller stopped iterating): no
+            # element starts any more, and nothing waits here for those in flight (as with
+            # ProcessPoolExecutor); they get a grace to end, then their workers are killed, and
+            # the map is freed, in the background
             core.cancel()
-            core._wait(None)
-        core._free()
+            _api._end_later(core, _api._GRACE, True)
+        else:
+            core._free()
 
 
 def _python_exit():

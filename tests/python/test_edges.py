@@ -1,0 +1,120 @@
+"""Edges of the Python face's contracts (issue 17): the pool's timeout as the default of every
+collect, durations wherever a timeout is taken, and elements that never end stopped by cancel()
+and kill(). Elements that would run for minutes (or forever) are stopped; every wait is bounded
+and no assertion depends on how fast the machine is beyond "well before the element would end"."""
+
+import time
+
+import pytest
+
+import suiro
+import pyfuncs
+from conftest import wait_until
+
+
+def test_pool_timeout_is_the_default_of_collect():
+    with suiro.pool(workers=1, timeout="300ms") as p:
+        assert p.timeout == 0.3
+        t = p.submit(pyfuncs.sleep_then, 60, 1)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"^collect: not done after 0\.3 s$"):
+            t.collect()
+        with pytest.raises(TimeoutError):
+            t.result()
+        with pytest.raises(TimeoutError, match="collect_all"):
+            p.collect_all([t])
+        with pytest.raises(TimeoutError, match="collect_any"):
+            p.collect_any([t])
+        assert time.monotonic() - t0 < 30  # long before the task would end
+        assert t.kill() is True
+
+
+def test_pool_timeout_is_the_default_of_map_collect():
+    with suiro.pool(workers=1, timeout=0.3) as p:
+        m = p.map(pyfuncs.nap, [60.0])
+        with pytest.raises(TimeoutError, match="map: not done after 0.3 s"):
+            m.collect()
+        m.kill()
+        with pytest.raises(suiro.CancelledError):
+            m.collect(timeout=10)
+        # the map's own timeout comes before the pool's, an explicit one before both
+        m = p.map(pyfuncs.nap, [0.5], timeout="10s")
+        assert m.collect() == [0.5]
+        assert p.map(pyfuncs.nap, [0.5]).collect(timeout="inf") == [0.5]
+
+
+def test_durations_are_accepted_as_in_lua_and_r(pool):
+    t = pool.submit(pyfuncs.sleep_then, 0.2, "x")
+    assert t.collect(timeout="10s") == "x"
+    assert pool.collect_all([pool.submit(pow, 2, 3)], timeout="1m") == [8]
+    assert pool.collect_any([pool.submit(pow, 2, 4)], "1m30s") == (0, 16)
+    assert pool.map(abs, [-1], timeout="2s").collect(timeout="500ms") == [1]
+    t = pool.submit(pyfuncs.sleep_then, 30, 1)
+    with pytest.raises(TimeoutError, match=r"not done after 0\.05 s"):
+        t.collect("50ms")
+    with pytest.raises(ValueError, match='collect: timeout: bad duration "2x"'):
+        t.collect("2x")
+    with pytest.raises(ValueError, match="collect: timeout must be >= 0"):
+        t.collect(-1)
+    with pytest.raises(TypeError, match="collect: timeout must be a number of seconds, a duration"):
+        t.collect([1])
+    with pytest.raises(ValueError, match='map: timeout: bad duration'):
+        pool.map(abs, [1], timeout="soon")
+    t.kill()
+    with pytest.raises(suiro.CancelledError):
+        t.collect(10)
+
+
+def _stopped_and_usable(p, m):
+    with pytest.raises(suiro.CancelledError):
+        m.collect(timeout=30)
+    assert p.submit(pow, 2, 10).collect(timeout=30) == 1024  # replaced workers serve again
+
+
+def test_map_kill_stops_a_spinning_element():
+    with suiro.pool(workers=2) as p:
+        m = p.map(pyfuncs.spin, range(4))
+        wait_until(lambda: all(w["state"] == "busy" for w in p.status()["workers"]), 10)
+        m.kill()
+        _stopped_and_usable(p, m)
+
+
+def test_map_cancel_stops_a_spinning_element():
+    with suiro.pool(workers=2) as p:
+        m = p.map(pyfuncs.spin, range(4))
+        wait_until(lambda: all(w["state"] == "busy" for w in p.status()["workers"]), 10)
+        m.cancel()  # does not wait: the elements in flight get a grace, then their workers go
+        _stopped_and_usable(p, m)
+
+
+def test_cancelled_map_lets_elements_in_flight_end():
+    with suiro.pool(workers=1) as p:
+        m = p.map(pyfuncs.nap, [0.2] * 50)
+        wait_until(lambda: m.progress()[0] >= 1, 10)
+        m.cancel()
+        with pytest.raises(suiro.CancelledError):
+            m.collect(timeout=30)
+        assert p.status()["deaths"] == 0  # nothing was killed: the element in flight ended in time
+
+
+def test_dropping_a_spinning_map_does_not_hang():
+    with suiro.pool(workers=1) as p:
+        m = p.map(pyfuncs.spin, range(2))
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
+        del m  # freed: cancelled, then its worker is killed after the grace
+        assert p.submit(pow, 3, 2).collect(timeout=30) == 9
+        it = iter(p.map(pyfuncs.spin, range(2), stream=True))
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
+        del it
+        assert p.submit(pow, 3, 3).collect(timeout=30) == 27
+
+
+def test_task_kill_stops_a_spinning_task():
+    with suiro.pool(workers=1) as p:
+        t = p.submit(pyfuncs.spin)
+        wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
+        assert t.cancel() is False  # advisory: it runs already
+        assert t.kill() is True
+        with pytest.raises(suiro.CancelledError):
+            t.collect(timeout=30)
+        assert p.submit(pow, 2, 2).collect(timeout=30) == 4
