@@ -200,6 +200,8 @@ def test_misuse_names_the_argument(pool):
     finally:
         s.close()
     with pytest.raises(TypeError, match="timeout"):
+        pool.submit(pyfuncs.identity, 1).collect(timeout=b"soon")
+    with pytest.raises(ValueError, match='timeout: bad duration "soon"'):
         pool.submit(pyfuncs.identity, 1).collect(timeout="soon")
     with pytest.raises(ValueError, match="timeout"):
         pool.submit(pyfuncs.identity, 1).collect(timeout=-1)
