@@ -36,6 +36,23 @@ for _, case in ipairs {
       assert.are.equal(1, pool:status().workers[1].tasks) -- only the first test's task ran
       assert.are.equal(case.want, pool:submit(case.spec):collect())
     end)
+
+    if case.lang == "r" then
+      it("refuse R-serialized bytes from the Lua host, naming it; take R code from each other", function()
+        -- serialize(1, NULL) would be unserialize()d by R: crafted bytes of that form crash R
+        local rser = suiro.wire.func { lang = "r", key = 0, name = "base::unserialize",
+                                       captured = { suiro.bytes("X\n\0\0\0\3") } }
+        local ok, err = pcall(function()
+          return pool:submit(suiro.call { source = "x", x = rser }):collect()
+        end)
+        assert.is_false(ok)
+        assert.matches("from the lua host is refused", tostring(err), 1, true)
+        -- a nested task from an R worker carries an R closure: its sibling takes it
+        local nested = suiro.call { source = "f <- function(x) x + 1; "
+          .. "suiro::suiro_collect(suiro::suiro_submit(suiro::suiro_current_pool(), f, 41), timeout = 20)" }
+        assert.are.equal(42, pool:submit(nested):collect())
+      end)
+    end
   end)
 end
 

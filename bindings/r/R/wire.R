@@ -1,14 +1,18 @@
 # The value format (docs/wire-format.md) from R: a debugging and interop aid.
 #
 # suiro_wire_encode(x, rich = FALSE)   the bytes of x (rich: R-only forms allowed)
-# suiro_wire_decode(bytes, describe)   the value (describe: references and foreign functions
-#                                      become descriptors that encode back to the same bytes)
+# suiro_wire_decode(bytes, describe, trusted)
+#                                      the value (describe: references and foreign functions
+#                                      become descriptors that encode back to the same bytes;
+#                                      R-only forms, serialize() bytes among them, are refused
+#                                      unless trusted = TRUE: only an R process wrote them)
 # suiro_typed(x, ...)                  wire forms R has no type for (f32, u8 arrays, C-order
 #                                      arrays, i64 timestamps, ranges): for tests and interop
 
 suiro_wire_encode <- function(x, rich = FALSE) .Call(C_wire_encode, x, isTRUE(rich))
 
-suiro_wire_decode <- function(bytes, describe = FALSE) .Call(C_wire_decode, bytes, isTRUE(describe))
+suiro_wire_decode <- function(bytes, describe = FALSE, trusted = FALSE)
+  .Call(C_wire_decode, bytes, isTRUE(describe), isTRUE(trusted))
 
 suiro_typed <- function(x, type = "f64", form = "array", order = NULL, shape = NULL, unit = NULL, tz = NULL) {
   bits <- inherits(x, "integer64")

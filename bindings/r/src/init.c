@@ -14,7 +14,7 @@ void rs_map_init(void);
 SEXP C_async_add(SEXP pool, SEXP x, SEXP resolve, SEXP reject);
 SEXP C_async_counts(void);
 SEXP C_wire_encode(SEXP x, SEXP rich);
-SEXP C_wire_decode(SEXP raw, SEXP describe);
+SEXP C_wire_decode(SEXP raw, SEXP describe, SEXP trusted);
 SEXP C_embed_set_dir(SEXP dir);
 SEXP C_config_load(SEXP path);
 SEXP C_pool_options(SEXP wire, SEXP where);
@@ -69,7 +69,7 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_async_add, 4),
   CALLDEF(C_async_counts, 0),
   CALLDEF(C_wire_encode, 2),
-  CALLDEF(C_wire_decode, 2),
+  CALLDEF(C_wire_decode, 3),
   CALLDEF(C_embed_set_dir, 1),
   CALLDEF(C_config_load, 1),
   CALLDEF(C_pool_options, 2),

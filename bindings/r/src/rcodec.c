@@ -1526,6 +1526,11 @@ static SEXP dec_ref(rs_decoder *d, wire_item *it) {
   return x;
 }
 
+const char *rs_lang_origin(int lang) {
+  return lang == WIRE_LANG_R ? NULL : lang == WIRE_LANG_LUA ? "lua workers" : lang == WIRE_LANG_PYTHON ? "python workers"
+                                                                            : "workers of another language";
+}
+
 static const char *lang_name(int l) {
   return l == WIRE_LANG_LUA ? "lua" : l == WIRE_LANG_PYTHON ? "python" : l == WIRE_LANG_R ? "r" : "unknown";
 }
@@ -1554,6 +1559,9 @@ static SEXP dec_func(rs_decoder *d, wire_item *it) {
   if (it->flag != WIRE_LANG_R)
     dfail(d, "a %s function arrived (only %s workers run %s functions)", lang_name(it->flag), lang_name(it->flag),
           lang_name(it->flag));
+  if (d->o.foreign)
+    dfail(d, "an R object (serialized, with attributes, or a function) from %s is refused: R forms are accepted "
+             "only from R processes of the pool family", d->o.foreign);
   wire_item nmi;
   rs_dec_next(d, &nmi);
   SEXP x;
@@ -1730,13 +1738,14 @@ SEXP C_wire_encode(SEXP x, SEXP rich) {
   return R_ExecWithCleanup(enc_job_run, &j, enc_job_clean, &j);
 }
 
-SEXP C_wire_decode(SEXP raw, SEXP describe) {
+SEXP C_wire_decode(SEXP raw, SEXP describe, SEXP trusted) {
   if (TYPEOF(raw) != RAWSXP) Rf_error("suiro_wire_decode: argument 1 must be a raw vector, got %s", Rf_type2char(TYPEOF(raw)));
   size_t len = (size_t)XLENGTH(raw);
   /* the reader needs an 8-aligned buffer: R's raw vectors are, but copy to be sure */
   void *buf = R_alloc(len + 8, 1);
   void *al = (void *)(((uintptr_t)buf + 7) & ~(uintptr_t)7);
   if (len) memcpy(al, RAW_RO(raw), len);
-  rs_dec_opts o = { Rf_asLogical(describe) == 1, NULL, "value", NULL };
+  rs_dec_opts o = { Rf_asLogical(describe) == 1, NULL, "value", NULL,
+                    Rf_asLogical(trusted) == 1 ? NULL : "bytes given to suiro_wire_decode (trusted = TRUE takes them)" };
   return rs_decode(al, len, &o);
 }

@@ -365,7 +365,7 @@ static SEXP results_range(SEXP self, rmap *mp, uint64_t b, uint64_t e) {
   int whole = b == 0 && e == mp->n;
   if (!mp->has_tpl) {
     SEXP v = PROTECT(Rf_allocVector(VECSXP, n));
-    rs_dec_opts o = { 0, NULL, "element result", NULL };
+    rs_dec_opts o = { 0, NULL, "element result", NULL, rs_lang_origin(mp->rp ? mp->rp->lang : -1) };
     for (R_xlen_t i = 0; i < n; i++) {
       const void *d;
       size_t len;
@@ -646,7 +646,7 @@ static SEXP element(runner *r, uint64_t i) {
     if (el.i > INT32_MIN && el.i <= INT32_MAX) return Rf_ScalarInteger((int)el.i);
     return Rf_ScalarReal((double)el.i);
   default: {
-    rs_dec_opts o = { 0, NULL, "map element", suiro_current_pool() };
+    rs_dec_opts o = { 0, NULL, "map element", suiro_current_pool(), rs_task_foreign() };
     return rs_decode_single(el.buf, el.len, &o);
   }
   }
@@ -832,7 +832,7 @@ static void setup(void *p) {
   const void *fb;
   size_t fl;
   suiro_plan_fn(r->pl, &fb, &fl);
-  rs_dec_opts o = { 0, NULL, "map function", suiro_current_pool() };
+  rs_dec_opts o = { 0, NULL, "map function", suiro_current_pool(), rs_task_foreign() };
   rs_decoder dd, *d = &dd;
   rs_decoder_init(d, fb, fl, &o);
   wire_item it;

@@ -445,9 +445,9 @@ suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, d
 }
 
 /* A collected result: its value, or the condition of a failure. */
-static SEXP result_value(const suiro_result *r) {
+static SEXP result_value(const rpool *rp, const suiro_result *r) {
   if (r->kind == SUIRO_RESULT_VALUE) {
-    rs_dec_opts o = { 0, NULL, "result", NULL };
+    rs_dec_opts o = { 0, NULL, "result", NULL, rs_lang_origin(rp->lang) };
     return rs_decode_single(r->data, r->len, &o);
   }
   rs_signal_failure(r, -1);
@@ -470,7 +470,7 @@ SEXP C_collect(SEXP task, SEXP timeout) {
   suiro_status st = rs_collect_sliced(k->rp->p, k->t, &r, t);
   if (st != SUIRO_OK) return rs_outcome(st, "suiro_collect");
   k->state = 1;
-  return result_value(&r);
+  return result_value(k->rp, &r);
 }
 
 SEXP C_task_ready(SEXP task) {
@@ -547,13 +547,14 @@ SEXP C_collect_any(SEXP tasks, SEXP timeout) {
   SET_STRING_ELT(nm, 1, Rf_mkChar("value"));
   Rf_setAttrib(out, R_NamesSymbol, nm);
   SET_VECTOR_ELT(out, 0, Rf_ScalarInteger((int)idx + 1));
-  SET_VECTOR_ELT(out, 1, result_value(&r));
+  SET_VECTOR_ELT(out, 1, result_value(rp, &r));
   UNPROTECT(2);
   return out;
 }
 
 typedef struct all_ctx {
   SEXP out;      /* protected by the caller */
+  const char *foreign; /* who wrote the results (rs_dec_opts.foreign) */
   rtask **ks;
   long failed;   /* 1-based index of the first failed task (0: none), -index: undecodable */
   char *cls, *msg, *tb; /* its error, copied (signalled once every result was handed over) */
@@ -571,7 +572,7 @@ typedef struct sink_job {
 
 static void sink_decode(void *p) {
   sink_job *j = p;
-  rs_dec_opts o = { 0, NULL, "result", NULL };
+  rs_dec_opts o = { 0, NULL, "result", NULL, j->c->foreign };
   SET_VECTOR_ELT(j->c->out, (R_xlen_t)j->i, rs_decode_single(j->r->data, j->r->len, &o));
 }
 
@@ -633,6 +634,7 @@ static SEXP all_run(void *p) {
   double deadline = t < 0 ? INFINITY : suiro_now() + t;
   j->c.out = out;
   j->c.ks = ks;
+  j->c.foreign = rs_lang_origin(rp->lang);
   suiro_status st;
   for (;;) {
     double left = deadline - suiro_now();

@@ -124,7 +124,15 @@ typedef struct rs_dec_opts {
   suiro_buf *region;
   const char *where;
   suiro_pool *pool;   /* for functions by key (a worker's own pool) */
+  const char *foreign; /* NULL: an R process of the pool family wrote the bytes; else who did
+                          ("lua workers", "the python host", ...): R-only forms (serialize()
+                          bytes, attributes, R functions) are refused naming it */
 } rs_dec_opts;
+
+/* Who wrote a pool's results, for rs_dec_opts.foreign: NULL for R workers. */
+const char *rs_lang_origin(int lang);
+/* Inside an R worker's task: who wrote its bytes (NULL: an R host or a sibling R worker). */
+const char *rs_task_foreign(void);
 
 /* Decodes a whole buffer holding one value. */
 SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o);

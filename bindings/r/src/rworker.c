@@ -29,6 +29,12 @@
 int rs_in_worker;
 void rs_views_after_task(void); /* rview.c */
 static int host_is_r;
+static const char *host_origin = "the host"; /* for messages: "the lua host", ... */
+
+const char *rs_task_foreign(void) {
+  if (host_is_r || suiro_task_origin() >= 0) return NULL; /* an R host, or a sibling R worker */
+  return host_origin;
+}
 static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
 static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
 static SEXP note_handler;             /* h itself: function(e) note the condition and sys.calls() */
@@ -104,6 +110,11 @@ static SEXP code_get(uint64_t key) {
   size_t len = 0;
   if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
     Rf_error("cannot load the task's function (key %016llx): %s", (unsigned long long)key, suiro_last_error());
+  if (suiro_fn_key(blob, len) != key) { /* another process stored other bytes under the key first */
+    free(blob);
+    Rf_error("cannot load the task's function (key %016llx): the code stored under its key does not match it",
+             (unsigned long long)key);
+  }
   SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
   memcpy(RAW(raw), blob, len);
   free(blob);
@@ -271,6 +282,9 @@ static SEXP func_r(rs_decoder *d, wire_item *f, SEXP *names) {
 
 SEXP rs_runner_function(rs_decoder *d, wire_item *f, SEXP *names, int *rich) {
   *names = R_NilValue;
+  if (f->tag == WIRE_FUNC && f->flag == WIRE_LANG_R && d->o.foreign)
+    Rf_error("a map from %s cannot carry an R function: R code is accepted only from R processes of the pool family "
+             "(send a \"pkg::fn\" name)", d->o.foreign);
   if (f->tag == WIRE_FUNC && f->flag == WIRE_LANG_R && f->n == 3) {
     *rich = 1;
     SEXP fn = func_r(d, f, names);
@@ -295,7 +309,7 @@ typedef struct task_job {
 
 static SEXP run_task_body(void *p) {
   task_job *j = p;
-  rs_dec_opts o = { 0, NULL, "task", suiro_current_pool() };
+  rs_dec_opts o = { 0, NULL, "task", suiro_current_pool(), rs_task_foreign() };
   rs_decoder dd, *d = &dd;
   rs_decoder_init(d, j->arg, j->len, &o);
   wire_item it;
@@ -307,6 +321,9 @@ static SEXP run_task_body(void *p) {
   rs_dec_next(d, &f);
   SEXP result;
   int rich = host_is_r;
+  if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_R && d->o.foreign)
+    Rf_error("a task from %s cannot carry an R function: R code is accepted only from R processes of the pool "
+             "family (send a \"pkg::fn\" name or a call spec)", d->o.foreign);
   if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_R && f.n == 3) {
     rich = 1;
     SEXP names;
@@ -437,6 +454,8 @@ SEXP C_worker_run(SEXP token) {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   const char *h = getenv("SUIRO_HOST_LANG");
   host_is_r = h && !strcmp(h, "r");
+  host_origin = !h ? "a host of unknown language" : !strcmp(h, "lua") ? "the lua host"
+              : !strcmp(h, "python") ? "the python host" : "a host of another language";
   suiro_set_executor(exec, NULL);
   int rc = suiro_worker_run(CHAR(STRING_ELT(token, 0)));
   rs_in_worker = 0;

@@ -128,3 +128,20 @@ test_that("a Lua host runs R workers: call specs, values, frames, errors", {
   expect_true("back\t100000\t100000.0" %in% out, label = paste(out, collapse = "\n"))
   expect_true("df\ttrue" %in% out, label = paste(out, collapse = "\n"))
 })
+
+test_that("R-serialized payloads from Lua workers are refused, naming them", {
+  lp <- lua_pool()
+  src <- paste("local s = require('suiro')",
+               "return s.wire.func { lang = 'r', key = 0, name = 'base::unserialize', captured = { b } }")
+  err <- tryCatch(suiro_collect(suiro_submit(lp, suiro_call(.source = src, b = serialize(c(1, 2), NULL))),
+                                timeout = 10), error = identity)
+  expect_s3_class(err, "error")
+  expect_match(conditionMessage(err), "from lua workers is refused")
+  # attributes (the structure() wrapper) and functions by name are R forms too
+  src2 <- "return require('suiro').wire.func { lang = 'r', key = 0, name = 'base::structure', captured = { 1, { class = 'foo' } } }"
+  expect_error(suiro_collect(suiro_submit(lp, suiro_call(.source = src2)), timeout = 10), "from lua workers is refused")
+  ts <- suiro_submit_batch(lp, suiro_call(.source = src2), list(list(), list()))
+  expect_error(suiro_collect_all(ts, timeout = 10), "from lua workers is refused")
+  # the pool serves on
+  expect_identical(suiro_collect(suiro_submit(lp, "string.rep", "ab", 2L), timeout = 10), "abab")
+})

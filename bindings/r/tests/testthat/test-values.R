@@ -81,7 +81,27 @@ test_that("the portable mapping: what other languages see", {
   expect_error(suiro_wire_encode(list(a = list(b = quote(x)))), "value\\[\\['a'\\]\\]\\[\\['b'\\]\\]: a symbol")
   expect_error(suiro_wire_encode(Reduce(function(a, b) list(a), 1:70, 1)), "nested more than 64")
   # rich mode takes them all
-  expect_identical(suiro_wire_decode(suiro_wire_encode(c(a = 1), rich = TRUE)), c(a = 1))
+  expect_identical(suiro_wire_decode(suiro_wire_encode(c(a = 1), rich = TRUE), trusted = TRUE), c(a = 1))
+})
+
+test_that("R-serialized payloads are refused unless an R process wrote them (trusted = TRUE)", {
+  x <- list(e = quote(a + b), s = structure(1, class = "foo"), f = function(x) x + 1)
+  rich <- suiro_wire_encode(x, rich = TRUE)
+  expect_error(suiro_wire_decode(rich), "from bytes given to suiro_wire_decode .*is refused")
+  v <- suiro_wire_decode(rich, trusted = TRUE)
+  expect_identical(v$e, quote(a + b))
+  expect_identical(v$s, structure(1, class = "foo"))
+  # crafted serialize() bytes (corrupted at random after R's header) never reach unserialize()
+  ser <- suiro_wire_encode(quote(a + b), rich = TRUE)
+  at <- which(ser == as.raw(0x42) & c(ser[-1], as.raw(0)) == as.raw(0x0a))[1] # "B\n" (native binary)
+  expect_false(is.na(at))
+  set.seed(5)
+  for (i in 1:50) {
+    bad <- ser
+    k <- sample(seq(at + 2L, length(bad)), 4)
+    bad[k] <- as.raw(sample(0:255, 4))
+    expect_error(suiro_wire_decode(bad), "is refused|cannot decode")
+  }
 })
 
 test_that("malformed and hostile bytes are refused with the byte they are at", {
