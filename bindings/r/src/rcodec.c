@@ -604,8 +604,9 @@ static int type_code(const char *name) {
   return 0;
 }
 
-/* Element i of a typed value's data, as an int64 (integer64 bits, integers or doubles). */
-static int64_t data_i64(SEXP x, R_xlen_t i) {
+/* Element i of a typed value's data, as an int64 (integer64 bits, integers or doubles). A double
+ * that is no int64 (NaN, infinite, beyond 2^63) is refused naming it: the cast would be undefined. */
+static int64_t data_i64_of(rs_encoder *e, SEXP x, R_xlen_t i) {
   if (rs_is_integer64(x) || (TYPEOF(x) == REALSXP && attr_raw(x, sym_suiro_bits) != R_NilValue)) {
     int64_t v;
     double d = REAL_ELT(x, i);
@@ -617,10 +618,14 @@ static int64_t data_i64(SEXP x, R_xlen_t i) {
     return v == NA_INTEGER ? INT64_MIN : v;
   }
   if (TYPEOF(x) == RAWSXP) return RAW(x)[i];
+  if (TYPEOF(x) != REALSXP) efail(e, "suiro_typed: a %s vector has no integer values", Rf_type2char(TYPEOF(x)));
   double d = REAL_ELT(x, i);
   if (ISNA(d)) return INT64_MIN;
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+    efail(e, "suiro_typed: element %.0f (%g) is not a 64-bit integer", (double)i + 1, d);
   return (int64_t)d;
 }
+#define data_i64(x, i) data_i64_of(e, x, i)
 
 static void fill_typed(rs_encoder *e, SEXP x, int type, void *dst, R_xlen_t n) {
   for (R_xlen_t i = 0; i < n; i++) {
@@ -659,9 +664,20 @@ static void enc_typed(rs_encoder *e, SEXP x) {
     if (!strcmp(form, "ndarray")) {
       SEXP shape = attr_raw(x, sym_suiro_shape);
       uint64_t dims[WIRE_MAX_NDIM];
+      if (TYPEOF(shape) != REALSXP) efail(e, "suiro_typed: an ndarray needs its shape");
       int nd = (int)XLENGTH(shape);
-      if (nd > WIRE_MAX_NDIM) efail(e, "suiro_typed: too many dimensions");
-      for (int k = 0; k < nd; k++) dims[k] = (uint64_t)REAL_ELT(shape, k);
+      if (XLENGTH(shape) > WIRE_MAX_NDIM) efail(e, "suiro_typed: %.0f dimensions, at most %d", (double)XLENGTH(shape), WIRE_MAX_NDIM);
+      /* the shape must hold exactly the data's elements: the writer reserves the product */
+      double prod = 1;
+      for (int k = 0; k < nd; k++) {
+        double v = REAL_ELT(shape, k);
+        if (!(v >= 0 && v <= 281474976710655.0) || v != floor(v))
+          efail(e, "suiro_typed: shape[%d] = %g is not a count (0 .. 2^48-1)", k + 1, v);
+        dims[k] = (uint64_t)v;
+        prod *= v;
+      }
+      if (prod != (double)n)
+        efail(e, "suiro_typed: a shape of %.0f elements for %.0f values", prod, (double)n);
       int order = !strcmp(typed_str(x, sym_suiro_order, "F"), "C") ? WIRE_ORDER_C : WIRE_ORDER_F;
       d = wire_put_ndarray(&e->w, type, order, nd, dims);
     } else {
@@ -683,7 +699,9 @@ static void enc_typed(rs_encoder *e, SEXP x) {
     fill_typed(e, x, type, d, n);
   } else if (!strcmp(form, "range")) {
     if (n != 3) efail(e, "suiro_typed: a range is c(start, step, n)");
-    wire_put_range(&e->w, data_i64(x, 0), data_i64(x, 1), (uint64_t)data_i64(x, 2));
+    int64_t cnt = data_i64(x, 2);
+    if (cnt < 0 || cnt > ((int64_t)1 << 48) - 1) efail(e, "suiro_typed: a range of %.0f elements (0 .. 2^48-1)", (double)cnt);
+    wire_put_range(&e->w, data_i64(x, 0), data_i64(x, 1), (uint64_t)cnt);
   } else if (!strcmp(form, "strs")) {
     put_strs(e, x);
   } else {
@@ -1226,6 +1244,7 @@ static SEXP c_to_f(rs_decoder *d, SEXP src, int ndim, const uint64_t *dims) {
   R_xlen_t idx[WIRE_MAX_NDIM] = { 0 };
   R_xlen_t ci = 0;
   for (R_xlen_t fi = 0; fi < n; fi++) {
+    if (!((fi + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
     memcpy(o + fi * es, s + ci * es, es);
     for (int k = 0; k < ndim; k++) { /* F order: first index fastest */
       idx[k]++;
@@ -1269,6 +1288,7 @@ static SEXP dec_strs(rs_decoder *d, const wire_strs *s) {
   size_t len;
   char what[64];
   for (R_xlen_t i = 0; wire_strs_next(&iter, &p, &len); i++) {
+    if (!((i + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
     if (!p) {
       SET_STRING_ELT(x, i, NA_STRING);
       continue;
@@ -1505,9 +1525,12 @@ static SEXP dec_ref(rs_decoder *d, wire_item *it) {
     a.dims = r->dims;
     a.flag = r->order;
     rs_dec_opts o = d->o;
+    int intr = d->interruptible;
     d->o.region = NULL;
+    d->interruptible = 0; /* v.buf is held by nothing that unwinding would release */
     SEXP x = PROTECT(r->ndim ? dec_ndarray(d, &a) : dec_array(d, type, v.data, v.count));
     d->o = o;
+    d->interruptible = intr;
     suiro_buf_unref(v.buf);
     UNPROTECT(1);
     return x;
@@ -1597,6 +1620,43 @@ static SEXP dec_func(rs_decoder *d, wire_item *it) {
   return x;
 }
 
+/* A RANGE (start, step, n: 32 bytes for any n). Steps of 1 and -1 become R's compact sequence
+ * (the ALTREP `from:to` makes: two numbers, whatever n, expanded only where R needs it); other
+ * steps are expanded up to RS_RANGE_EXPAND_MAX elements and refused above, so a few bytes never
+ * allocate more than 128 MB. The reader checked that the range fits int64. */
+#define RS_RANGE_EXPAND_MAX ((R_xlen_t)1 << 24)
+#define RS_RANGE_COMPACT_MIN 1024 /* shorter ones are plain vectors, as always */
+
+static SEXP dec_range(rs_decoder *d, wire_item *it) {
+  R_xlen_t n = xlen_of(d, it->n);
+  int64_t last = it->i + (int64_t)(n ? n - 1 : 0) * it->step;
+  int fits = it->i > INT32_MIN && it->i <= INT32_MAX && last > INT32_MIN && last <= INT32_MAX;
+  const int64_t exact = (int64_t)1 << 53; /* doubles hold every integer up to here */
+  if ((it->step == 1 || it->step == -1) && n >= RS_RANGE_COMPACT_MIN && it->i >= -exact && it->i <= exact &&
+      last >= -exact && last <= exact) {
+    SEXP from = PROTECT(fits ? Rf_ScalarInteger((int)it->i) : Rf_ScalarReal((double)it->i));
+    SEXP to = PROTECT(fits ? Rf_ScalarInteger((int)last) : Rf_ScalarReal((double)last));
+    SEXP call = PROTECT(Rf_lang3(Rf_install(":"), from, to));
+    SEXP x = Rf_eval(call, R_BaseEnv);
+    UNPROTECT(3);
+    if (XLENGTH(x) != n) dfail(d, "a range of %.0f elements became %.0f", (double)n, (double)XLENGTH(x));
+    return x;
+  }
+  if (n > RS_RANGE_EXPAND_MAX)
+    dfail(d, "a range of %.0f elements with step %lld would take %.0f MB: only ranges with step 1 or -1 stay "
+             "compact, others expand up to %.0f elements", (double)n, (long long)it->step,
+          (double)n * (fits ? 4 : 8) / 1048576, (double)RS_RANGE_EXPAND_MAX);
+  SEXP x = PROTECT(Rf_allocVector(fits ? INTSXP : REALSXP, n));
+  for (R_xlen_t i = 0; i < n; i++) {
+    int64_t v = it->i + (int64_t)i * it->step;
+    if (fits) INTEGER(x)[i] = (int)v;
+    else REAL(x)[i] = (double)v;
+    if (!((i + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
+  }
+  UNPROTECT(1);
+  return x;
+}
+
 static SEXP dec_item(rs_decoder *d, wire_item *it) {
   switch (it->tag) {
   case WIRE_NIL: return R_NilValue;
@@ -1651,18 +1711,7 @@ static SEXP dec_item(rs_decoder *d, wire_item *it) {
     MARK_NOT_MUTABLE(x); /* shared: a change copies it first */
     return x;
   }
-  case WIRE_RANGE: {
-    R_xlen_t n = xlen_of(d, it->n);
-    int64_t last = it->i + (int64_t)(n ? n - 1 : 0) * it->step;
-    int fits = it->i > INT32_MIN && it->i <= INT32_MAX && last > INT32_MIN && last <= INT32_MAX;
-    SEXP x = Rf_allocVector(fits ? INTSXP : REALSXP, n);
-    for (R_xlen_t i = 0; i < n; i++) {
-      int64_t v = it->i + (int64_t)i * it->step;
-      if (fits) INTEGER(x)[i] = (int)v;
-      else REAL(x)[i] = (double)v;
-    }
-    return x;
-  }
+  case WIRE_RANGE: return dec_range(d, it);
   default: dfail(d, "unexpected %s", wire_tag_name(it->tag));
   }
 }
@@ -1678,6 +1727,7 @@ void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_op
   d->ncont = 0;
   d->open = NULL;
   d->open_cap = 0;
+  d->interruptible = 1;
   if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dfail(d, "%s", wire_reader_error(&d->r));
   if (d->r.shared) {
     d->have_refs = 1;

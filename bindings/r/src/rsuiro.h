@@ -151,6 +151,7 @@ typedef struct rs_decoder {
   uint64_t ncont;
   char *open;       /* per ordinal: still open (a backref to it is a cycle); R_alloc'd */
   size_t open_cap;
+  int interruptible; /* long loops may R_CheckUserInterrupt (0 while a region reference is held) */
 } rs_decoder;
 void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o);
 int rs_dec_next(rs_decoder *d, wire_item *it);  /* WIRE_OK or signals an R error */
@@ -190,5 +191,6 @@ SEXP rs_serialize(SEXP x);
 SEXP rs_unserialize(SEXP raw);
 
 #define RS_CHECK_INTERRUPT_SLICE 0.1 /* seconds between interrupt checks while waiting */
+#define RS_INTERRUPT_MASK ((R_xlen_t)(1 << 20) - 1) /* long C loops check every 2^20 elements */
 
 #endif
