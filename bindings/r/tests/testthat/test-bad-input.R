@@ -50,6 +50,12 @@ case("range constructor 2^60", length(range_of(0, 1, 2^60)))
 case("ndarray constructor 2^31 x 2^31", length(enc(suiro_typed(1:4, "i32", form = "ndarray", shape = c(2^31, 2^31)))))
 case("ndarray constructor shape 3 of 4", length(enc(suiro_typed(1:4, "i32", form = "ndarray", shape = 3))))
 case("typed i64 scalar of 3", length(enc(suiro_typed(c(1, 2, 3), "i64", form = "scalar"))))
+# crafted serialize() bytes: a length field of 2^31-1 elements after R's header
+ser <- suiro_wire_encode(quote(a + b), rich = TRUE)
+at <- which(ser == as.raw(0x42) & c(ser[-1], as.raw(0)) == as.raw(0x0a))[1]
+crafted <- ser
+crafted[(at + 2L):(at + 9L)] <- as.raw(c(0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f))
+case("crafted serialize bytes", class(dec(crafted)))
 cat("CASES DONE\\n")
 '
 
@@ -80,4 +86,6 @@ test_that("huge counts in bytes and constructors are refused or stay compact, wi
   expect_match(got("ndarray constructor 2\\^31 x 2\\^31"), "^refused: ")
   expect_match(got("ndarray constructor shape 3 of 4"), "^refused: ")
   expect_match(got("typed i64 scalar of 3"), "^refused: ")
+  # R-serialized bytes from anywhere but an R process of the family never reach unserialize()
+  expect_match(got("crafted serialize bytes"), "^refused: .*from bytes given to suiro_wire_decode .*is refused")
 })
