@@ -44,6 +44,15 @@ const char *suiro_last_error(void);
 /* Monotonic clock in seconds (nanosecond resolution). */
 double suiro_now(void);
 
+/* Memory budget: the most bytes one allocation a caller asks for may take. The smallest of the
+ * physical memory, RLIMIT_AS and RLIMIT_DATA, and SUIRO_MAX_BYTES (bytes, or with a K/M/G/T
+ * suffix) when set. Every count read from a caller or from bytes is checked against it before
+ * anything is allocated. */
+uint64_t suiro_budget(void);
+/* OK when count items of size bytes each fit the budget; otherwise SUIRO_ERR with a message
+ * naming what (the argument), the count, the bytes it would cost and the limit. */
+suiro_status suiro_budget_check(const char *what, uint64_t count, uint64_t size);
+
 /* ---------------------------------------------------------------------------------------------
  * Regions: named POSIX shared memory, mode 0600, named /suiro_<pid>_<start>_<counter> so that a
  * later process can tell whether the creator still lives.
@@ -96,6 +105,11 @@ suiro_status suiro_pool_create(const suiro_pool_opts *o, suiro_pool **out);
 suiro_status suiro_pool_stop(suiro_pool *p, double timeout);
 /* The name another process passes to suiro_pool_attach (not yet implemented across processes). */
 const char *suiro_pool_name(const suiro_pool *p);
+/* fork: nonzero when p was made by another process this one was forked from. Such a pool is
+ * inert here: every call on it fails with "this pool belongs to process N" (suiro_pool_stop
+ * too, touching nothing: its workers, names and rings are the parent's); views of its values
+ * stay readable. A face's finalizers and exit handlers skip such pools. */
+int suiro_pool_inherited(const suiro_pool *p);
 
 /* Function codes. 0 is the binding executor (suiro_set_executor), 1 a map runner (also handed to
  * the binding executor, see suiro_map_*); other codes name native functions registered with

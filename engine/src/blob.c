@@ -33,6 +33,8 @@ static void blob_name(suiro_pool *p, uint64_t key, char *out, size_t cap) {
 }
 
 suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_t len) {
+  POOL_GUARD(p, "suiro_blob_put", SUIRO_ERR);
+  if (!data && len) return suiro_set_error(SUIRO_ERR, "suiro_blob_put: data is NULL with len %zu", len);
   char name[SUIRO_NAME_MAX + 24];
   blob_name(p, key, name, sizeof name);
   if (len > SIZE_MAX - sizeof(blob_hdr)) return suiro_set_error(SUIRO_ERR, "blob: %zu bytes is too large", len);
@@ -69,8 +71,10 @@ suiro_status suiro_blob_put(suiro_pool *p, uint64_t key, const void *data, size_
 }
 
 suiro_status suiro_blob_get(suiro_pool *p, uint64_t key, void **data, size_t *len) {
+  if (!data || !len) return suiro_set_error(SUIRO_ERR, "suiro_blob_get: %s is NULL", !data ? "data" : "len");
   *data = NULL;
   *len = 0;
+  POOL_GUARD(p, "suiro_blob_get", SUIRO_ERR);
   char name[SUIRO_NAME_MAX + 24];
   blob_name(p, key, name, sizeof name);
   int fd = region_file_open(name, 0);

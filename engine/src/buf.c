@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "handle.h"
 #include "region.h"
 #include "suiro_bind.h"
 
@@ -56,6 +57,7 @@ typedef struct region_hdr {
 } region_hdr;
 
 struct suiro_buf {
+  handle_live live;   /* first: checked at every entry (handle.c) */
   char name[SUIRO_NAME_MAX];
   int named;          /* the name still exists in /dev/shm */
   void *map;
@@ -119,7 +121,7 @@ static void destroy(suiro_buf *b, int unlink_name) {
   table_remove(b);
   munmap(b->map, b->map_size);
   if (unlink_name && b->named) region_file_unlink(b->name);
-  free(b);
+  handle_retire(b, sizeof *b); /* a stale pointer reads a dead word (handle.c) */
 }
 
 /* Evicts free regions, oldest first (the largest among equals), until within the caps. */
@@ -270,6 +272,7 @@ static suiro_status map_region(const char *name, suiro_buf **out) {
     munmap(map, (size_t)sb.st_size);
     return suiro_set_error(SUIRO_ERR, "out of memory");
   }
+  handle_init(&b->live, HANDLE_BUF);
   snprintf(b->name, sizeof b->name, "%s", name);
   b->map = map;
   b->map_size = (size_t)sb.st_size;
@@ -302,6 +305,7 @@ static void unmap_holder(suiro_buf *b) {
 }
 
 suiro_buf *suiro_buf_alloc(size_t bytes) {
+  if (suiro_budget_check("suiro_buf_alloc: bytes", 1, bytes) != SUIRO_OK) return NULL;
   pthread_mutex_lock(&lock);
   /* the smallest warm region that fits without wasting more than half of it */
   suiro_buf *best = NULL;
@@ -354,6 +358,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
     suiro_set_error(SUIRO_ERR, "out of memory");
     return NULL;
   }
+  handle_init(&b->live, HANDLE_BUF);
   char prefix[SUIRO_NAME_MAX + 16];
   name_prefix(prefix, sizeof prefix);
   int fd = -1;
@@ -417,6 +422,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
 }
 
 suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_buf_open: out (argument 3) is NULL");
   *out = NULL;
   suiro_buf *b;
   suiro_status st = map_region(name, &b);
@@ -437,12 +443,36 @@ suiro_status suiro_buf_open(const char *name, size_t size, suiro_buf **out) {
   return SUIRO_OK;
 }
 
+/* Fork (handle.c): a buffer made before the fork is the parent's; the child's copy of its
+ * holders owns no reference in the shared count. Its data stays readable; it cannot be sent
+ * (no name), and dropping it only unmaps it here. */
+#define BUF_GUARD(b, fn, ret) HANDLE_GUARD(b, HANDLE_BUF, fn, ret)
+static int buf_readable(const suiro_buf *b, const char *fn) {
+  int s = handle_state(b, HANDLE_BUF);
+  if (s == HS_OK || s == HS_FOREIGN) return 1;
+  handle_check(b, HANDLE_BUF, fn);
+  return 0;
+}
+
+void buf_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void buf_fork_parent(void) { pthread_mutex_unlock(&lock); }
+void buf_fork_child(void) {
+  /* The child forgets the parent's table: its free list and cached mappings are the parent's
+   * (reusing one would write into a region the parent also reuses), and lookups must not find
+   * them. Mappings nobody here holds stay mapped until exit (they cost no memory). */
+  memset(buckets, 0, sizeof buckets);
+  free_bytes = free_count = cache_count = 0;
+  pthread_mutex_unlock(&lock);
+}
+
 void suiro_buf_ref(suiro_buf *b) { /* a grant for a message about to name b */
+  BUF_GUARD(b, "suiro_buf_ref", );
   atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&b->hdr->grants, 1, memory_order_release);
 }
 
 void suiro_buf_unsend(suiro_buf *b) { /* the message was never sent: take the grant back */
+  BUF_GUARD(b, "suiro_buf_unsend", );
   int64_t g = atomic_load_explicit(&b->hdr->grants, memory_order_relaxed);
   while (g > 0)
     if (atomic_compare_exchange_weak_explicit(&b->hdr->grants, &g, g - 1, memory_order_acq_rel, memory_order_relaxed)) {
@@ -452,6 +482,7 @@ void suiro_buf_unsend(suiro_buf *b) { /* the message was never sent: take the gr
 }
 
 int suiro_buf_holders(suiro_buf *b) {
+  if (!buf_readable(b, "suiro_buf_holders")) return 0;
   pthread_mutex_lock(&lock);
   int n = b->local;
   pthread_mutex_unlock(&lock);
@@ -459,7 +490,8 @@ int suiro_buf_holders(suiro_buf *b) {
 }
 
 void suiro_buf_hold(suiro_buf *b) {
-  atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
+  if (!buf_readable(b, "suiro_buf_hold")) return;
+  if (!handle_inherited(b)) atomic_fetch_add_explicit(&b->hdr->refs, 1, memory_order_relaxed);
   pthread_mutex_lock(&lock);
   b->local++;
   pthread_mutex_unlock(&lock);
@@ -483,8 +515,22 @@ static void cache_mapping(suiro_buf *b) {
 
 void suiro_buf_unref(suiro_buf *b) {
   if (!b) return;
-  int64_t left = atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_acq_rel) - 1;
+  if (!buf_readable(b, "suiro_buf_unref")) return; /* a buffer freed already */
   pthread_mutex_lock(&lock);
+  if (b->local <= 0) { /* no holder here: a second unref of the same holder */
+    pthread_mutex_unlock(&lock);
+    suiro_set_error(SUIRO_ERR, "suiro_buf_unref: %s has no holder in this process (unreferenced twice?)", b->name);
+    return;
+  }
+  if (handle_inherited(b)) { /* the parent's (fork): no reference of ours in the shared count */
+    if (--b->local == 0) {
+      munmap(b->map, b->map_size);
+      handle_retire(b, sizeof *b);
+    }
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  int64_t left = atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_acq_rel) - 1;
   b->local--;
   if (left == 0 && b->local == 0 && b->named && b->hdr->creator != (int32_t)getpid() &&
       env.recycle_push(b->name, b->cap)) {
@@ -512,17 +558,20 @@ void suiro_buf_unref(suiro_buf *b) {
 
 size_t buf_mapped_bytes(const suiro_buf *b) { return b->cap; }
 
-void *suiro_buf_data(const suiro_buf *b) { return (char *)b->map + REGION_HDR; }
-size_t suiro_buf_size(const suiro_buf *b) { return b->size; }
+void *suiro_buf_data(const suiro_buf *b) { return buf_readable(b, "suiro_buf_data") ? (char *)b->map + REGION_HDR : NULL; }
+size_t suiro_buf_size(const suiro_buf *b) { return buf_readable(b, "suiro_buf_size") ? b->size : 0; }
 size_t suiro_buf_offset(const suiro_buf *b) { (void)b; return REGION_HDR; }
-const char *suiro_buf_name(const suiro_buf *b) { return b->named ? b->name : NULL; }
+const char *suiro_buf_name(const suiro_buf *b) {
+  if (handle_state(b, HANDLE_BUF) != HS_OK) return NULL; /* freed, or the parent's: send a copy */
+  return b->named ? b->name : NULL;
+}
 
 /* ---- zero-copy references (suiro_bind.h, section 4) ------------------------------------------ */
 
 int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
                  const uint64_t *dims) {
   const char *name = b ? suiro_buf_name(b) : NULL;
-  if (!name) return WIRE_ERR;
+  if (!name || !w || !data) return WIRE_ERR;
   const char *base = (const char *)b->map;
   const char *p = data;
   if (p < base + REGION_HDR || (size_t)(p - base) > b->map_size || bytes > b->map_size - (size_t)(p - base))
@@ -542,6 +591,7 @@ int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t by
 }
 
 suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v) {
+  if (!v || !ref) return suiro_set_error(SUIRO_ERR, "suiro_zc_open: %s is NULL", !v ? "v" : "ref");
   memset(v, 0, sizeof *v);
   char name[SUIRO_NAME_MAX];
   if (ref->name.len == 0 || ref->name.len >= sizeof name || memchr(ref->name.ptr, 0, ref->name.len))

@@ -21,6 +21,7 @@
 #include "suiro_bind.h"
 
 static suiro_status check_task(suiro_pool *p, suiro_task t, uint32_t *local, const char *verb) {
+  POOL_GUARD(p, verb, SUIRO_ERR); /* NULL, stopped, inherited across fork (handle.c) */
   sub_rec *s = &p->subs[p->sub];
   uint32_t rs = task_rs(t);
   if (SUIRO_UNLIKELY(rs < s->result_base || rs >= s->result_base + s->nresults))
@@ -242,7 +243,8 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
 
 suiro_status suiro_collect(suiro_pool *p, suiro_task t, suiro_result *res, double timeout) {
   uint32_t local;
-  suiro_status st = check_task(p, t, &local, "collect");
+  if (SUIRO_UNLIKELY(!res)) return suiro_set_error(SUIRO_ERR, "suiro_collect: res (argument 3) is NULL");
+  suiro_status st = check_task(p, t, &local, "suiro_collect");
   if (st != SUIRO_OK) return st;
   uint64_t gen = task_gen(t);
   result_slot *r = pool_result(p, task_rs(t));
@@ -264,7 +266,10 @@ int suiro_task_ready(suiro_pool *p, suiro_task t) {
 
 suiro_status suiro_collect_any(suiro_pool *p, const suiro_task *tasks, size_t n, size_t *index,
                                suiro_result *res, double timeout) {
+  POOL_GUARD(p, "suiro_collect_any", SUIRO_ERR);
   if (n == 0) return suiro_set_error(SUIRO_ERR, "collect_any: no tasks given");
+  if (!tasks || !index || !res)
+    return suiro_set_error(SUIRO_ERR, "suiro_collect_any: %s is NULL", !tasks ? "tasks" : !index ? "index" : "res");
   uint32_t stack_l[64];
   uint64_t stack_g[64];
   uint32_t *locals = n <= 64 ? stack_l : malloc(n * sizeof *locals);
@@ -294,6 +299,8 @@ out:
 }
 
 suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, double timeout) {
+  POOL_GUARD(p, "suiro_wait_all", SUIRO_ERR);
+  if (n && !tasks) return suiro_set_error(SUIRO_ERR, "suiro_wait_all: tasks is NULL with n = %zu", n);
   uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);
   sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {

@@ -46,12 +46,14 @@ void pool_park_for_results(suiro_pool *p, uint64_t deadline, int (*ready)(void *
 /* ---- events ------------------------------------------------------------------------------- */
 
 int suiro_pool_eventfd(suiro_pool *p) {
+  POOL_GUARD(p, "suiro_pool_eventfd", -1);
   if (!p->is_host) return -1;
   atomic_store(&p->subs[0].ev_armed, 1);
   return p->evfd;
 }
 
 void suiro_pool_event_ack(suiro_pool *p) {
+  POOL_GUARD(p, "suiro_pool_event_ack", );
   if (!p->is_host) return;
   uint64_t v;
   while (read(p->evfd, &v, sizeof v) == sizeof v) {
@@ -63,9 +65,12 @@ void suiro_pool_event_ack(suiro_pool *p) {
 
 int suiro_wait_pools(suiro_pool *const *pools, size_t n, double timeout) {
   if (n > 256) return suiro_set_error(SUIRO_ERR, "wait_pools: at most 256 pools, got %zu", n), -1;
+  if (n && !pools) return suiro_set_error(SUIRO_ERR, "wait_pools: pools is NULL with n = %zu", n), -1;
+  if (timeout != timeout) timeout = 0;
   struct pollfd fds[256];
   for (size_t i = 0; i < n; i++) {
-    if (!pools[i] || !pools[i]->is_host) return suiro_set_error(SUIRO_ERR, "wait_pools: pool %zu is not a host handle", i + 1), -1;
+    if (handle_check(pools[i], HANDLE_POOL, "wait_pools") != SUIRO_OK) return -1;
+    if (!pools[i]->is_host) return suiro_set_error(SUIRO_ERR, "wait_pools: pool %zu is not a host handle", i + 1), -1;
     fds[i].fd = suiro_pool_eventfd(pools[i]); /* arms it */
     fds[i].events = POLLIN;
     fds[i].revents = 0;

@@ -73,7 +73,7 @@ void suiro_keyidx_free(suiro_keyidx *t) {
 /* ---- publishing and fetching ------------------------------------------------------------------ */
 
 suiro_status suiro_fn_publish(suiro_pool *p, uint64_t key, const void *code, size_t len) {
-  if (!p) return suiro_set_error(SUIRO_ERR, "fn_publish: pool is NULL");
+  POOL_GUARD(p, "suiro_fn_publish", SUIRO_ERR);
   if (key == 0) return suiro_set_error(SUIRO_ERR, "fn_publish: key 0 names functions by name, not by code");
   if (suiro_keyidx_find(&p->fn_published, key) >= 0) return SUIRO_OK;
   suiro_status st = suiro_blob_put(p, key, code, len);
@@ -84,6 +84,7 @@ suiro_status suiro_fn_publish(suiro_pool *p, uint64_t key, const void *code, siz
 
 suiro_status suiro_fn_fetch(suiro_pool *p, uint64_t key, void **code, size_t *len) {
   if (!p) return suiro_set_error(SUIRO_ERR, "fn_fetch: no pool (not in a worker?)");
+  POOL_GUARD(p, "suiro_fn_fetch", SUIRO_ERR);
   return suiro_blob_get(p, key, code, len);
 }
 

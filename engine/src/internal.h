@@ -39,6 +39,7 @@ static inline void cpu_relax(void) {
 
 /* Deadline helpers: timeout in seconds, <0 forever, 0 poll. */
 static inline uint64_t deadline_from(double timeout) {
+  if (timeout != timeout) return 0; /* NaN: a poll, never a conversion of NaN */
   if (timeout < 0) return UINT64_MAX;
   if (timeout > 1e9) return UINT64_MAX;
   return suiro_ns() + (uint64_t)(timeout * 1e9);

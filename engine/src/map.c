@@ -38,6 +38,7 @@
 #define HEAP_CHUNK ((size_t)64 << 10)
 #define STREAM_CAP 256u
 #define STREAM_SLOT 64u
+#define MAP_MAX_N (UINT64_C(1) << 48) /* elements of one map: beyond any run, and every n * cell fits */
 
 typedef struct map_hdr {
   uint64_t magic;
@@ -74,6 +75,7 @@ typedef struct map_layout {
 } map_layout;
 
 struct suiro_map {
+  handle_live live;      /* first: checked at every entry (handle.c) */
   suiro_pool *pool;      /* creator side; NULL once the pool stopped (map_pool_stopped) */
   suiro_map *prev, *next; /* the creator pool's maps */
   int orphaned_running;  /* the pool stopped while a run was in flight */
@@ -101,6 +103,7 @@ struct suiro_map {
   spsc_producer stream;
 };
 
+static int map_readable(const suiro_map *m, const char *fn);
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 void suiro_map_opts_init(suiro_map_opts *o) {
@@ -147,9 +150,25 @@ static int plan_layout(const suiro_map_opts *o, uint32_t runners, map_layout *l,
 }
 
 suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_map_create: out (argument 3) is NULL");
   *out = NULL;
-  if (!p) return suiro_set_error(SUIRO_ERR, "map: pool is NULL");
+  POOL_GUARD(p, "suiro_map_create", SUIRO_ERR);
   if (!o || o->size != sizeof *o) return suiro_set_error(SUIRO_ERR, "map: options not initialised with suiro_map_opts_init");
+  if (o->n > MAP_MAX_N)
+    return suiro_set_error(SUIRO_ERR, "suiro_map_create: n must be at most 2^48, got %llu", (unsigned long long)o->n);
+  if (o->runners < 0 || o->runners > POOL_MAX_WORKERS)
+    return suiro_set_error(SUIRO_ERR, "suiro_map_create: runners must be in 0..%d (0: one per worker), got %d",
+                           POOL_MAX_WORKERS, o->runners);
+  if ((o->slots != 0 && o->slots != 1) || (o->stream != 0 && o->stream != 1))
+    return suiro_set_error(SUIRO_ERR, "suiro_map_create: slots and stream must be 0 or 1, got %d and %d", o->slots,
+                           o->stream);
+  /* the dense parts are written in full: they must fit the memory budget (the heap is sparse) */
+  uint64_t dense = 0;
+  if (__builtin_add_overflow((uint64_t)o->desc_bytes, (uint64_t)o->out_bytes, &dense) ||
+      (o->slots && __builtin_add_overflow(dense, o->n * (uint64_t)sizeof(map_slot), &dense)))
+    dense = UINT64_MAX;
+  if (suiro_budget_check("suiro_map_create: the map's description, output and result slots", 1, dense) != SUIRO_OK)
+    return SUIRO_ERR;
   if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "map: the pool is stopping");
   int runners = o->runners > 0 ? o->runners : live_workers(p);
   if (runners < 1) runners = 1;
@@ -161,9 +180,10 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
     return suiro_set_error(SUIRO_ERR, "map: %llu elements do not fit in memory (sizes overflow)", (unsigned long long)o->n);
   suiro_map *m = calloc(1, sizeof *m);
   if (!m) return suiro_set_error(SUIRO_ERR, "out of memory");
+  handle_init(&m->live, HANDLE_MAP);
   m->buf = suiro_buf_alloc(total);
   if (!m->buf) {
-    free(m);
+    handle_retire(m, sizeof *m);
     return SUIRO_ERR;
   }
   m->pool = p;
@@ -200,24 +220,39 @@ suiro_status suiro_map_create(suiro_pool *p, const suiro_map_opts *o, suiro_map 
 }
 
 char *map_region_parts(suiro_map *m, size_t *desc_bytes, size_t *out_bytes, uint64_t *n) {
+  *desc_bytes = *out_bytes = 0;
+  *n = 0;
+  if (!map_readable(m, "suiro_plan_of")) return NULL;
   *desc_bytes = m->lay.desc_bytes;
   *out_bytes = m->lay.out_bytes;
   *n = m->lay.n;
   return m->base + m->lay.desc_off;
 }
 
-struct suiro_plan **map_plan_slot(suiro_map *m) { return &m->plan; }
+struct suiro_plan **map_plan_slot(suiro_map *m) { return map_readable(m, "suiro_plan_of") ? &m->plan : NULL; }
 
-void *suiro_map_desc(suiro_map *m) { return m->base + m->lay.desc_off; }
-size_t suiro_map_desc_bytes(suiro_map *m) { return m->lay.desc_bytes; }
-void *suiro_map_output(suiro_map *m) { return m->base + m->lay.out_off; }
-uint64_t suiro_map_size(suiro_map *m) { return m->lay.n; }
-uint64_t suiro_map_done(suiro_map *m) { return ld_rlx(&m->h->done); }
+/* Accessors of a map inherited across fork still read (its region is mapped here too); what runs,
+ * waits or frees refuses it (MAP_GUARD). */
+static int map_readable(const suiro_map *m, const char *fn) {
+  int s = handle_state(m, HANDLE_MAP);
+  if (s == HS_OK || s == HS_FOREIGN) return 1;
+  handle_check(m, HANDLE_MAP, fn);
+  return 0;
+}
+void *suiro_map_desc(suiro_map *m) { return map_readable(m, "suiro_map_desc") ? m->base + m->lay.desc_off : NULL; }
+size_t suiro_map_desc_bytes(suiro_map *m) { return map_readable(m, "suiro_map_desc_bytes") ? m->lay.desc_bytes : 0; }
+void *suiro_map_output(suiro_map *m) { return map_readable(m, "suiro_map_output") ? m->base + m->lay.out_off : NULL; }
+uint64_t suiro_map_size(suiro_map *m) { return map_readable(m, "suiro_map_size") ? m->lay.n : 0; }
+uint64_t suiro_map_done(suiro_map *m) { return map_readable(m, "suiro_map_done") ? ld_rlx(&m->h->done) : 0; }
 void suiro_map_cancel(suiro_map *m) {
+  MAP_GUARD(m, "suiro_map_cancel", );
   if (m->ntasks) m->user_cancel = 1;
   atomic_store(&m->h->cancel, 1);
 }
-int suiro_map_cancelled(suiro_map *m) { return ld_rlx(&m->h->cancel) != 0; }
+int suiro_map_cancelled(suiro_map *m) {
+  MAP_GUARD(m, "suiro_map_cancelled", 1);
+  return ld_rlx(&m->h->cancel) != 0;
+}
 
 void map_pool_stopped(suiro_pool *p) {
   for (suiro_map *m = p->maps, *next; m; m = next) {
@@ -239,6 +274,7 @@ static void unlink_map(suiro_map *m) {
 }
 
 suiro_status suiro_map_start(suiro_map *m, double timeout) {
+  MAP_GUARD(m, "suiro_map_start", SUIRO_ERR);
   map_hdr *h = m->h;
   const map_layout *l = &m->lay;
   if (!m->pool) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped");
@@ -321,6 +357,8 @@ static void runner_done(suiro_map *m, unsigned r, const suiro_result *res) {
 /* Collects runners as they finish, so a death is seen (and the map cancelled) at once rather than
  * after every survivor has run out of work. A timeout consumes nothing more. */
 suiro_status suiro_map_wait(suiro_map *m, double timeout) {
+  MAP_GUARD(m, "suiro_map_wait", SUIRO_ERR);
+  if (timeout != timeout) timeout = 0;
   if (m->orphaned_running) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped while it ran");
   if (!m->ntasks) return SUIRO_OK;
   uint64_t deadline = timeout < 0 ? UINT64_MAX : suiro_ns() + (timeout > 1e9 ? (uint64_t)1e18 : (uint64_t)(timeout * 1e9));
@@ -348,6 +386,7 @@ suiro_status suiro_map_wait(suiro_map *m, double timeout) {
 }
 
 suiro_status suiro_map_kill(suiro_map *m) {
+  MAP_GUARD(m, "suiro_map_kill", SUIRO_ERR);
   if (!m->pool) return suiro_set_error(SUIRO_CLOSED, "map: its pool was stopped");
   if (!m->ntasks) return SUIRO_OK;
   m->killed = 1;
@@ -361,6 +400,11 @@ suiro_status suiro_map_kill(suiro_map *m) {
 }
 
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind) {
+  if (!map_readable(m, "suiro_map_error")) return 0;
+  if (!index || !data || !len || !kind) {
+    suiro_set_error(SUIRO_ERR, "suiro_map_error: an output argument is NULL");
+    return 0;
+  }
   uint64_t e = ld_acq(&m->h->err_index);
   if (e != NO_ERROR) {
     /* the message as the failing runner wrote it, inside the heap as this process knows it */
@@ -396,6 +440,7 @@ int suiro_map_failure(suiro_map *m, suiro_error_info *info) {
   const void *data;
   size_t len;
   int kind;
+  if (!info) return 0;
   if (!suiro_map_error(m, &index, &data, &len, &kind)) return 0;
   suiro_error_read(kind, data, len, info);
   if (index != UINT64_MAX) info->index = (int64_t)index;
@@ -408,6 +453,7 @@ int suiro_map_failure(suiro_map *m, suiro_error_info *info) {
 }
 
 int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len) {
+  if (!map_readable(m, "suiro_map_result") || !data || !len) return 0;
   const map_layout *l = &m->lay;
   if (!l->slots_off || i >= l->n) return 0;
   map_slot *s = (map_slot *)(m->base + l->slots_off) + i;
@@ -420,6 +466,8 @@ int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len) {
 }
 
 int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
+  MAP_GUARD(m, "suiro_map_next_range", 0);
+  if (!begin || !end) return 0;
   const map_layout *l = &m->lay;
   if (!l->rings_off) return 0;
   for (uint32_t k = 0; k < l->runners; k++) {
@@ -441,6 +489,8 @@ int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end) {
 
 void suiro_map_free(suiro_map *m) {
   if (!m) return;
+  /* a double free reads the dead word; a map inherited across fork is the parent's to free */
+  MAP_GUARD(m, "suiro_map_free", );
   if (m->ntasks && m->pool) { /* abandoned mid-run: stop the runners and wait for them */
     atomic_store(&m->h->cancel, 1); /* the others stop at their next claim */
     suiro_map_wait(m, -1);
@@ -450,13 +500,15 @@ void suiro_map_free(suiro_map *m) {
   plan_free(m->plan);
   free(m->tasks);
   free(m->streams);
-  free(m);
+  handle_retire(m, sizeof *m);
 }
 
 /* ---- runner side ----------------------------------------------------------------------------- */
 
 suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsigned *runner) {
+  if (!out || !runner) return suiro_set_error(SUIRO_ERR, "suiro_map_attach: %s is NULL", !out ? "out" : "runner");
   *out = NULL;
+  if (!arg) return suiro_set_error(SUIRO_ERR, "suiro_map_attach: arg is NULL");
   uint32_t r;
   if (len < sizeof r + 2) return suiro_set_error(SUIRO_ERR, "map runner: malformed payload");
   memcpy(&r, arg, sizeof r);
@@ -473,6 +525,7 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
     suiro_buf_unref(b);
     return suiro_set_error(SUIRO_ERR, "out of memory");
   }
+  handle_init(&m->live, HANDLE_MAP);
   m->buf = b;
   m->base = suiro_buf_data(b);
   m->h = (map_hdr *)m->base;
@@ -504,6 +557,7 @@ suiro_status suiro_map_attach(const void *arg, size_t len, suiro_map **out, unsi
 }
 
 int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
+  MAP_GUARD(m, "suiro_map_claim", 0);
   if (ld_rlx(&m->h->cancel)) return 0;
   worker_placement_tick(); /* a runner runs for the whole map: keep it off a shared CPU */
   return cursor_claim(&m->h->cursor, m->lay.n, m->lay.runners, &m->claimer, begin, end);
@@ -512,6 +566,12 @@ int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
 void map_runner_at(suiro_map *m, uint64_t i) { st_rlx(&m->h->runner[m->runner].current, i); }
 
 void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
+  MAP_GUARD(m, "suiro_map_completed", );
+  if (begin > end || end > m->lay.n) {
+    suiro_set_error(SUIRO_ERR, "suiro_map_completed: range [%llu, %llu) is not inside the map's %llu elements",
+                    (unsigned long long)begin, (unsigned long long)end, (unsigned long long)m->lay.n);
+    return;
+  }
   atomic_fetch_add_explicit(&m->h->done, end - begin, memory_order_relaxed);
   if (!m->lay.rings_off) return;
   uint64_t v[2] = { begin, end };
@@ -548,8 +608,9 @@ static void *heap_alloc(suiro_map *m, size_t n, uint64_t *off) {
 }
 
 int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len) {
+  MAP_GUARD(m, "suiro_map_put", -1);
   const map_layout *l = &m->lay;
-  if (!l->slots_off || i >= l->n || len > UINT32_MAX) return -1;
+  if (!l->slots_off || i >= l->n || len > UINT32_MAX || (!data && len)) return -1;
   uint64_t off;
   void *dst = heap_alloc(m, len, &off);
   if (!dst) return -1;
@@ -562,6 +623,8 @@ int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len) {
 }
 
 int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len) {
+  MAP_GUARD(m, "suiro_map_fail", 0);
+  if (!err) len = 0;
   map_hdr *h = m->h;
   uint64_t none = NO_ERROR;
   if (!atomic_compare_exchange_strong(&h->err_index, &none, index)) return 0; /* someone was first */
@@ -579,13 +642,18 @@ int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len) {
   return 1;
 }
 
-void *suiro_map_runner_output(suiro_map *m) { return m->base + m->lay.out_off; }
-const void *suiro_map_runner_desc(suiro_map *m) { return m->base + m->lay.desc_off; }
-uint64_t suiro_map_runner_size(suiro_map *m) { return m->lay.n; }
+void *suiro_map_runner_output(suiro_map *m) {
+  return map_readable(m, "suiro_map_runner_output") ? m->base + m->lay.out_off : NULL;
+}
+const void *suiro_map_runner_desc(suiro_map *m) {
+  return map_readable(m, "suiro_map_runner_desc") ? m->base + m->lay.desc_off : NULL;
+}
+uint64_t suiro_map_runner_size(suiro_map *m) { return map_readable(m, "suiro_map_runner_size") ? m->lay.n : 0; }
 
 void suiro_map_detach(suiro_map *m) {
   if (!m) return;
+  MAP_GUARD(m, "suiro_map_detach", );
   plan_free(m->plan);
   if (m->buf) suiro_buf_unref(m->buf);
-  free(m);
+  handle_retire(m, sizeof *m);
 }

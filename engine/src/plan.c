@@ -158,6 +158,7 @@ static uint64_t shm_free_bytes(uint64_t need) {
 /* ---- creating ------------------------------------------------------------------------------- */
 
 suiro_status suiro_plan_create(suiro_pool *p, const suiro_plan_spec *s, suiro_map **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_plan_create: out (argument 3) is NULL");
   *out = NULL;
   char err[256];
   if (!p) return suiro_set_error(SUIRO_ERR, "map: pool is NULL");
@@ -280,6 +281,7 @@ void plan_free(struct suiro_plan *pl) { free(pl); }
 
 const suiro_plan *suiro_plan_of(suiro_map *m) {
   struct suiro_plan **slot = map_plan_slot(m);
+  if (!slot) return NULL; /* not a live map: the error is set */
   if (*slot) return *slot;
   size_t desc_bytes, out_bytes;
   uint64_t n;

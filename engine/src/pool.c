@@ -38,7 +38,10 @@
 
 static _Atomic int live_host_pools; /* pools this process created and has not stopped */
 
-static int has_home(void) { return suiro_current_pool() != NULL || atomic_load(&live_host_pools) > 0; }
+static int has_home(void) {
+  suiro_pool *cur = suiro_current_pool();
+  return (cur && !handle_inherited(cur)) || atomic_load(&live_host_pools) > 0;
+}
 
 /* This process's live host pools: for the recycle list (recycle.c finds a region's pool by its
  * name) and the cleanup at exit. */
@@ -47,7 +50,19 @@ static suiro_pool *hosts[POOL_MAX_HOSTS];
 
 void pool_hosts_lock(void) { pthread_mutex_lock(&hosts_lock); }
 void pool_hosts_unlock(void) { pthread_mutex_unlock(&hosts_lock); }
-suiro_pool *pool_host(int i) { return i >= 0 && i < POOL_MAX_HOSTS ? hosts[i] : NULL; }
+/* A forked child's inherited pools are its parent's: not offered (handle.c). */
+suiro_pool *pool_host(int i) {
+  return i >= 0 && i < POOL_MAX_HOSTS && hosts[i] && !handle_inherited(hosts[i]) ? hosts[i] : NULL;
+}
+
+/* fork (handle.c): the registry's lock is held across the fork, so the child's copy is
+ * consistent; the child hosts nothing (its inherited pools are its parent's). */
+void pool_fork_prepare(void) { pthread_mutex_lock(&hosts_lock); }
+void pool_fork_parent(void) { pthread_mutex_unlock(&hosts_lock); }
+void pool_fork_child(void) {
+  pthread_mutex_unlock(&hosts_lock);
+  atomic_store(&live_host_pools, 0);
+}
 
 /* At exit (os.exit, exit() from any thread), whatever this process still hosts goes: its workers
  * are killed and every name it owns is removed. Signals that kill the process skip this; then
@@ -57,7 +72,8 @@ static void pools_at_exit(void) {
   int any = 0;
   for (int i = 0; i < POOL_MAX_HOSTS; i++) {
     suiro_pool *p = hosts[i];
-    if (!p || !p->hdr || p->hdr->host_pid != getpid()) continue; /* a forked child hosts nothing */
+    /* a forked child hosts nothing: the pools it inherited are its parent's */
+    if (!p || !p->hdr || handle_inherited(p) || p->hdr->host_pid != getpid()) continue;
     any = 1;
     atomic_store(&p->hdr->closing, 1);
     for (int w = 0; w < p->hdr->max_workers; w++) {
@@ -228,6 +244,7 @@ static void freevec(char **v) {
 static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double timeout);
 
 suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_pool_create: out (argument 2) is NULL");
   *out = NULL;
   suiro_pool_opts o;
   suiro_pool_opts_init(&o);
@@ -251,6 +268,10 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
     return suiro_set_error(SUIRO_ERR, "suiro_pool_create: result_size must be a power of two in 64..65536, got %u", o.result_size);
   if (o.result_slots < 1 || o.result_slots > (1u << 22))
     return suiro_set_error(SUIRO_ERR, "suiro_pool_create: result_slots must be in 1..2^22, got %u", o.result_slots);
+  if (o.start_timeout != o.start_timeout)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: start_timeout is NaN");
+  if (o.respawn != 0 && o.respawn != 1)
+    return suiro_set_error(SUIRO_ERR, "suiro_pool_create: respawn must be 0 or 1, got %d", o.respawn);
 
   suiro_reap(); /* segments of crashed hosts go first */
 
@@ -268,6 +289,7 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
 
   suiro_pool *p = calloc(1, sizeof *p);
   if (!p) return suiro_set_error(SUIRO_ERR, "out of memory");
+  handle_init(&p->live, HANDLE_POOL);
   p->evfd = -1;
   p->monitor_ctl = -1;
   p->epfd = -1;
@@ -376,7 +398,16 @@ fail: {
   }
 }
 
-const char *suiro_pool_name(const suiro_pool *p) { return suiro_region_name(p->region); }
+const char *suiro_pool_name(const suiro_pool *p) {
+  int s = handle_state(p, HANDLE_POOL);
+  if (s != HS_OK && s != HS_FOREIGN) { /* an inherited pool still has its name */
+    handle_check(p, HANDLE_POOL, "suiro_pool_name");
+    return NULL;
+  }
+  return suiro_region_name(p->region);
+}
+
+int suiro_pool_inherited(const suiro_pool *p) { return handle_state(p, HANDLE_POOL) == HS_FOREIGN; }
 
 /* Waits until workers in [from, to) have attached, or one of them died trying. */
 static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double timeout) {
@@ -407,6 +438,9 @@ static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double t
 
 suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   if (!p) return SUIRO_OK;
+  /* A stale (stopped) handle, or one inherited across fork, is refused without touching anything:
+   * the inherited pool's workers, names and rings are the parent's. */
+  POOL_GUARD(p, "suiro_pool_stop", SUIRO_ERR);
   if (!p->is_host) return suiro_set_error(SUIRO_ERR, "suiro_pool_stop: a worker cannot stop its pool");
   pool_hdr *h = p->hdr;
   if (h) {
@@ -456,7 +490,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   freevec(p->env);
   freevec((char **)p->opts.env_keep);
   pthread_mutex_destroy(&p->lock);
-  free(p);
+  handle_retire(p, sizeof *p); /* a later use reads a dead word (handle.c) */
   return SUIRO_OK;
 }
 
@@ -476,6 +510,12 @@ const char *suiro_worker_state_name(int s) {
 }
 
 int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info *w, int cap) {
+  if (stats) memset(stats, 0, sizeof *stats);
+  POOL_GUARD(p, "suiro_pool_status", -1);
+  if (cap < 0 || (cap > 0 && !w)) {
+    suiro_set_error(SUIRO_ERR, "suiro_pool_status: cap must be >= 0 with room for cap records, got %d", cap);
+    return -1;
+  }
   pool_hdr *h = p->hdr;
   suiro_pool_stats s;
   memset(&s, 0, sizeof s);
@@ -517,6 +557,7 @@ int suiro_pool_status(suiro_pool *p, suiro_pool_stats *stats, suiro_worker_info 
 }
 
 suiro_status suiro_pool_spawn_workers(suiro_pool *p, int n) {
+  POOL_GUARD(p, "suiro_pool_spawn_workers", SUIRO_ERR);
   if (!p->is_host) return suiro_set_error(SUIRO_ERR, "spawn_workers: only the host can grow its pool");
   if (n <= 0) return suiro_set_error(SUIRO_ERR, "spawn_workers: n must be positive, got %d", n);
   if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "spawn_workers: the pool is stopping");
@@ -543,6 +584,7 @@ suiro_status suiro_pool_spawn_workers(suiro_pool *p, int n) {
 }
 
 suiro_status suiro_pool_retire(suiro_pool *p, int slot, double timeout) {
+  POOL_GUARD(p, "suiro_pool_retire", SUIRO_ERR);
   if (!p->is_host) return suiro_set_error(SUIRO_ERR, "retire: only the host can shrink its pool");
   if (slot < 0 || slot >= p->hdr->max_workers)
     return suiro_set_error(SUIRO_ERR, "retire: slot must be in 0..%d, got %d", p->hdr->max_workers - 1, slot);

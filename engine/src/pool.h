@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "buf.h"
+#include "handle.h"
 #include "suiro_bind.h"
 #include "internal.h"
 #include "park.h"
@@ -133,6 +134,7 @@ typedef struct sub_rec {
 /* The process-local handle. The host has one per pool; each worker has one (its current pool)
  * that submits from the worker's own submitter slot. */
 struct suiro_pool {
+  handle_live live;        /* first: checked at every entry (handle.c) */
   suiro_region *region;
   pool_hdr *hdr;
   worker_rec *workers;

@@ -41,9 +41,10 @@ static int recycle_pop_from(pool_hdr *h, size_t bytes, char *name_out, uint64_t 
   return 0;
 }
 
+/* A worker's forked child inherited its pool: the parent's, so not offered to (handle.c). */
 int pool_recycle_push(const char *region_name, uint64_t capacity) {
   suiro_pool *cur = suiro_current_pool();
-  if (cur) return recycle_push_to(cur->hdr, region_name, capacity);
+  if (cur) return handle_inherited(cur) ? 0 : recycle_push_to(cur->hdr, region_name, capacity);
   int done = 0;
   pool_hosts_lock();
   for (int i = 0; i < POOL_MAX_HOSTS && !done; i++) {
@@ -59,7 +60,7 @@ int pool_recycle_push(const char *region_name, uint64_t capacity) {
 
 int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity) {
   suiro_pool *cur = suiro_current_pool();
-  if (cur) return recycle_pop_from(cur->hdr, bytes, name_out, capacity);
+  if (cur) return handle_inherited(cur) ? 0 : recycle_pop_from(cur->hdr, bytes, name_out, capacity);
   int done = 0;
   pool_hosts_lock();
   for (int i = 0; i < POOL_MAX_HOSTS && !done; i++) {

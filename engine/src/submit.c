@@ -51,6 +51,8 @@ static inline int alloc_slot(suiro_pool *p, uint32_t *local) {
 }
 
 uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total) {
+  if (total) *total = 0;
+  POOL_GUARD(p, "suiro_free_slots", 0);
   uint32_t n = p->subs[p->sub].nresults;
   if (total) *total = n;
   return p->nfree + (n - p->fresh);
@@ -129,7 +131,7 @@ static suiro_status fill_entry(suiro_pool *p, taskq_entry *e, suiro_task t, uint
 }
 
 static suiro_status check_open(suiro_pool *p, const char *verb) {
-  if (SUIRO_UNLIKELY(!p)) return suiro_set_error(SUIRO_ERR, "%s: pool is NULL", verb);
+  POOL_GUARD(p, verb, SUIRO_ERR); /* NULL, stopped, inherited across fork (handle.c) */
   if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->closing)))
     return suiro_set_error(SUIRO_CLOSED, "%s: the pool is stopping", verb);
   return SUIRO_OK;
@@ -137,8 +139,10 @@ static suiro_status check_open(suiro_pool *p, const char *verb) {
 
 suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t len,
                           suiro_task *out, double timeout) {
-  suiro_status st = check_open(p, "submit");
+  suiro_status st = check_open(p, "suiro_submit");
   if (st != SUIRO_OK) return st;
+  if (SUIRO_UNLIKELY(!out)) return suiro_set_error(SUIRO_ERR, "suiro_submit: out (argument 5) is NULL");
+  if (SUIRO_UNLIKELY(!arg && len)) return suiro_set_error(SUIRO_ERR, "suiro_submit: arg is NULL with len %zu", len);
   uint32_t local;
   int got = alloc_slot(p, &local);
   if (SUIRO_UNLIKELY(got == -2)) return SUIRO_ERR; /* no room for new result slots (error set) */
@@ -180,8 +184,13 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
                                 suiro_task *out, size_t *accepted, double timeout) {
   size_t done = 0;
   if (accepted) *accepted = 0;
-  suiro_status st = check_open(p, "submit_batch");
+  suiro_status st = check_open(p, "suiro_submit_batch");
   if (st != SUIRO_OK) return st;
+  if (n && (!specs || !out))
+    return suiro_set_error(SUIRO_ERR, "suiro_submit_batch: %s is NULL with n = %zu", !specs ? "specs" : "out", n);
+  for (size_t i = 0; i < n; i++)
+    if (!specs[i].arg && specs[i].len)
+      return suiro_set_error(SUIRO_ERR, "suiro_submit_batch: specs[%zu].arg is NULL with len %zu", i, specs[i].len);
   const taskq_view *q = &p->queues[p->sub];
   sub_rec *s = &p->subs[p->sub];
   uint64_t deadline = timeout == 0 ? 0 : deadline_from(timeout);

@@ -579,6 +579,7 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   suiro_pool *p = calloc(1, sizeof *p);
+  if (p) handle_init(&p->live, HANDLE_POOL);
   if (!p || pool_attach(p, r, 1 + slot) != SUIRO_OK) {
     fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
     return 2;
@@ -694,6 +695,6 @@ int suiro_worker_run(const char *token) {
   leave(p, SUIRO_WORKER_EXITED);
   pool_detach(p);
   suiro_region_close(r, 0);
-  free(p);
+  handle_retire(p, sizeof *p);
   return 0;
 }
