@@ -105,7 +105,8 @@ suiro_status suiro_pool_create(const suiro_pool_opts *o, suiro_pool **out);
 suiro_status suiro_pool_stop(suiro_pool *p, double timeout);
 /* The name another process passes to suiro_pool_attach (not yet implemented across processes). */
 const char *suiro_pool_name(const suiro_pool *p);
-/* fork: nonzero when p was made by another process this one was forked from. Such a pool is
+/* fork: the pid of the process that made p when this process was forked from it (0 when p is
+ * this process's own, or not a live pool). Such a pool is
  * inert here: every call on it fails with "this pool belongs to process N" (suiro_pool_stop
  * too, touching nothing: its workers, names and rings are the parent's); views of its values
  * stay readable. A face's finalizers and exit handlers skip such pools. */

@@ -407,7 +407,7 @@ const char *suiro_pool_name(const suiro_pool *p) {
   return suiro_region_name(p->region);
 }
 
-int suiro_pool_inherited(const suiro_pool *p) { return handle_state(p, HANDLE_POOL) == HS_FOREIGN; }
+int suiro_pool_inherited(const suiro_pool *p) { return handle_state(p, HANDLE_POOL) == HS_FOREIGN ? p->live.pid : 0; }
 
 /* Waits until workers in [from, to) have attached, or one of them died trying. */
 static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double timeout) {

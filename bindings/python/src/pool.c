@@ -339,7 +339,7 @@ static void pool_stop_now(PoolObject *po, double timeout) {
   suiro_pool *p = po->p;
   po->p = NULL;
   po->npending = 0;
-  if (po->owner) {
+  if (po->owner && !suiro_pool_inherited(p)) { /* after os.fork() the parent's pool is not ours */
     Py_BEGIN_ALLOW_THREADS
     suiro_pool_stop(p, timeout);
     Py_END_ALLOW_THREADS
@@ -385,7 +385,7 @@ static PyObject *pool_stop(PoolObject *po, PyObject *args, PyObject *kw) {
   po->p = NULL;
   po->npending = 0;
   sp_pool_unlock(po);
-  if (p && po->owner) {
+  if (p && po->owner && !suiro_pool_inherited(p)) { /* after os.fork() the parent's pool is not ours */
     Py_BEGIN_ALLOW_THREADS
     suiro_pool_stop(p, timeout);
     Py_END_ALLOW_THREADS

@@ -135,7 +135,8 @@ void rs_signal_failure(const suiro_result *r, int64_t index) {
 
 void rs_pool_unref(rpool *rp) {
   if (--rp->refs > 0) return;
-  if (rp->p && rp->owner) suiro_pool_stop(rp->p, 5);
+  /* a forked child (mcparallel, mclapply) never stops its parent's pool */
+  if (rp->p && rp->owner && !suiro_pool_inherited(rp->p)) suiro_pool_stop(rp->p, 5);
   if (rp->fn_last) R_ReleaseObject(rp->fn_last);
   free(rp);
 }
@@ -144,6 +145,10 @@ void rs_async_stop(rpool *rp); /* rasync.c */
 
 static void pool_stop(rpool *rp, double timeout) {
   if (!rp->p) return;
+  if (suiro_pool_inherited(rp->p)) { /* a forked child: the parent's pool, not ours to stop */
+    rp->p = NULL;
+    return;
+  }
   rs_async_stop(rp);
   if (rp->owner) suiro_pool_stop(rp->p, timeout);
   rp->p = NULL;
@@ -175,6 +180,10 @@ rpool *rs_pool_of(SEXP pool, const char *verb, int must_run) {
   rpool *rp = R_ExternalPtrAddr(pool);
   if (!rp) Rf_error("%s: the pool is gone", verb);
   if (must_run && !rp->p) Rf_error("%s: the pool is stopped", verb);
+  int owner = rp->p ? suiro_pool_inherited(rp->p) : 0;
+  if (must_run && owner)
+    Rf_error("%s: this pool belongs to process %d (inherited across fork: a forked child, e.g. of mclapply "
+             "or mcparallel, cannot use its parent's pools; create a pool in the child)", verb, owner);
   return rp;
 }
 
