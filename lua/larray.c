@@ -92,6 +92,7 @@ static larray *new_array(lua_State *L, int type, int64_t n, int zero) {
   size_t es = wire_type_size(type);
   if (!es) luaL_error(L, "suiro.array: bad element type %d", type);
   if ((uint64_t)n > (SIZE_MAX / 2) / es) luaL_error(L, "suiro.array: %I elements of %d bytes are too many", (lua_Integer)n, (int)es);
+  lvalues_check_budget(L, "suiro.array", n, es); /* the memory it would take, before taking it */
   size_t bytes = (size_t)n * es;
   gc_pressure(L, bytes);
   larray *a = push_raw(L, type, n);
@@ -565,6 +566,7 @@ static int l_tostring(lua_State *L) {
 static void fill_from(lua_State *L, larray *a, int t, lua_Integer n) {
   int aidx = lua_gettop(L);
   for (lua_Integer i = 1; i <= n; i++) {
+    LSUIRO_POLL(L, i);
     lua_geti(L, t, i);
     store_elem(L, a, aidx, i - 1, lua_gettop(L));
     lua_pop(L, 1);
@@ -846,10 +848,9 @@ static int l_factor(lua_State *L) {
     if (!lua_istable(L, 1))
       return luaL_error(L, "suiro.factor: argument 1 must be a table of level names or an i32 array of codes, got %s",
                         luaL_typename(L, 1));
-    lua_getfield(L, 1, "n");
-    n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, 1);
-    lua_pop(L, 1);
+    n = lvalues_count(L, 1, "suiro.factor", sizeof(int32_t)); /* checked before the loops */
     for (lua_Integer i = 1; i <= n; i++) {
+      LSUIRO_POLL(L, i);
       int t = lua_rawgeti(L, 1, i);
       if (t != LUA_TSTRING && t != LUA_TNIL && !lvalues_is_na(L, -1))
         return luaL_error(L, "suiro.factor: element %I must be a string or suiro.NA, got %s", i, luaL_typename(L, -1));
@@ -879,6 +880,7 @@ static int l_factor(lua_State *L) {
     }
   } else {
     for (lua_Integer i = 1; i <= n; i++) {
+      LSUIRO_POLL(L, i);
       if (lua_rawgeti(L, 1, i) == LUA_TSTRING) {
         lua_pushvalue(L, -1);
         if (lua_rawget(L, seen) == LUA_TNIL) {
@@ -924,6 +926,7 @@ static int l_factor(lua_State *L) {
     }
   } else {
     for (lua_Integer i = 1; i <= n; i++) {
+      LSUIRO_POLL(L, i);
       if (lua_rawgeti(L, 1, i) == LUA_TSTRING) {
         lua_pushvalue(L, -1);
         if (lua_rawget(L, seen) != LUA_TNUMBER)

@@ -277,6 +277,8 @@ static void enc_call(enc *e, int idx) {
   lua_getfield(L, args, "n");
   lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, args);
   lua_pop(L, 1);
+  if (n < 0 || n > ((lua_Integer)1 << 20)) /* an argument list: each item is written below */
+    enc_fail(L, e, lua_pushfstring(L, "a call's args.n = %I is not a count of arguments (0..2^20)", n));
   wire_put_list(e->w, (uint64_t)n);
   e->ncontainers++;
   for (lua_Integer i = 1; i <= n; i++) {
@@ -380,11 +382,15 @@ static void enc_strings(enc *e, int idx) {
                                                                              : (lua_Integer)lua_rawlen(L, idx);
   lua_pop(L, 1);
   if (n < 0) enc_fail(L, e, lua_pushfstring(L, "string vector with n = %I", n));
+  /* n is the caller's word (a field anyone can set): every element is written, at least 8 bytes */
+  if (suiro_budget_check("string vector: n", (uint64_t)n, 8) != SUIRO_OK)
+    enc_fail(L, e, lua_pushstring(L, suiro_last_error()));
   if (lua_rawgeti(L, idx, n + 1) != LUA_TNIL)
     enc_fail(L, e, lua_pushfstring(L, "string vector has an element %I past its n = %I: update n", n + 1, n));
   lua_pop(L, 1);
   wire_put_strs(e->w, (uint64_t)n);
   for (lua_Integer i = 1; i <= n; i++) {
+    LSUIRO_POLL(L, i);
     int t = lua_rawgeti(L, idx, i);
     if (t == LUA_TSTRING) {
       size_t len;
@@ -523,6 +529,8 @@ static void enc_funcdesc(enc *e, int idx) {
     lua_getfield(L, caps, "n");
     n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, caps);
     lua_pop(L, 1);
+    if (n < 0 || n > ((lua_Integer)1 << 20))
+      enc_fail(L, e, lua_pushfstring(L, "a func descriptor's captured.n = %I is not a count (0..2^20)", n));
   } else if (!lua_isnil(L, -1)) {
     enc_fail(L, e, "a func descriptor's captured values must be a table");
   }

@@ -97,11 +97,10 @@ static double na_f64(void) {
 /* A typed column from a plain table of strings, booleans or numbers (suiro.NA or nil for
  * missing values); replaces the table at idx. */
 static void column_from_table(lua_State *L, int idx, const char *name) {
-  lua_getfield(L, idx, "n");
-  lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, idx);
-  lua_pop(L, 1);
+  lua_Integer n = lvalues_count(L, idx, "suiro.frame", LVALUES_SLOT_BYTES); /* checked before the loops */
   int nstr = 0, nbool = 0, nnum = 0, nfloat = 0;
   for (lua_Integer i = 1; i <= n; i++) {
+    LSUIRO_POLL(L, i);
     int t = lua_rawgeti(L, idx, i);
     if (t == LUA_TSTRING) nstr = 1;
     else if (t == LUA_TBOOLEAN) nbool = 1;
@@ -121,8 +120,9 @@ static void column_from_table(lua_State *L, int idx, const char *name) {
     luaL_error(L, "suiro.frame: cannot tell the type of column \"%s\" (%s): give it as a typed array such as "
                   "suiro.f64 {} or suiro.strings {}", name, n ? "all NA" : "empty");
   if (nstr) {
-    lua_createtable(L, (int)n, 1);
+    lua_createtable(L, n < (1 << 26) ? (int)n : 0, 1);
     for (lua_Integer i = 1; i <= n; i++) {
+      LSUIRO_POLL(L, i);
       if (lua_rawgeti(L, idx, i) == LUA_TNIL) {
         lua_pop(L, 1);
         lvalues_push_na(L);
@@ -136,6 +136,7 @@ static void column_from_table(lua_State *L, int idx, const char *name) {
     int type = nbool ? WIRE_T_BOOL : nfloat ? WIRE_T_F64 : WIRE_T_I64;
     larray *a = larray_new(L, type, n);
     for (lua_Integer i = 1; i <= n; i++) {
+      LSUIRO_POLL(L, i);
       int t = lua_rawgeti(L, idx, i);
       int na = t == LUA_TNIL || lvalues_is_na(L, -1);
       if (type == WIRE_T_BOOL) ((uint8_t *)a->data)[i - 1] = na ? WIRE_NA_BOOL : (uint8_t)lua_toboolean(L, -1);

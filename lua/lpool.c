@@ -1005,6 +1005,17 @@ static int interrupt_check(void *ud) {
   return lua_gethook(main) != NULL && lua_gethookcount(main) == 1 && (lua_gethookmask(main) & all) == all;
 }
 
+void lpool_check_interrupt(lua_State *L) {
+  lua_State *main = NULL;
+  if (!lpool_signal) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+  }
+  if (lpool_signal || (main && interrupt_check(main)))
+    luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
+}
+
 /* Registers the pool and task metatables and sets the pool functions (pool, current_pool, now,
  * reap, task_pool, worker_exe, arm_events, wait_events) and the method tables into the table on
  * top (linit.c's module table). */

@@ -200,6 +200,14 @@ extern int lpool_is_cli;
 /* Set by the suiro command's SIGINT/SIGTERM handler (the signal number): host waits end with an
  * "interrupted!" / "terminated" error (lpool.c). */
 extern volatile sig_atomic_t lpool_signal;
+/* Raises "interrupted!" / "terminated" when a SIGINT or SIGTERM is pending (the suiro command's
+ * handler, or lua5.4's SIGINT hook on the main thread): long C loops call it every so often so a
+ * signal ends them (LSUIRO_POLL: every 2^16 iterations). */
+void lpool_check_interrupt(lua_State *L);
+#define LSUIRO_POLL(L, i)                                                                       \
+  do {                                                                                          \
+    if ((((lua_Integer)(i)) & 0xffff) == 0) lpool_check_interrupt(L);                           \
+  } while (0)
 
 /* lworker.c — the Lua worker; and what the map runner (lmap.c) uses of it: decoding one value
  * with functions, resolving "module.fn", the error handler and the error payload, its own pool. */

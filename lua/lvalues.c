@@ -176,6 +176,32 @@ static void init_bytes_mt(lua_State *L) {
   lua_setfield(L, -2, "__name");
 }
 
+/* ---- counts read from callers ----------------------------------------------------------------- */
+
+void lvalues_check_budget(lua_State *L, const char *who, int64_t n, size_t elem_bytes) {
+  if (n < 0) luaL_error(L, "%s: n must be >= 0, got %I", who, (lua_Integer)n);
+  char what[96];
+  snprintf(what, sizeof what, "%s: n", who);
+  if (suiro_budget_check(what, (uint64_t)n, elem_bytes) != SUIRO_OK) luaL_error(L, "%s", suiro_last_error());
+}
+
+int64_t lvalues_count(lua_State *L, int idx, const char *who, size_t elem_bytes) {
+  idx = lua_absindex(L, idx);
+  lua_Integer n;
+  if (lua_getfield(L, idx, "n") != LUA_TNIL) {
+    int ok;
+    n = lua_tointegerx(L, -1, &ok);
+    if (!ok || lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L, "%s: n must be an integer, got %s", who, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                                                        : luaL_typename(L, -1));
+  } else {
+    n = (lua_Integer)lua_rawlen(L, idx);
+  }
+  lua_pop(L, 1);
+  lvalues_check_budget(L, who, n, elem_bytes);
+  return n;
+}
+
 /* ---- string vectors --------------------------------------------------------------------------- */
 
 void lvalues_setmt_strings(lua_State *L) {
@@ -190,12 +216,18 @@ int lvalues_is_strings(lua_State *L, int idx) { return lua_istable(L, idx) && ls
 static int strings_new(lua_State *L) {
   if (!lua_istable(L, 1))
     return luaL_error(L, "suiro.strings: argument 1 must be a table of strings, got %s", luaL_typename(L, 1));
-  lua_getfield(L, 1, "n");
-  lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : luaL_len(L, 1);
-  lua_pop(L, 1);
-  if (n < 0) return luaL_error(L, "suiro.strings: n must be >= 0, got %I", n);
+  lua_Integer n;
+  if (lua_getfield(L, 1, "n") == LUA_TNIL) {
+    lua_pop(L, 1);
+    n = luaL_len(L, 1);
+    lvalues_check_budget(L, "suiro.strings", n, LVALUES_SLOT_BYTES);
+  } else {
+    lua_pop(L, 1);
+    n = lvalues_count(L, 1, "suiro.strings", LVALUES_SLOT_BYTES); /* checked before the loop */
+  }
   lua_createtable(L, n < (1 << 26) ? (int)n : 0, 1);
   for (lua_Integer i = 1; i <= n; i++) {
+    LSUIRO_POLL(L, i);
     int t = lua_geti(L, 1, i);
     if (t == LUA_TNIL) {
       lua_pop(L, 1);

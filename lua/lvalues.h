@@ -16,6 +16,16 @@ extern const char lvalues_key_na, lvalues_key_bytes, lvalues_key_strings, lvalue
 /* Pushes the metatable registered under key (made on first use). */
 void lvalues_push_mt(lua_State *L, const void *key);
 
+/* The element count of the table at idx for constructor `who`: its field n when given (an integer,
+ * or a float with an integral value), else #t; raises unless 0 <= n and n elements of elem_bytes
+ * each fit the engine's memory budget (suiro_budget_check): a count read from a caller is checked
+ * before anything is allocated. */
+int64_t lvalues_count(lua_State *L, int idx, const char *who, size_t elem_bytes);
+/* Raises unless n elements of elem_bytes fit the memory budget ("<who>: ..."). */
+void lvalues_check_budget(lua_State *L, const char *who, int64_t n, size_t elem_bytes);
+/* What one element of a Lua table costs (a TValue of its array part). */
+#define LVALUES_SLOT_BYTES 16
+
 /* suiro.NA: one userdata per Lua state (BOOL NA; NA elements of string vectors, bool arrays and
  * factors). */
 void lvalues_push_na(lua_State *L);

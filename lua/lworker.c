@@ -287,6 +287,7 @@ static void call_spec(lua_State *L, int spec) {
   lua_getfield(L, args, "n");
   lua_Integer n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, args);
   lua_pop(L, 1);
+  if (n < 0 || n > 1000000) luaL_error(L, "call: args.n = %I is not a count of arguments", n);
   luaL_checkstack(L, (int)n + 4, "too many arguments");
   lua_pushvalue(L, args - 1); /* the function */
   for (lua_Integer i = 1; i <= n; i++) lua_geti(L, args, i);

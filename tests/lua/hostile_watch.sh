@@ -9,6 +9,16 @@
 set -u
 errf=$1
 shift
+# No case may take more than 1 GB (issue 17, acceptance 3): the child and its workers run under a
+# 1 GiB data limit (RLIMIT_DATA: the heap and private mappings; not the address space, since pool
+# regions are large sparse shared mappings); under AddressSanitizer (which reserves terabytes of
+# private shadow) the engine's budget is 1 GiB instead and ASan kills a process whose resident
+# memory passes 1 GiB.
+if [[ "${LD_PRELOAD:-}" == *asan* ]]; then
+  export SUIRO_MAX_BYTES=1G ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=1024"
+else
+  ulimit -d $((1 << 20))
+fi
 coproc CHILD { exec setsid "$@" 2>"$errf"; }
 pid=$CHILD_PID
 exec {out}<&"${CHILD[0]}"
