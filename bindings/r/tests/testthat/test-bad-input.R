@@ -50,7 +50,7 @@ case("range constructor 2^60", length(range_of(0, 1, 2^60)))
 case("ndarray constructor 2^31 x 2^31", length(enc(suiro_typed(1:4, "i32", form = "ndarray", shape = c(2^31, 2^31)))))
 case("ndarray constructor shape 3 of 4", length(enc(suiro_typed(1:4, "i32", form = "ndarray", shape = 3))))
 case("typed i64 scalar of 3", length(enc(suiro_typed(c(1, 2, 3), "i64", form = "scalar"))))
-# crafted serialize() bytes: a length field of 2^31-1 elements after R's header
+# crafted serialize() bytes: a length field of 2^31-1 elements after the header of R
 ser <- suiro_wire_encode(quote(a + b), rich = TRUE)
 at <- which(ser == as.raw(0x42) & c(ser[-1], as.raw(0)) == as.raw(0x0a))[1]
 crafted <- ser
