@@ -187,6 +187,14 @@ uint32_t suiro_free_slots(suiro_pool *p, uint32_t *total);
  * returns nonzero. A face sets it to see Ctrl-C (Lua: a signal flag; R: R_CheckUserInterrupt). */
 void suiro_set_interrupt_check(int (*check)(void *ud), void *ud);
 
+/* Diagnostics: the few messages the engine has no caller to return to (a worker process that
+ * cannot join its pool says why before it gives up) go to fn(ud, msg, len): one line, without its
+ * newline, msg[len] == 0. The default (fn NULL) writes the line and a newline to file descriptor
+ * 2. The engine calls it only from the thread of the engine call that reports (never from a
+ * thread of its own); set it once, before pools or workers start (R: REprintf). */
+typedef void (*suiro_diag_fn)(void *ud, const char *msg, size_t len);
+void suiro_set_diag(suiro_diag_fn fn, void *ud);
+
 /* Event loop integration: a file descriptor that becomes readable when a result arrives. A burst
  * of completions makes it readable once. After it fires call suiro_pool_event_ack (which drains
  * and re-arms it) and only then collect with timeout 0. */

@@ -50,6 +50,13 @@ static inline uint64_t deadline_from(double timeout) {
 suiro_status suiro_set_error(suiro_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 suiro_status suiro_set_errno(const char *what); /* "<what>: strerror(errno)" */
 
+/* A diagnostic line (no newline) to the hook of suiro_set_diag: for what has no caller to
+ * return it to. The engine writes to stderr nowhere else. */
+void suiro_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Ends this process at once with code, as _exit() does (no atexit handlers, no stdio flush):
+ * a worker whose host is gone. The engine exits nowhere else. */
+void suiro_exit_now(int code) __attribute__((noreturn));
+
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int suiro_ncpu(void);
 

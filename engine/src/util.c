@@ -1,4 +1,6 @@
-/* util.c — error messages, clocks, process facts. No shared state. */
+/* util.c — error messages, diagnostics and the exit of a worker, clocks, process facts. Shared
+ * state: the diagnostics hook, two plain variables set once before pools start (as the interrupt
+ * check of events.c); the rest is thread-local or none. */
 #include "internal.h"
 
 #include <errno.h>
@@ -8,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static _Thread_local char last_error[512];
@@ -26,6 +30,35 @@ suiro_status suiro_set_errno(const char *what) {
 }
 
 const char *suiro_last_error(void) { return last_error; }
+
+/* The default diagnostics hook: the line and its newline to fd 2 in one writev (a line from one
+ * process stays whole among others' on a pipe), through stdio nowhere. */
+static void diag_to_fd2(void *ud, const char *msg, size_t len) {
+  struct iovec v[2] = { { (void *)msg, len }, { (void *)"\n", 1 } };
+  while (writev(2, v, 2) < 0 && errno == EINTR) {}
+}
+
+static suiro_diag_fn diag_fn = diag_to_fd2;
+static void *diag_ud;
+
+void suiro_set_diag(suiro_diag_fn fn, void *ud) {
+  diag_fn = fn ? fn : diag_to_fd2;
+  diag_ud = fn ? ud : NULL;
+}
+
+void suiro_diag(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  diag_fn(diag_ud, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+}
+
+void suiro_exit_now(int code) {
+  for (;;) syscall(SYS_exit_group, code);
+}
 
 const char *suiro_version(void) {
 #define S_(x) #x

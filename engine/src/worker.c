@@ -498,7 +498,7 @@ static void *watch_host(void *arg) {
        * pools, regions and anchor behind; its workers are the first to know, so they remove it all
        * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
       region_reap_owner(watched_pid, watched_id);
-      _exit(0);
+      suiro_exit_now(0);
     }
   }
   return NULL;
@@ -562,26 +562,26 @@ int suiro_worker_run(const char *token) {
   /* name:slot:incarnation[:fd of the death pipe, when the host watches workers without pidfds] */
   int fields = c1 ? sscanf(c1 + 1, "%d:%u:%d", &slot, &inc, &death_fd) : 0;
   if (!c1 || (size_t)(c1 - token) >= sizeof name || fields < 2) {
-    fprintf(stderr, "suiro worker: malformed token '%s'\n", token);
+    suiro_diag("suiro worker: malformed token '%s'", token);
     return 2;
   }
   memcpy(name, token, (size_t)(c1 - token));
   name[c1 - token] = 0;
   suiro_region *r;
   if (suiro_region_open(name, 1, &r) != SUIRO_OK) {
-    fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
+    suiro_diag("suiro worker: %s", suiro_last_error());
     return 2;
   }
   pool_hdr *h = suiro_region_addr(r);
   if (h->magic != POOL_MAGIC || h->version != POOL_VERSION || slot < 0 || slot >= h->max_workers) {
-    fprintf(stderr, "suiro worker: %s is not a compatible pool (or slot %d is out of range)\n", name, slot);
+    suiro_diag("suiro worker: %s is not a compatible pool (or slot %d is out of range)", name, slot);
     suiro_region_close(r, 0);
     return 2;
   }
   suiro_pool *p = calloc(1, sizeof *p);
   if (p) handle_init(&p->live, HANDLE_POOL);
   if (!p || pool_attach(p, r, 1 + slot) != SUIRO_OK) {
-    fprintf(stderr, "suiro worker: %s\n", suiro_last_error());
+    suiro_diag("suiro worker: %s", suiro_last_error());
     return 2;
   }
   p->is_host = 0;
@@ -589,7 +589,7 @@ int suiro_worker_run(const char *token) {
   p->evfd = -1;
   worker_rec *me = &p->workers[slot];
   if (ld_acq(&me->incarnation) != inc) {
-    fprintf(stderr, "suiro worker: slot %d was given to another worker\n", slot);
+    suiro_diag("suiro worker: slot %d was given to another worker", slot);
     return 2;
   }
   /* The death pipe stays with this process alone: what it starts must not keep it open. */
@@ -597,7 +597,7 @@ int suiro_worker_run(const char *token) {
   int watch = start_host_watch(h, death_fd >= 0);
   if (watch == 1) return 0; /* host already gone: nobody to tell */
   if (watch < 0) {
-    fprintf(stderr, "suiro worker: cannot watch host %d: %s\n", (int)h->host_pid, strerror(errno));
+    suiro_diag("suiro worker: cannot watch host %d: %s", (int)h->host_pid, strerror(errno));
     return 2;
   }
   pool_install_buf_env();

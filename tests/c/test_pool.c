@@ -948,3 +948,37 @@ TEST(blobs_are_shared_and_removed_at_stop) {
   suiro_pool_stop(p, 5);
   CHECK_EQ(shm_count(prefix), 0);
 }
+
+/* The engine's diagnostics go to the suiro_set_diag hook, one line without its newline; the
+ * default hook (fn NULL) writes the line and a newline to fd 2 with nothing buffered. */
+static char diag_seen[512];
+static int diag_calls;
+static void diag_catch(void *ud, const char *msg, size_t len) {
+  CHECK(ud == &diag_calls);
+  CHECK_EQ(msg[len], 0);
+  snprintf(diag_seen, sizeof diag_seen, "%.*s", (int)len, msg);
+  diag_calls++;
+}
+
+TEST(diagnostics_go_to_the_hook_or_fd_2) {
+  suiro_set_diag(diag_catch, &diag_calls);
+  CHECK_EQ(suiro_worker_run("no-slot-here"), 2);
+  CHECK_EQ(diag_calls, 1);
+  CHECK(strcmp(diag_seen, "suiro worker: malformed token 'no-slot-here'") == 0);
+
+  suiro_set_diag(NULL, NULL); /* back to fd 2, here a pipe */
+  int fds[2], saved = dup(2);
+  CHECK(pipe(fds) == 0 && saved >= 0);
+  CHECK(dup2(fds[1], 2) == 2);
+  int rc = suiro_worker_run("/suiro_no_such_pool:0:1");
+  dup2(saved, 2);
+  close(fds[1]);
+  char buf[512];
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  CHECK_EQ(rc, 2);
+  CHECK(n > 0);
+  buf[n] = 0;
+  CHECK(strncmp(buf, "suiro worker: ", 14) == 0);
+  CHECK(strchr(buf, '\n') == buf + n - 1); /* one line */
+  CHECK_EQ(diag_calls, 1);
+}

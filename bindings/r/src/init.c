@@ -121,11 +121,18 @@ static const R_CallMethodDef calls[] = {
   { NULL, NULL, 0 }
 };
 
+/* The engine's diagnostics (a worker that cannot join its pool says why) through R's error
+ * stream, as R CMD check wants of compiled code. */
+static void rs_diag(void *ud, const char *msg, size_t len) {
+  REprintf("%.*s\n", (int)len, msg);
+}
+
 /* The package is compiled with hidden visibility (Makevars: $(C_VISIBILITY)): R finds only this. */
 void attribute_visible R_init_suiro(DllInfo *dll) {
   R_registerRoutines(dll, NULL, calls, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   R_forceSymbols(dll, TRUE);
+  suiro_set_diag(rs_diag, NULL);
   rs_codec_init();
   rs_pool_init();
   rs_func_init();

@@ -2,7 +2,8 @@
  * rsuiro.h — the R face's internal interface (package suiro's shared library).
  *
  * Modules, one concept each:
- *   init.c    registration of the .Call entry points and the ALTREP classes
+ *   init.c    registration of the .Call entry points and the ALTREP classes; the engine's
+ *             diagnostics through REprintf (suiro_set_diag)
  *   rcodec.c  R values <-> wire values (suiro_wire.h), the R conventions of docs/wire-format.md
  *   rview.c   read-only ALTREP views over shared regions (suiro_buf)
  *   rpool.c   pools, tasks, collect, outcomes and errors
@@ -12,7 +13,6 @@
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
  *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
  *   rrandom.c suiro_random(): the per-element streams of seeded maps
- *   rcompat.c what the engine's stderr and _exit go through inside R (rcompat.h)
  *
  * Everything here runs on R's main thread except the watcher in rasync.c (see its header).
  * Only public engine headers are used: suiro.h, suiro_wire.h, suiro_bind.h, suiro_embed.h.
