@@ -79,3 +79,28 @@ def test_unpicklable_result_fails_the_task(pool):
 def test_remote_error_is_a_value_too():
     e = suiro.RemoteError("msg", "simpleError", "tb", 3)
     assert suiro.wire.decode(suiro.wire.encode(e)).__reduce__() == e.__reduce__()
+
+
+@pytest.mark.parametrize("name", ["not a name!", "os.", "", "a..b"])
+def test_a_bad_function_name_is_refused_at_submit(pool, name):
+    # refused by the grammar every face uses, before anything is sent; the pool serves on
+    with pytest.raises(ValueError, match=r'^submit: argument 1: bad function reference'):
+        pool.submit(name)
+    with pytest.raises(ValueError, match=r'^map: function: bad function reference'):
+        pool.map(name, [1])
+    assert pool.submit("operator.add", 1, 2).collect(timeout=10) == 3
+
+
+def test_a_bad_function_name_is_refused_for_lua_workers():
+    with suiro.pool(workers=1, launcher=suiro.lua()) as p:
+        with pytest.raises(ValueError, match=r'^submit: argument 1: bad function reference "not a name!"'):
+            p.submit("not a name!", 1)
+        assert p.submit("string.rep", "a", 2).collect(timeout=10) == "aa"
+
+
+def test_pool_class_called_directly_is_suiro_pool():
+    # the engine's constructor alone started workers with no command
+    with suiro.Pool(1) as p:
+        assert p.lang == "python" and p.submit(pow, 2, 5).collect(timeout=10) == 32
+    with pytest.raises(TypeError, match="suiro.Pool: unknown option 'bogus'"):
+        suiro.Pool(bogus=1)

@@ -1028,10 +1028,28 @@ static int put_kwargs(enc *e, PyObject *kwargs) {
 }
 
 /* Writes the function item (a callable, a "module.fn" str) for Python workers. */
+/* A function given by name is checked by the grammar every face uses before it is sent (a bad
+ * name was accepted and failed only in the worker); a name submitted again in a loop is checked
+ * once (the pool remembers the last one, as it does the last callable). */
+static int check_name(enc *e, PyObject *fn) {
+  PoolObject *po = e->o->pool;
+  if (po && fn == po->last_fn) return 0;
+  char why[512];
+  int bad = sp_fnref_check(fn, why, sizeof why);
+  if (bad == -2) return -1;
+  if (bad) return enc_fail(e, PyExc_ValueError, "%s", why);
+  if (po) {
+    Py_XSETREF(po->last_fn, Py_NewRef(fn));
+    Py_XSETREF(po->last_item, Py_NewRef(fn));
+  }
+  return 0;
+}
+
 static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
   int has_kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
   PyObject *id;
   if (PyUnicode_Check(fn)) {
+    if (check_name(e, fn) < 0) return -1;
     id = Py_NewRef(fn);
   } else {
     PoolObject *po = e->o->pool;
@@ -1090,6 +1108,7 @@ int sp_encode_task(const sp_enc_opts *o, PyObject *fn, PyObject *const *args, Py
                    o->verb, o->foreign_lang, type_name(fn), o->foreign_lang);
       goto out;
     }
+    if (check_name(&e, fn) < 0) goto out;
     if (has_kw) { /* named arguments: a call spec */
       wire_put_list(w, 1);
       Py_ssize_t tl;
@@ -1171,6 +1190,7 @@ int sp_encode_fn_list(const sp_enc_opts *o, PyObject *fn, wire_writer *w) {
                    o->verb, o->foreign_lang, type_name(fn), o->foreign_lang);
       goto out;
     }
+    if (check_name(&e, fn) < 0) goto out;
     rc = put_str(&e, fn);
   } else if (!PyUnicode_Check(fn) && !PyCallable_Check(fn)) {
     PyErr_Format(PyExc_TypeError, "%s: argument 1 must be a callable or a \"module.fn\" name, got %s", o->verb, type_name(fn));

@@ -189,6 +189,14 @@ static PyObject *m_embed_duration(PyObject *self, PyObject *s) {
   return PyFloat_FromDouble(v);
 }
 
+/* The function reference grammar of every face (the embedded Lua reader): 0 when s is well
+ * formed, -1 with why in err, -2 with a Python error set. Called with the GIL held. */
+int sp_fnref_check(PyObject *s, char *err, size_t cap) {
+  const char *str = PyUnicode_AsUTF8(s);
+  if (!str || embed_ready() < 0) return -2;
+  return suiro_embed_fnref(embed, str, err, cap) != 0 ? -1 : 0;
+}
+
 static PyObject *m_embed_fnref(PyObject *self, PyObject *s) {
   const char *str = PyUnicode_AsUTF8(s);
   if (!str || embed_ready() < 0) return NULL;

@@ -185,4 +185,8 @@ static inline const char *sp_lang_name(int lang) {
   return lang == WIRE_LANG_LUA ? "lua" : lang == WIRE_LANG_R ? "r" : "python";
 }
 
+/* module.c: a function reference ("module.fn", "pkg::fn") checked by the shared grammar: 0 when
+ * well formed, -1 with why in err, -2 with a Python error set. */
+int sp_fnref_check(PyObject *s, char *err, size_t cap);
+
 #endif

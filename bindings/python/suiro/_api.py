@@ -136,7 +136,7 @@ def _normalise(opts, where):
         raise ValueError(str(e)) from None
 
 
-def _start(o, where):
+def _start(o, where, p=None):
     if o.get("backend") == "mpi":
         raise ValueError('%s: backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run '
                          'script.lua, docs/mpi.md); a Python host starts local pools' % where)
@@ -180,8 +180,9 @@ def _start(o, where):
         kw["start_timeout"] = float(o["start_timeout"])
     if o.get("timeout") is not None:
         kw["timeout"] = float(o["timeout"])
-    p = Pool.__new__(Pool)
-    Pool.__init__(p, **kw)
+    if p is None:
+        p = Pool.__new__(Pool)
+    _core.Pool.__init__(p, **kw)
     p._launcher = kind
     return p
 
@@ -195,23 +196,31 @@ def pool(workers=None, *, launcher=None, **options):
     Options (as in Lua config scripts): workers, max_workers, launcher, timeout, start_timeout
     ("10s" or seconds), env (dict), respawn, ring_cap, slot_size, result_slots, result_size, name.
     """
+    return _start(_pool_options(workers, launcher, options, "suiro.pool"), "suiro.pool")
+
+
+def _pool_options(workers, launcher, options, where):
     for k in options:
         if k not in _POOL_KEYS:
-            raise TypeError("suiro.pool: unknown option %r (options: %s)" % (k, ", ".join(("launcher",) + _POOL_KEYS)))
+            raise TypeError("%s: unknown option %r (options: %s)" % (where, k, ", ".join(("launcher",) + _POOL_KEYS)))
     opts = {k: v for k, v in options.items() if v is not None}
     if workers is not None:
         opts["workers"] = workers
-    opts["launcher"] = _launcher_wire(launcher, "suiro.pool")
+    opts["launcher"] = _launcher_wire(launcher, where)
     if "env" in opts and not isinstance(opts["env"], dict):
-        raise TypeError("suiro.pool: env must be a dict of str, got %s" % type(opts["env"]).__name__)
-    o = _normalise(opts, "suiro.pool")
-    return _start(o, "suiro.pool")
+        raise TypeError("%s: env must be a dict of str, got %s" % (where, type(opts["env"]).__name__))
+    return _normalise(opts, where)
 
 
 class Pool(_core.Pool):
     """A pool of worker processes. Make one with suiro.pool(); use it as a context manager."""
 
     _launcher = "python"
+
+    def __init__(self, workers=None, *, launcher=None, **options):
+        # suiro.Pool(...) is suiro.pool(...): the options checked, the launcher's command built
+        # (the engine's own constructor alone started workers with no command)
+        _start(_pool_options(workers, launcher, options, "suiro.Pool"), "suiro.Pool", self)
 
     def __enter__(self):
         return self
