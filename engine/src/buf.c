@@ -76,13 +76,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 #define NBUCKETS 256
 static suiro_buf *buckets[NBUCKETS];
 static size_t free_bytes, free_count;
-static size_t cache_count;
+static size_t cache_count, cache_bytes; /* mappings kept of regions held elsewhere */
 #define CACHE_CAP 16
 static size_t free_cap_bytes = (size_t)512 << 20;
 static size_t free_cap_count = 64;
 
 /* The pool layer's services (buf.h); until a pool installs them, no recycling and no home. */
-static int no_push(const char *n, uint64_t c) { (void)n; (void)c; return 0; }
+static int no_push(const char *n, uint64_t c, uint64_t l) { (void)n; (void)c; (void)l; return 0; }
 static int no_pop(size_t b, char *n, uint64_t *c) { (void)b; (void)n; (void)c; return 0; }
 static int no_home(void) { return 0; }
 static buf_env env = { no_push, no_pop, no_home };
@@ -227,6 +227,7 @@ static void off_lists(suiro_buf *b) {
   if (b->in_cache) {
     b->in_cache = 0;
     cache_count--;
+    cache_bytes -= b->cap;
   }
 }
 
@@ -326,6 +327,7 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
     }
     /* someone holds it after all (a stale name came back): leave it to them */
     cache_count++;
+    cache_bytes += best->cap;
     best->in_cache = 1;
     best->freed_at = suiro_ns();
   }
@@ -497,18 +499,23 @@ void suiro_buf_hold(suiro_buf *b) {
   pthread_mutex_unlock(&lock);
 }
 
-/* Keeps a mapping nobody here holds (LRU of CACHE_CAP); lock held. */
+/* Keeps a mapping nobody here holds (LRU of CACHE_CAP mappings and the free list's byte cap: a
+ * mapping keeps its pages even once the region's name is gone); lock held. */
 static void cache_mapping(suiro_buf *b) {
   b->in_cache = 1;
   b->freed_at = suiro_ns();
   cache_count++;
-  while (cache_count > CACHE_CAP) {
+  cache_bytes += b->cap;
+  while (cache_count > CACHE_CAP || cache_bytes > free_cap_bytes) {
     suiro_buf *victim = NULL;
     for (int k = 0; k < NBUCKETS; k++)
       for (suiro_buf *c = buckets[k]; c; c = c->next)
-        if (c->in_cache && (!victim || c->freed_at < victim->freed_at)) victim = c;
+        if (c->in_cache && (!victim || c->freed_at < victim->freed_at ||
+                            (c->freed_at == victim->freed_at && c->cap > victim->cap)))
+          victim = c;
     if (!victim) break;
     cache_count--;
+    cache_bytes -= victim->cap;
     destroy(victim, 0);
   }
 }
@@ -533,7 +540,7 @@ void suiro_buf_unref(suiro_buf *b) {
   int64_t left = atomic_fetch_sub_explicit(&b->hdr->refs, 1, memory_order_acq_rel) - 1;
   b->local--;
   if (left == 0 && b->local == 0 && b->named && b->hdr->creator != (int32_t)getpid() &&
-      env.recycle_push(b->name, b->cap)) {
+      env.recycle_push(b->name, b->cap, free_cap_bytes)) {
     /* Another process made it: offer it to the pool (its maker likely still has it mapped and
      * warm) and keep our mapping a while in case it comes back to us. */
     cache_mapping(b);
@@ -665,6 +672,7 @@ void buf_pool_stopped(const char *pool_name, int last_pool) {
           destroy(b, 1);
         } else if (b->in_cache) {
           cache_count--;
+          cache_bytes -= b->cap;
           destroy(b, 0);
         } else {
           b->named = 0; /* still readable here; sending it again copies it */

@@ -9,7 +9,8 @@
 typedef struct buf_env {
   /* The pool-wide recycle list of the pool a region belongs to (by its name, or this worker's
    * pool): offer a free region; take one of at least `bytes`. 1 on success. */
-  int (*recycle_push)(const char *region_name, uint64_t capacity);
+  /* (offered regions hold room in /dev/shm: no more than `limit` bytes of them, pool-wide) */
+  int (*recycle_push)(const char *region_name, uint64_t capacity, uint64_t limit);
   int (*recycle_pop)(size_t bytes, char *name_out, uint64_t *capacity);
   /* Regions have a home in this process: it hosts a pool, or is a worker. */
   int (*has_home)(void);

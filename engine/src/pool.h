@@ -105,7 +105,8 @@ typedef struct pool_hdr {
   _Atomic int32_t live;                      /* workers starting or attached */
   _Atomic uint64_t deaths, respawns;
   _Atomic uint64_t wakes;                    /* directed wakes of parked workers */
-  SUIRO_ALIGNED recycle_slot recycle[POOL_RECYCLE];
+  SUIRO_ALIGNED _Atomic uint64_t recycle_bytes; /* capacity offered in recycle[] */
+  recycle_slot recycle[POOL_RECYCLE];
 } pool_hdr;
 
 typedef struct worker_rec {
@@ -239,7 +240,7 @@ suiro_pool *pool_host(int i);
  * pool: offer a free region; take one of at least `bytes`. 1 on success. */
 /* Reserves room for the next never-used result slots of this submitter (pool.c). */
 suiro_status pool_reserve_slots(suiro_pool *p);
-int pool_recycle_push(const char *region_name, uint64_t capacity);
+int pool_recycle_push(const char *region_name, uint64_t capacity, uint64_t limit);
 int pool_recycle_pop(size_t bytes, char *name_out, uint64_t *capacity);
 /* submit.c: gives back the slots of released tasks that have finished. */
 void pool_reclaim_released(suiro_pool *p);

@@ -7,14 +7,22 @@
  * machine, 0 empty -> 2 being written -> 1 offered -> 2 being taken -> 0, moved by CAS so that one
  * process at a time owns an entry in state 2; the name and capacity are written before the
  * release store of 1 and read after the acquire load that saw it. Whoever takes an entry owns
- * the region it names only after claiming it (buf.c, refs 0 -> 1).
+ * the region it names only after claiming it (buf.c, refs 0 -> 1). recycle_bytes bounds what
+ * the list holds in /dev/shm: a push adds (CAS, never past the limit) before it takes an entry,
+ * and gives back when it finds none; a pop subtracts. A region refused is the releasing
+ * process's to keep under its own caps, or to remove (buf.c).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "pool.h"
 
-static int recycle_push_to(pool_hdr *h, const char *name, uint64_t capacity) {
+static int recycle_push_to(pool_hdr *h, const char *name, uint64_t capacity, uint64_t limit) {
+  uint64_t used = ld_rlx(&h->recycle_bytes);
+  do {
+    if (capacity > limit || used > limit - capacity) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&h->recycle_bytes, &used, used + capacity, memory_order_relaxed,
+                                                  memory_order_relaxed));
   for (int i = 0; i < POOL_RECYCLE; i++) {
     recycle_slot *r = &h->recycle[i];
     uint32_t zero = 0;
@@ -24,6 +32,7 @@ static int recycle_push_to(pool_hdr *h, const char *name, uint64_t capacity) {
     st_rel(&r->state, 1);
     return 1;
   }
+  atomic_fetch_sub_explicit(&h->recycle_bytes, capacity, memory_order_relaxed);
   return 0;
 }
 
@@ -35,6 +44,7 @@ static int recycle_pop_from(pool_hdr *h, size_t bytes, char *name_out, uint64_t 
     if (!atomic_compare_exchange_strong(&r->state, &one, 2)) continue;
     memcpy(name_out, r->name, SUIRO_NAME_MAX);
     *capacity = r->capacity;
+    atomic_fetch_sub_explicit(&h->recycle_bytes, r->capacity, memory_order_relaxed);
     st_rel(&r->state, 0);
     return 1;
   }
@@ -42,9 +52,9 @@ static int recycle_pop_from(pool_hdr *h, size_t bytes, char *name_out, uint64_t 
 }
 
 /* A worker's forked child inherited its pool: the parent's, so not offered to (handle.c). */
-int pool_recycle_push(const char *region_name, uint64_t capacity) {
+int pool_recycle_push(const char *region_name, uint64_t capacity, uint64_t limit) {
   suiro_pool *cur = suiro_current_pool();
-  if (cur) return handle_inherited(cur) ? 0 : recycle_push_to(cur->hdr, region_name, capacity);
+  if (cur) return handle_inherited(cur) ? 0 : recycle_push_to(cur->hdr, region_name, capacity, limit);
   int done = 0;
   pool_hosts_lock();
   for (int i = 0; i < POOL_MAX_HOSTS && !done; i++) {
@@ -52,7 +62,7 @@ int pool_recycle_push(const char *region_name, uint64_t capacity) {
     if (!h || !h->region) continue;
     const char *pn = suiro_region_name(h->region);
     size_t pl = strlen(pn);
-    if (strncmp(region_name, pn, pl) == 0 && region_name[pl] == 'd') done = recycle_push_to(h->hdr, region_name, capacity);
+    if (strncmp(region_name, pn, pl) == 0 && region_name[pl] == 'd') done = recycle_push_to(h->hdr, region_name, capacity, limit);
   }
   pool_hosts_unlock();
   return done;
