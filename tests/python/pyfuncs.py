@@ -137,7 +137,7 @@ def view_region(a):
     return b.region() if b is not None else None
 
 
-def spin(*_):
+def spin_forever(*_):
     """Never returns, in pure Python (only killing its worker stops it)."""
     while True:
         pass

@@ -11,6 +11,8 @@ import suiro
 import pyfuncs
 from conftest import wait_until
 
+LONG = 60.0  # "never ends" as far as a test is concerned
+
 
 def test_pool_timeout_is_the_default_of_collect():
     with suiro.pool(workers=1, timeout="300ms") as p:
@@ -73,7 +75,7 @@ def _stopped_and_usable(p, m):
 
 def test_map_kill_stops_a_spinning_element():
     with suiro.pool(workers=2) as p:
-        m = p.map(pyfuncs.spin, range(4))
+        m = p.map(pyfuncs.spin_forever, range(4))
         wait_until(lambda: all(w["state"] == "busy" for w in p.status()["workers"]), 10)
         m.kill()
         _stopped_and_usable(p, m)
@@ -81,7 +83,7 @@ def test_map_kill_stops_a_spinning_element():
 
 def test_map_cancel_stops_a_spinning_element():
     with suiro.pool(workers=2) as p:
-        m = p.map(pyfuncs.spin, range(4))
+        m = p.map(pyfuncs.spin_forever, range(4))
         wait_until(lambda: all(w["state"] == "busy" for w in p.status()["workers"]), 10)
         m.cancel()  # does not wait: the elements in flight get a grace, then their workers go
         _stopped_and_usable(p, m)
@@ -99,11 +101,11 @@ def test_cancelled_map_lets_elements_in_flight_end():
 
 def test_dropping_a_spinning_map_does_not_hang():
     with suiro.pool(workers=1) as p:
-        m = p.map(pyfuncs.spin, range(2))
+        m = p.map(pyfuncs.spin_forever, range(2))
         wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
         del m  # freed: cancelled, then its worker is killed after the grace
         assert p.submit(pow, 3, 2).collect(timeout=30) == 9
-        it = iter(p.map(pyfuncs.spin, range(2), stream=True))
+        it = iter(p.map(pyfuncs.spin_forever, range(2), stream=True))
         wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
         del it
         assert p.submit(pow, 3, 3).collect(timeout=30) == 27
@@ -111,10 +113,84 @@ def test_dropping_a_spinning_map_does_not_hang():
 
 def test_task_kill_stops_a_spinning_task():
     with suiro.pool(workers=1) as p:
-        t = p.submit(pyfuncs.spin)
+        t = p.submit(pyfuncs.spin_forever)
         wait_until(lambda: p.status()["workers"][0]["state"] == "busy", 10)
         assert t.cancel() is False  # advisory: it runs already
         assert t.kill() is True
         with pytest.raises(suiro.CancelledError):
             t.collect(timeout=30)
         assert p.submit(pow, 2, 2).collect(timeout=30) == 4
+
+
+# ---- asyncio: awaiting a task or a map whose pool stops meanwhile (item 11) ---------------------
+
+import asyncio  # noqa: E402
+import threading  # noqa: E402
+
+
+def _arun(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_await_task_raises_when_its_pool_stops():
+    p = suiro.pool(workers=1)
+
+    async def main():
+        t = p.submit(pyfuncs.sleep_then, LONG, 1)
+        asyncio.get_running_loop().call_later(0.2, p.stop, 0.5)
+        with pytest.raises(suiro.PoolClosed, match="stopped while awaited"):
+            await t
+        return True
+
+    try:
+        assert _arun(main())
+    finally:
+        p.stop()
+
+
+def test_await_map_raises_when_its_pool_stops():
+    p = suiro.pool(workers=1)
+
+    async def main():
+        m = p.map(pyfuncs.nap, [LONG])
+        asyncio.get_running_loop().call_later(0.2, p.stop, 0.5)
+        with pytest.raises(suiro.PoolClosed):
+            await m
+        return True
+
+    try:
+        assert _arun(main())
+    finally:
+        p.stop()
+
+
+def test_await_raises_when_another_thread_stops_the_pool():
+    p = suiro.pool(workers=1)
+
+    async def main():
+        t = p.submit(pyfuncs.sleep_then, LONG, 1)
+        m = p.map(pyfuncs.nap, [LONG])
+        th = threading.Timer(0.2, p.stop, (0.5,))
+        th.start()
+        res = await asyncio.gather(t, m, return_exceptions=True)
+        th.join()
+        return res
+
+    try:
+        res = _arun(main())
+        assert all(isinstance(r, suiro.PoolClosed) for r in res), res
+    finally:
+        p.stop()
+
+
+def test_awaiting_after_a_stop_and_a_new_pool_still_works():
+    async def main():
+        p = suiro.pool(workers=1)
+        t = p.submit(pyfuncs.sleep_then, LONG, 1)
+        asyncio.get_running_loop().call_later(0.1, p.stop, 0.5)
+        with pytest.raises(suiro.PoolClosed):
+            await t
+        with suiro.pool(workers=1) as q:  # may get the same eventfd number: watched afresh
+            return await q.submit(pow, 2, 9)
+
+    assert _arun(main()) == 512

@@ -11,6 +11,7 @@ import asyncio
 import weakref
 
 _watchers = weakref.WeakKeyDictionary()  # loop -> {pool: _Watcher}
+_by_pool = weakref.WeakKeyDictionary()   # pool -> WeakSet of _Watcher (each loop's watcher of it)
 _stats = {"wakeups": 0}
 
 
@@ -69,6 +70,19 @@ class _Watcher:
         self.tasks.clear()
         self.maps.clear()
         self._disarm()
+        self._forget()
+
+    def _forget(self):
+        """Idle: out of the registries (a watcher holds its loop and pool; kept, it would keep
+        them alive for good)."""
+        per_loop = _watchers.get(self.loop)
+        if per_loop is not None and per_loop.get(self.pool) is self:
+            del per_loop[self.pool]
+            if not per_loop:
+                _watchers.pop(self.loop, None)
+        ws = _by_pool.get(self.pool)
+        if ws is not None:
+            ws.discard(self)
 
     def _check(self):
         if self.pool.closed:
@@ -95,6 +109,7 @@ class _Watcher:
                     f.set_result(None)
         if not self.tasks and not self.maps:
             self._disarm()
+            self._forget()
         elif self.fd < 0:
             self.loop.call_later(0.001, self._check)
 
@@ -107,7 +122,29 @@ def _watcher(pool):
     w = per_loop.get(pool)
     if w is None:
         w = per_loop[pool] = _Watcher(loop, pool)
+        _by_pool.setdefault(pool, weakref.WeakSet()).add(w)
     return w
+
+
+def pool_stopping(pool):
+    """Pool.stop() calls this before the engine closes the pool's eventfd: each loop's watcher of
+    the pool stops watching the descriptor and fails its awaiters with PoolClosed (in its loop's
+    thread; at once when that is this thread, so the reader is gone before the descriptor is)."""
+    ws = _by_pool.pop(pool, None)
+    if not ws:
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    for w in list(ws):
+        if w.loop is running:
+            w._fail_all()
+        elif not w.loop.is_closed():
+            try:
+                w.loop.call_soon_threadsafe(w._fail_all)
+            except RuntimeError:  # closed meanwhile
+                pass
 
 
 async def await_task(task):

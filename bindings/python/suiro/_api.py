@@ -231,6 +231,14 @@ class Pool(_core.Pool):
     def close(self, timeout=5.0):
         self.stop(timeout)
 
+    def stop(self, timeout=5.0):
+        """Stops the workers (waiting up to timeout seconds for them to end). Tasks and maps
+        awaited in an event loop raise PoolClosed."""
+        aio = sys.modules.get("suiro._aio")
+        if aio is not None and not self.closed:
+            aio.pool_stopping(self)  # before the engine closes the eventfd the loops watch
+        _core.Pool.stop(self, timeout)
+
     def __repr__(self):
         if self.closed:
             return "<suiro.Pool stopped>"

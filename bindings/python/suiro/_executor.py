@@ -34,7 +34,6 @@ from ._values import describe_exception
 __all__ = ["PoolExecutor", "WorkerLost"]
 
 LOGGER = logging.getLogger("concurrent.futures")
-_executors = weakref.WeakSet()
 _interpreter_exiting = False
 
 
@@ -139,6 +138,111 @@ class _Proc:
             select.select([], [], [], 0.01)
 
 
+class _State:
+    """What completing an executor's futures needs, apart from the executor itself: the drain
+    thread holds this (and only a weak reference to the executor), so a future whose executor was
+    dropped still completes, and the executor's own pool stops once nothing is pending (as a
+    ProcessPoolExecutor goes on until its pending work is done when it is garbage collected).
+
+    Locking: `lock` guards pending, shutdown, broken and thread; futures are completed with it
+    released (their callbacks may call back into the executor)."""
+
+    def __init__(self, pool, own, max_workers, max_tasks_per_child):
+        self.pool = pool
+        self.own = own
+        self.max_workers = max_workers
+        self.max_tasks_per_child = max_tasks_per_child
+        self.tasks_by_pid = {}
+        self.lock = threading.Lock()
+        self.cv = threading.Condition(self.lock)
+        self.pending = {}      # Task -> Future
+        self.shutdown = False
+        self.broken = False
+        self.thread = None
+        self.gone = False      # the executor was dropped (garbage collected)
+
+    def executor_gone(self):
+        """The executor was dropped: the drain thread completes what is pending, then ends; the
+        pool goes when its last holder does (this state, a map still iterated), and an owned one
+        stops then."""
+        with self.cv:
+            self.gone = True
+            self.cv.notify_all()
+
+    def start(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=_drain, args=(self,), name="suiro-executor-drain", daemon=True)
+            self.thread.start()
+
+    def stop_pool(self):
+        if self.own and not self.pool.closed:
+            self.pool.stop()
+
+    def finish(self, t):
+        """Completes the future of collected task t (called by the drain thread, lock not held)."""
+        with self.lock:
+            f = self.pending.pop(t, None)
+        if f is None:
+            return
+        f._task = None  # a done future does not hold the task (nor, through it, the pool)
+        try:
+            v = t.collect(0)
+        except _InitializerFailed as e:
+            self.break_("A child process terminated abruptly, the process pool is not usable anymore",
+                        str(e.args[0]) if e.args else "")
+            if not f.cancelled():
+                f.set_exception(BrokenProcessPool(self.broken))
+            return
+        except WorkerDied as e:
+            if not f.done():
+                f.set_exception(WorkerLost(e.message, e.slot, e.pid))
+            self.count(e.pid, e.slot)
+            return
+        except _errors.CancelledError:
+            f.cancel()
+            if not f.cancelled() and not f.done():
+                f.set_exception(_errors.CancelledError("the task was cancelled"))
+            return
+        except BaseException as e:
+            if not f.done():
+                f.set_exception(e)
+        else:
+            if not f.done():
+                f.set_result(v)
+        self.count(t.worker_pid, t.worker_slot)
+
+    def count(self, pid, slot):
+        """max_tasks_per_child: a worker that ran that many tasks is replaced."""
+        n = self.max_tasks_per_child
+        if n is None or pid is None or slot is None:
+            return
+        c = self.tasks_by_pid.get(pid, 0) + 1
+        self.tasks_by_pid[pid] = c
+        if c >= n:
+            del self.tasks_by_pid[pid]
+            try:
+                self.pool.retire(slot, 10)
+                self.pool.spawn(1)
+            except Exception:
+                pass
+
+    def break_(self, why, tb):
+        with self.lock:
+            if self.broken:
+                return
+            self.broken = why
+            pending = list(self.pending.items())
+            self.pending.clear()
+        LOGGER.critical("Exception in initializer:\n%s", tb)
+        for t, f in pending:
+            t.cancel()
+            if not f.done():
+                f.set_exception(BrokenProcessPool(why))
+
+
+_states = weakref.WeakSet()  # of live executors and of drain threads still completing futures
+
+
 class PoolExecutor(Executor):
     """A concurrent.futures.Executor whose workers are a suiro pool.
 
@@ -165,17 +269,15 @@ class PoolExecutor(Executor):
         if pool is not None:
             if max_workers is not None or pool_options or launcher is not None:
                 raise TypeError("PoolExecutor: give pool= or the options of a new pool, not both")
-            self._pool = pool
-            self._own = False
-            self._max_workers = pool.status()["live"]
+            own = False
+            max_workers = pool.status()["live"]
         else:
             if max_workers is None:
                 max_workers = os.cpu_count() or 1
             elif max_workers <= 0:
                 raise ValueError("max_workers must be greater than 0")
-            self._pool = _api.pool(workers=max_workers, launcher=launcher, **pool_options)
-            self._own = True
-            self._max_workers = max_workers
+            pool = _api.pool(workers=max_workers, launcher=launcher, **pool_options)
+            own = True
         if mp_context is None and max_tasks_per_child is not None:
             import multiprocessing
 
@@ -184,218 +286,155 @@ class PoolExecutor(Executor):
         self._initializer = initializer
         self._initargs = tuple(initargs)
         self._key = uuid.uuid4().hex if initializer is not None else None
-        self._max_tasks_per_child = max_tasks_per_child
-        self._tasks_by_pid = {}
-        self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
-        self._pending = {}      # Task -> Future
-        self._shutdown = False
-        self._broken = False
-        self._thread = None
-        _executors.add(self)
+        self._s = s = _State(pool, own, max_workers, max_tasks_per_child)
+        weakref.finalize(self, s.executor_gone).atexit = False  # not a reference cycle: s knows no executor
+        _states.add(s)
+
+    # the state, under the names ProcessPoolExecutor-minded code and the tests look for
+    _pool = property(lambda self: self._s.pool)
+    _own = property(lambda self: self._s.own)
+    _max_workers = property(lambda self: self._s.max_workers)
+    _max_tasks_per_child = property(lambda self: self._s.max_tasks_per_child)
+    _lock = property(lambda self: self._s.lock)
+    _pending = property(lambda self: self._s.pending)
+    _shutdown = property(lambda self: self._s.shutdown)
+    _broken = property(lambda self: self._s.broken)
+    _thread = property(lambda self: self._s.thread)
 
     # ---- submitting -----------------------------------------------------------------------------
 
     def submit(self, fn, /, *args, **kwargs):
-        with self._lock:
-            if self._broken:
-                raise BrokenProcessPool(self._broken)
-            if self._shutdown:
+        s = self._s
+        with s.lock:
+            if s.broken:
+                raise BrokenProcessPool(s.broken)
+            if s.shutdown:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if _interpreter_exiting:
                 raise RuntimeError("cannot schedule new futures after interpreter shutdown")
             f = _Future()
             try:
                 if self._initializer is not None:
-                    t = self._pool.submit(_run, self._key, self._initializer, self._initargs, fn, args, kwargs)
+                    t = s.pool.submit(_run, self._key, self._initializer, self._initargs, fn, args, kwargs)
                 else:
-                    t = self._pool.submit(fn, *args, **kwargs)
+                    t = s.pool.submit(fn, *args, **kwargs)
             except (_errors.PoolClosed, _errors.PoolFull):
                 raise
             except Exception as e:  # the arguments could not be sent: the future fails, as in PPE
                 f.set_exception(e)
                 return f
             f._task = t
-            self._pending[t] = f
-            self._start()
-            self._cv.notify()
+            s.pending[t] = f
+            s.start()
+            s.cv.notify()
         return f
 
     submit.__doc__ = Executor.submit.__doc__
 
     def map(self, fn, *iterables, timeout=None, chunksize=1):
         """Like Executor.map, on the engine's map: results in order, an element's exception raised
-        when the iteration reaches it; timeout counts from the call."""
+        when the iteration reaches it; timeout counts from the call (TimeoutError then, even while
+        an element never ends)."""
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
         if timeout is not None:
             end = _core.now() + timeout
-        with self._lock:
-            if self._broken:
-                raise BrokenProcessPool(self._broken)
-            if self._shutdown or _interpreter_exiting:
+        s = self._s
+        with s.lock:
+            if s.broken:
+                raise BrokenProcessPool(s.broken)
+            if s.shutdown or _interpreter_exiting:
                 raise RuntimeError("cannot schedule new futures after shutdown")
         args = [list(a) for a in zip(*iterables)]
         star = _Star(fn, self._key, self._initializer, self._initargs)
-        m = self._pool.map(star, args, stream=True)
+        m = s.pool.map(star, args, stream=True)
         return _map_results(m, len(args), None if timeout is None else end)
 
     map.__doc__ = Executor.map.__doc__ or map.__doc__
 
-    # ---- completing ------------------------------------------------------------------------------
-
-    def _start(self):
-        if self._thread is None:
-            self._thread = threading.Thread(target=_drain, args=(weakref.ref(self), self._pool, self._cv),
-                                            name="suiro-executor-drain", daemon=True)
-            self._thread.start()
-
-    def _finish(self, t):
-        """Completes the future of collected task t (called by the drain thread, lock not held)."""
-        with self._lock:
-            f = self._pending.pop(t, None)
-        if f is None:
-            return
-        try:
-            v = t.collect(0)
-        except _InitializerFailed as e:
-            self._break("A child process terminated abruptly, the process pool is not usable anymore",
-                        str(e.args[0]) if e.args else "")
-            if not f.cancelled():
-                f.set_exception(BrokenProcessPool(self._broken))
-            return
-        except WorkerDied as e:
-            if not f.done():
-                f.set_exception(WorkerLost(e.message, e.slot, e.pid))
-            self._count(e.pid, e.slot)
-            return
-        except _errors.CancelledError:
-            f.cancel()
-            if not f.cancelled() and not f.done():
-                f.set_exception(_errors.CancelledError("the task was cancelled"))
-            return
-        except BaseException as e:
-            if not f.done():
-                f.set_exception(e)
-        else:
-            if not f.done():
-                f.set_result(v)
-        self._count(t.worker_pid, t.worker_slot)
-
-    def _count(self, pid, slot):
-        """max_tasks_per_child: a worker that ran that many tasks is replaced."""
-        n = self._max_tasks_per_child
-        if n is None or pid is None or slot is None:
-            return
-        c = self._tasks_by_pid.get(pid, 0) + 1
-        self._tasks_by_pid[pid] = c
-        if c >= n:
-            del self._tasks_by_pid[pid]
-            try:
-                self._pool.retire(slot, 10)
-                self._pool.spawn(1)
-            except Exception:
-                pass
-
-    def _break(self, why, tb):
-        with self._lock:
-            if self._broken:
-                return
-            self._broken = why
-            pending = list(self._pending.items())
-            self._pending.clear()
-        LOGGER.critical("Exception in initializer:\n%s", tb)
-        for t, f in pending:
-            t.cancel()
-            if not f.done():
-                f.set_exception(BrokenProcessPool(why))
-
     # ---- shutting down ---------------------------------------------------------------------------
 
     def shutdown(self, wait=True, *, cancel_futures=False):
-        with self._lock:
-            self._shutdown = True
+        s = self._s
+        with s.lock:
+            s.shutdown = True
             if cancel_futures:
                 # As in ProcessPoolExecutor, the oldest max_workers futures count as handed to the
                 # workers already (its call queue): they run; the rest are cancelled if they can be.
-                for t, f in list(self._pending.items())[self._max_workers:]:
+                for t, f in list(s.pending.items())[s.max_workers:]:
                     if f.cancel():
-                        self._pending.pop(t, None)
-            self._cv.notify_all()
-            th = self._thread
+                        s.pending.pop(t, None)
+            s.cv.notify_all()
+            th = s.thread
         if th is None:
-            self._stop_pool()
+            s.stop_pool()
             return
         if wait:
             th.join()
-            self._stop_pool()
+            s.stop_pool()
 
     shutdown.__doc__ = Executor.shutdown.__doc__
 
     def _stop_pool(self):
-        if self._own and not self._pool.closed:
-            self._pool.stop()
+        self._s.stop_pool()
 
     # ---- for code that looks at ProcessPoolExecutor's insides --------------------------------------
 
     @property
     def _processes(self):
-        if self._pool.closed:
+        pool = self._s.pool
+        if pool.closed:
             return {}
-        return {w["pid"]: _Proc(w["pid"]) for w in self._pool.status()["workers"]
+        return {w["pid"]: _Proc(w["pid"]) for w in pool.status()["workers"]
                 if w["state"] in ("starting", "idle", "busy", "retiring") and w["pid"] > 0}
 
     @property
     def _executor_manager_thread(self):
-        return self._thread
+        return self._s.thread
 
     @property
     def pool(self):
         """The suiro pool under this executor."""
-        return self._pool
+        return self._s.pool
 
 
-def _drain(ref, pool, cv):
-    """The drain thread: completes futures as their tasks finish, woken by the pool's eventfd."""
+def _drain(s):
+    """The drain thread: completes futures as their tasks finish, woken by the pool's eventfd. It
+    ends once shut down (or its executor dropped) with nothing pending; after a shutdown it stops
+    an owned pool."""
+    pool, cv = s.pool, s.cv
     while True:
-        ex = ref()
-        if ex is None:
-            return
         with cv:
-            while not ex._pending and not ex._shutdown:
-                cv.wait(0.1)
-            if not ex._pending:  # shut down and nothing left
-                del ex
+            while not s.pending and not s.shutdown and not s.gone:
+                cv.wait(1.0)
+            if not s.pending:  # shut down (or dropped) and nothing left
                 break
-            tasks = list(ex._pending)
+            tasks = list(s.pending)
         try:
             fd = pool._eventfd()
             ready = pool._ready(tasks)
         except _errors.PoolClosed:
             with cv:
-                pending = list(ex._pending.items())
-                ex._pending.clear()
+                pending = list(s.pending.items())
+                s.pending.clear()
             for t, f in pending:
                 if not f.done():
                     f.set_exception(BrokenProcessPool("the pool was stopped"))
             break
         if ready:
             for i in ready:
-                ex._finish(tasks[i])
+                s.finish(tasks[i])
+        elif fd >= 0:
+            select.select([fd], [], [], 0.05)
+            try:
+                pool._event_ack()
+            except Exception:
+                pass
         else:
-            del ex
-            if fd >= 0:
-                select.select([fd], [], [], 0.05)
-                try:
-                    pool._event_ack()
-                except Exception:
-                    pass
-            else:
-                select.select([], [], [], 0.001)
-        ex = None
-    ex = ref()
-    if ex is not None and ex._own and ex._shutdown and not pool.closed:
-        pool.stop()
+            select.select([], [], [], 0.001)
+        tasks = ready = None
+    if s.shutdown:
+        s.stop_pool()
 
 
 def _map_results(m, n, end):
@@ -441,14 +480,14 @@ def _python_exit():
     """At interpreter exit: refuse new futures, let pending ones finish (as concurrent.futures)."""
     global _interpreter_exiting
     _interpreter_exiting = True
-    for ex in list(_executors):
-        with ex._lock:
-            ex._shutdown = True
-            ex._cv.notify_all()
-            th = ex._thread
+    for s in list(_states):
+        with s.lock:
+            s.shutdown = True
+            s.cv.notify_all()
+            th = s.thread
         if th is not None:
             th.join()
-        ex._stop_pool()
+        s.stop_pool()
 
 
 threading._register_atexit(_python_exit)
