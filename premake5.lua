@@ -224,7 +224,7 @@ if mpi_compile and mpi_link then
     targetprefix ""
     -- engine/cluster: the tier, C over the public engine headers only; lua/lmpi.c: rank 0's Lua face
     files { root .. "/engine/cluster/comm.c", root .. "/engine/cluster/xwire.c", root .. "/engine/cluster/serve.c",
-            root .. "/lua/lmpi.c" }
+            root .. "/engine/cluster/deal.c", root .. "/lua/lmpi.c" }
     includedirs { root .. "/engine/include", root .. "/engine/cluster", root .. "/lua", lua_inc }
     buildoptions(common_c)
     buildoptions { mpi_compile }

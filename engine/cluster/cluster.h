@@ -198,6 +198,176 @@ int cluster_serve(volatile sig_atomic_t *interrupt);
  * of the whole map; writes into out. */
 void cluster_fix_element(const char *msg, size_t len, uint64_t base, char *out, size_t cap, size_t *outlen);
 
+/* ---- rank 0: the dealer (deal.c) --------------------------------------------------------------
+ *
+ * What a face's rank 0 uses: MPI pools (rank 0's local pool plus the same pool on every serving
+ * rank), remote tasks, and maps dealt out across every rank. The structs are open to the face
+ * (it reads results and states from them); every call is made on the face's thread, and the
+ * communication thread touches only what comm_lock guards (the maps being dealt: cursor, stop,
+ * staged input, the dealt ranges). A face stages a map as a local plan (suiro_plan_spec) and
+ * reads its results from xmap.out (typed cells, laid out as the template says) or xmap.slots
+ * (untyped wire results).
+ */
+#define CLUSTER_MAX_LOCAL_RANGES 2
+
+typedef struct xhost {
+  int up;              /* 1 started, -1 failed, 0 waiting for POOL_UP */
+  int workers;
+  char err[512];
+  suiro_keyidx funcs;  /* content keys whose code this host's pool has */
+} xhost;
+
+typedef struct xpool {
+  uint32_t id;
+  suiro_pool *const *local; /* rank 0's local pool, where the face keeps it (NULL once stopped) */
+  const double *default_timeout; /* the face's pool timeout (seconds, -1 forever) */
+  int nranks;
+  xhost *hosts;        /* [nranks]; 0 is this host */
+  int closed;
+  uint64_t rr;         /* task placement */
+  uint64_t status_req;
+  int status_left;
+  msg **status;        /* [nranks] replies */
+  struct xpool *next;
+} xpool;
+
+typedef struct xregion { /* a large value sent to hosts: held open so its bytes cannot change */
+  region_wire id;
+  suiro_view view;
+  unsigned char *sent; /* [nranks] */
+  uint64_t last_use;
+  struct xregion *next;
+} xregion;
+
+typedef struct xrange { uint64_t b, e; } xrange;
+
+/* A range as dealt: to whom, and whether its results came (each is accepted once, complete, from
+ * that rank only). Dealt in order, so the list is sorted by b. */
+typedef struct xdealt { uint64_t b, e; int rank, got; } xdealt;
+
+typedef struct xlocal { suiro_map *m; uint64_t b, e; } xlocal;
+
+typedef struct xfail {
+  int kind;
+  char cls[64];
+  char *msg, *tb;
+  int64_t index;
+  int slot, pid;
+} xfail;
+
+typedef struct xmap {
+  uint64_t id;
+  xpool *pool;
+  uint64_t n;
+  /* the plan (immutable once dealing starts) */
+  plan_wire pw;
+  unsigned char *fn;
+  unsigned char *in;       /* ARRAY elements, or VALUES data */
+  uint64_t *offs;          /* VALUES: n + 1 offsets into in */
+  size_t in_es;
+  int stream;
+  uint64_t width;          /* cells per element (SCALAR 1) */
+  /* dealing: under comm_lock */
+  uint64_t cursor;         /* the first element not dealt yet */
+  uint64_t min_chunk;
+  int hosts;               /* ranks taking part */
+  int stop;
+  int listed;              /* in R.maps */
+  xdealt *dealt;           /* [ndealt]: every range dealt, sorted by b */
+  size_t ndealt, capdealt;
+  /* results (Lua thread) */
+  unsigned char *out;      /* typed cells */
+  uint64_t col_off[SUIRO_TEMPLATE_MAX_FIELDS];
+  struct { const unsigned char *p; uint64_t len; } *slots; /* untyped */
+  msg **kept;              /* result messages the slots point into */
+  size_t nkept, capkept;
+  uint64_t done;
+  xrange *ranges;          /* completed, in completion order */
+  size_t nranges, capranges, next_range;
+  xlocal local[CLUSTER_MAX_LOCAL_RANGES];
+  int nlocal;
+  xfail fail;              /* kind 0: none */
+  int user_cancel, killed;
+  int finished;            /* every element placed, or stopped and the local ranges ended */
+  int ended_sent;
+  int closed;              /* its pool was stopped */
+  double t0, last_draw;
+  struct xmap *next;       /* R.all_maps */
+  struct xmap *dnext;      /* R.maps (being dealt), under comm_lock */
+} xmap;
+
+typedef struct xtask {
+  uint64_t id;
+  xpool *pool;
+  int host;
+  int arrived, released, closed;
+  int kind, slot, pid;
+  unsigned char *data;
+  size_t len;
+  int cancel_ack;          /* -1 waiting, 0 / 1 */
+  struct xtask *hnext;
+} xtask;
+
+#define TASK_BUCKETS 4096
+
+typedef struct cluster_rank0 {
+  int started;
+  int rank, size;
+  char **names;            /* host name of each rank (HELLO) */
+  int *pids;               /* pid of each rank's process */
+  int *cpus;               /* CPUs each rank's workers may use (its affinity) */
+  uint32_t next_pool;
+  uint64_t next_map, next_task, next_req;
+  xpool *pools;
+  xmap *maps;              /* being dealt (comm_lock for changes) */
+  xmap *all_maps;          /* every live map of this module (Lua thread) */
+  xtask *tasks[TASK_BUCKETS];
+  xregion *regions;
+  uint64_t region_bytes, region_count, use_clock;
+  char lost[600];
+  int exited;
+  int waiting_tasks;       /* remote tasks whose result has not arrived */
+} cluster_rank0;
+extern cluster_rank0 cluster_r0;
+/* Brings MPI up (once) and, on rank 0, waits for every rank's hello (60 s; *interrupt ends the
+ * wait). 0, or -1 with a message in err. */
+int cluster_start(volatile sig_atomic_t *interrupt, char *err, size_t cap);
+/* Ends the job (once; atexit too): rank 0 stops its MPI pools and sends EXIT; then comm_stop. */
+void cluster_shutdown(int ending);
+const char *cluster_host_name(int rank);
+int cluster_cpus(void);                 /* CPUs this process (and its workers) may use */
+/* What arrived is handled; rank 0's own map ranges advance. */
+void cluster_pump(void);
+/* cluster_pump, then sleeps until a message or a local result arrives, at most timeout (and
+ * 100 ms, 2 ms while rank 0 runs ranges of its own). */
+void cluster_sleep(double timeout);
+
+/* An MPI pool over the face's local pool (*local, its timeout *default_timeout, both where the
+ * face keeps them): POOL_NEW with `spec` (the resolved options, cluster_serve) to every rank,
+ * waiting up to start_timeout + 5 s for them. NULL with a message in err. */
+xpool *cluster_pool_new(suiro_pool *const *local, const double *default_timeout, const void *spec, size_t len,
+                        double start_timeout, char *err, size_t cap);
+/* Stops it on every rank (its maps end, its tasks say closed); the struct stays (freed at exit). */
+void cluster_pool_close(xpool *x);
+
+/* Sends what buf names (code, large values) to host (or every remote host: -1) ahead of buf.
+ * 0, or -1 with a message in err. */
+int cluster_ship(xpool *x, int host, const void *buf, size_t len, char *err, size_t cap);
+/* A task with the wire buffer buf on host (>= 1): shipped, then sent. NULL with a message. */
+xtask *cluster_submit(xpool *x, int host, const void *buf, size_t len, char *err, size_t cap);
+void cluster_task_free(xtask *t);
+/* Sends a cancel and waits (10 s) for the answer: 1 when it was cancelled before it started. */
+int cluster_task_cancel(xtask *t);
+void cluster_task_kill(xtask *t);
+
+/* A map of plan s on every rank of x (s as for suiro_plan_create; tpl: the template or NULL;
+ * stream: hand ranges out as they complete). Dealing starts at once. NULL with a message. */
+xmap *cluster_map_new(xpool *x, const suiro_plan_spec *s, const suiro_template *tpl, int stream, char *err,
+                      size_t cap);
+/* The first failure wins; then dealing stops, the ranks are told (how: 1 cancel, 2 kill). */
+void cluster_map_fail(xmap *x, int kind, const char *cls, const char *text, uint64_t how);
+void cluster_map_free(xmap *x);
+
 #pragma GCC visibility pop
 
 #endif
