@@ -37,7 +37,8 @@ closed_condition <- function(x, sentinel) {
     res <- tryCatch(list(ok = TRUE, value = suiro_collect(x, timeout = 0)),
                     error = function(e) list(ok = FALSE, value = e))
     if (res$ok && suiro_is_sentinel(res$value)) res <- list(ok = FALSE, value = closed_condition(x, res$value))
-    if (res$ok) w[[2L]](res$value) else w[[3L]](res$value)
+    # one failing settle must not keep the rest of the batch from theirs
+    tryCatch(if (res$ok) w[[2L]](res$value) else w[[3L]](res$value), error = function(e) NULL)
   }
   invisible()
 }

@@ -39,7 +39,7 @@ SEXP C_config_load(SEXP path) {
   char err[1024];
   if (suiro_embed_config(embed(), Rf_translateCharUTF8(STRING_ELT(path, 0)), &buf, &len, err, sizeof err) != 0)
     Rf_error("suiro_open: %s", err);
-  rs_dec_opts o = { 0, NULL, "config", NULL };
+  rs_dec_opts o = { 0, NULL, "config", NULL, "a Lua config script" };
   SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len)); /* decoding may signal: no malloc'd copy then */
   memcpy(RAW(raw), buf, len);
   free(buf);
@@ -61,7 +61,7 @@ SEXP C_pool_options(SEXP wire, SEXP where) {
   int rc = suiro_embed_pool_options(embed(), in, n, CHAR(STRING_ELT(where, 0)), &buf, &len, err, sizeof err);
   free(in);
   if (rc != 0) Rf_error("%s", err);
-  rs_dec_opts o = { 0, NULL, "options", NULL };
+  rs_dec_opts o = { 0, NULL, "options", NULL, "the Lua option checks" };
   SEXP v;
   /* decode may signal: buf would leak then, so decode a copy made by R */
   SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
