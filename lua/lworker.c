@@ -65,10 +65,13 @@ static proto *proto_insert(lua_State *L, uint64_t key) {
   return &protos[i];
 }
 
-/* The cache entry for prototype `key`, loading its blob from the pool on first sight. */
-static proto *proto_get(lua_State *L, uint64_t key) {
+/* The cache entry for prototype `key`, loading its blob from the pool on first sight. A copy:
+ * the cache array moves when it grows, and decoding a task's captured values or arguments can
+ * load further prototypes (a helper function captured as an upvalue), so a pointer into it must
+ * not be held across a decode (ASan caught one use after free). */
+static proto proto_get(lua_State *L, uint64_t key) {
   proto *pr = proto_find(key);
-  if (pr) return pr;
+  if (pr) return *pr;
   suiro_pool *p = suiro_current_pool();
   void *blob = NULL;
   size_t len = 0;
@@ -101,11 +104,11 @@ static proto *proto_get(lua_State *L, uint64_t key) {
   pr->bc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   pr->nups = (int)nups;
   pr->env_up = env_up;
-  return pr;
+  return *pr;
 bad:
   free(blob);
   luaL_error(L, "the task's function (prototype %016llx) is damaged", (unsigned long long)key);
-  return NULL;
+  return (proto){ 0 };
 }
 
 /* ---- per-task state ---------------------------------------------------------------------------- */
@@ -182,10 +185,10 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
     for (uint64_t k = 1; k < it->n; k++) { lcodec_dec_child(d); lua_pop(L, 1); }
     return;
   }
-  proto *pr = proto_get(L, (uint64_t)it->i);
-  if ((uint64_t)pr->nups + 1 != it->n)
-    luaL_error(L, "cannot decode value: function captures %d values, got %d", pr->nups, (int)it->n - 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, pr->bc_ref);
+  proto pr = proto_get(L, (uint64_t)it->i);
+  if ((uint64_t)pr.nups + 1 != it->n)
+    luaL_error(L, "cannot decode value: function captures %d values, got %d", pr.nups, (int)it->n - 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pr.bc_ref);
   size_t bl;
   const char *bc = lua_tolstring(L, -1, &bl);
   if (luaL_loadbufferx(L, bc, bl, "=task", "b") != LUA_OK) lua_error(L);
@@ -194,9 +197,9 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
   lcodec_dec_remember(d);
   lcodec_dec_child(d); /* name: nil */
   lua_pop(L, 1);
-  for (int i = 1; i <= pr->nups; i++) {
+  for (int i = 1; i <= pr.nups; i++) {
     lcodec_dec_child(d);
-    if (i == pr->env_up && lua_isnil(L, -1)) {
+    if (i == pr.env_up && lua_isnil(L, -1)) {
       lua_pop(L, 1);
       push_env(L, c);
     }
@@ -311,24 +314,24 @@ static int run_task(lua_State *L) {
   uint64_t nargs = it.n - 1;
   wire_item f;
   lcodec_dec_item(&d, &f);
-  proto *pr = NULL;
+  proto pr = { 0 }; /* nups 0 unless the task is a cached closure */
   int fn = 0;
   if (f.tag == WIRE_FUNC && f.i != 0) {
     /* task mode: the cached closure, with this task's captured values bound */
     pr = proto_get(L, (uint64_t)f.i);
-    if ((uint64_t)pr->nups + 1 != f.n)
-      return luaL_error(L, "malformed task: function captures %d values, got %d", pr->nups, (int)f.n - 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, pr->ref);
+    if ((uint64_t)pr.nups + 1 != f.n)
+      return luaL_error(L, "malformed task: function captures %d values, got %d", pr.nups, (int)f.n - 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pr.ref);
     fn = lua_gettop(L);
     lcodec_dec_remember(&d);
     lcodec_dec_child(&d); /* name: nil */
     lua_pop(L, 1);
-    if (pr->nups) {
-      luaL_checkstack(L, 2 * pr->nups + 8, "too many upvalues");
-      for (int i = 1; i <= pr->nups; i++) lua_getupvalue(L, fn, i); /* saved, restored after */
-      for (int i = 1; i <= pr->nups; i++) {
+    if (pr.nups) {
+      luaL_checkstack(L, 2 * pr.nups + 8, "too many upvalues");
+      for (int i = 1; i <= pr.nups; i++) lua_getupvalue(L, fn, i); /* saved, restored after */
+      for (int i = 1; i <= pr.nups; i++) {
         lcodec_dec_child(&d);
-        if (i == pr->env_up && lua_isnil(L, -1)) {
+        if (i == pr.env_up && lua_isnil(L, -1)) {
           lua_pop(L, 1);
           push_env(L, &c);
         }
@@ -356,8 +359,8 @@ static int run_task(lua_State *L) {
   for (uint64_t i = 0; i < nargs; i++) lcodec_dec_child(&d);
   lua_call(L, (int)nargs, LUA_MULTRET);
   int nr = lua_gettop(L) - fn_at + 1;
-  if (pr && pr->nups) /* restore the closure's previous upvalues (saved just above it) */
-    for (int i = pr->nups; i >= 1; i--) {
+  if (pr.nups) /* restore the closure's previous upvalues (saved just above it) */
+    for (int i = pr.nups; i >= 1; i--) {
       lua_pushvalue(L, fn + i);
       lua_setupvalue(L, fn, i);
     }

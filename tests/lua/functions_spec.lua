@@ -59,6 +59,17 @@ describe("shipping functions", function()
     assert.are.equal(385, pool:submit(sum_squares, 10):collect())
   end)
 
+  it("ships many distinct closures whose helpers load while the cache grows", function()
+    -- each task is a new prototype capturing a new helper prototype: the worker's prototype cache
+    -- grows (at 64, 128, ...) while it decodes a task's captured helper, which once left the
+    -- task's cache entry dangling (a use after free under AddressSanitizer)
+    for i = 1, 300 do
+      local helper = assert(load(("return function(x) return x + %d end"):format(i)))()
+      local task = assert(load(("local h = ...; return function(n) return h(n) * %d end"):format(i)))(helper)
+      assert.are.equal((5 + i) * i, pool:submit(task, 5):collect())
+    end
+  end)
+
   it("resolves C functions of the standard library by name", function()
     local fmt, floor = string.format, math.floor
     assert.are.equal("x=3", pool:submit(function(v) return fmt("x=%d", floor(v)) end, 3.7):collect())
