@@ -638,6 +638,7 @@ suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v) {
 }
 
 void suiro_zc_revoke(const void *buf, size_t len) {
+  if (!buf) return;
   suiro_wire_reader r;
   suiro_wire_item it;
   if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;

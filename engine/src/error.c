@@ -14,6 +14,7 @@
 #include "suiro_bind.h"
 
 int suiro_out_fail(suiro_out *o, suiro_wire_str cls, suiro_wire_str msg, suiro_wire_str traceback, int64_t index) {
+  if (!o) return -1;
   _Alignas(8) unsigned char stack[1024];
   suiro_wire_writer w;
   suiro_wire_writer_init(&w, stack, sizeof stack);
@@ -70,6 +71,8 @@ static const void *aligned(const void *data, size_t len) {
 }
 
 int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e) {
+  if (!e) return -1;
+  if (!data) len = 0;
   memset(e, 0, sizeof *e);
   e->index = -1;
   e->slot = -1;
@@ -115,6 +118,7 @@ int suiro_error_read(int kind, const void *data, size_t len, suiro_error_info *e
 }
 
 int suiro_result_error(const suiro_result *r, suiro_error_info *e) {
+  if (!r) return -1;
   if (suiro_error_read(r->kind, r->data, r->len, e) != 0) return -1;
   e->slot = r->worker_slot;
   e->pid = r->worker_pid;

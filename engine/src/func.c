@@ -14,7 +14,7 @@
 #include "suiro_bind.h"
 
 uint64_t suiro_fn_key(const void *code, size_t len) {
-  uint64_t k = suiro_hash64(code, len);
+  uint64_t k = suiro_hash64(code, code ? len : 0);
   return k ? k : 1;
 }
 
@@ -23,7 +23,7 @@ uint64_t suiro_fn_key(const void *code, size_t len) {
 static size_t slot_of(uint64_t key, size_t cap) { return (size_t)(key * 0x9e3779b97f4a7c15ull >> 32) & (cap - 1); }
 
 ptrdiff_t suiro_keyidx_find(const suiro_keyidx *t, uint64_t key) {
-  if (!t->cap || !key) return -1;
+  if (!t || !t->cap || !key) return -1;
   for (size_t i = slot_of(key, t->cap);; i = (i + 1) & (t->cap - 1)) {
     if (t->keys[i] == key) return (ptrdiff_t)t->idx[i];
     if (t->keys[i] == 0) return -1;
@@ -31,7 +31,7 @@ ptrdiff_t suiro_keyidx_find(const suiro_keyidx *t, uint64_t key) {
 }
 
 ptrdiff_t suiro_keyidx_add(suiro_keyidx *t, uint64_t key) {
-  if (!key) return -1;
+  if (!t || !key) return -1;
   ptrdiff_t have = suiro_keyidx_find(t, key);
   if (have >= 0) return have;
   if ((t->n + 1) * 2 > t->cap) { /* at most half full */
@@ -65,6 +65,7 @@ ptrdiff_t suiro_keyidx_add(suiro_keyidx *t, uint64_t key) {
 }
 
 void suiro_keyidx_free(suiro_keyidx *t) {
+  if (!t) return;
   free(t->keys);
   free(t->idx);
   *t = (suiro_keyidx){ 0 };

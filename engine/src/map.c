@@ -107,6 +107,7 @@ static int map_readable(const suiro_map *m, const char *fn);
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 void suiro_map_opts_init(suiro_map_opts *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
   o->size = sizeof *o;
 }

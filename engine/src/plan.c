@@ -55,6 +55,7 @@ static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
 static int numeric_type(int t) { return t >= WIRE_T_F64 && t <= WIRE_T_BOOL; }
 
 void suiro_plan_spec_init(suiro_plan_spec *s) {
+  if (!s) return;
   memset(s, 0, sizeof *s);
   s->size = sizeof *s;
 }
@@ -65,6 +66,11 @@ static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul
 static int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 int suiro_template_check(const suiro_template *t, uint64_t *width, char *err, size_t errcap) {
+  if (!err) errcap = 0;
+  if (!t) {
+    if (errcap) snprintf(err, errcap, "template: the template is NULL");
+    return -1;
+  }
   uint64_t w = 1;
   switch (t->kind) {
   case SUIRO_OUT_SCALAR:
@@ -345,23 +351,32 @@ const suiro_plan *suiro_plan_of(suiro_map *m) {
   return pl;
 }
 
-uint64_t suiro_plan_size(const suiro_plan *pl) { return pl->h.n; }
-int suiro_plan_in_kind(const suiro_plan *pl) { return (int)pl->h.in_kind; }
-int suiro_plan_in_type(const suiro_plan *pl) { return (int)pl->h.in_type; }
-const suiro_template *suiro_plan_template(const suiro_plan *pl) { return pl->h.has_tpl ? &pl->h.tpl : NULL; }
+/* Plans come from suiro_plan_of, which answers NULL (with a message) for a map without a valid
+ * plan: the accessors take NULL for "no plan" rather than reading through it. */
+uint64_t suiro_plan_size(const suiro_plan *pl) { return pl ? pl->h.n : 0; }
+int suiro_plan_in_kind(const suiro_plan *pl) { return pl ? (int)pl->h.in_kind : 0; }
+int suiro_plan_in_type(const suiro_plan *pl) { return pl ? (int)pl->h.in_type : 0; }
+const suiro_template *suiro_plan_template(const suiro_plan *pl) { return pl && pl->h.has_tpl ? &pl->h.tpl : NULL; }
 
 void suiro_plan_fn(const suiro_plan *pl, const void **buf, size_t *len) {
+  if (!buf || !len) return;
+  if (!pl) {
+    *buf = NULL;
+    *len = 0;
+    return;
+  }
   *buf = pl->desc + pl->h.fn_off;
   *len = pl->h.fn_len;
 }
 
-uint64_t suiro_plan_index_base(const suiro_plan *pl) { return pl->h.index_base; }
+uint64_t suiro_plan_index_base(const suiro_plan *pl) { return pl ? pl->h.index_base : 0; }
 
 void *suiro_plan_in_data(const suiro_plan *pl) {
-  return pl->h.in_kind == SUIRO_IN_ARRAY ? pl->desc + pl->h.in_off : NULL;
+  return pl && pl->h.in_kind == SUIRO_IN_ARRAY ? pl->desc + pl->h.in_off : NULL;
 }
 
 int suiro_plan_elem(const suiro_plan *pl, uint64_t i, suiro_elem *e) {
+  if (!pl || !e) return suiro_set_error(SUIRO_ERR, "suiro_plan_elem: %s is NULL", !pl ? "the plan" : "e"), -1;
   const plan_hdr *h = &pl->h;
   memset(e, 0, sizeof *e);
   if (i >= h->n) return suiro_set_error(SUIRO_ERR, "map: element %llu is out of range", (unsigned long long)i + 1), -1;
@@ -401,12 +416,14 @@ int suiro_plan_elem(const suiro_plan *pl, uint64_t i, suiro_elem *e) {
 }
 
 void suiro_plan_enter(const suiro_plan *pl, uint64_t i) {
+  if (!pl) return;
   map_runner_at(pl->map, i);
   if (pl->h.seeded) rng_enter(pl->h.seed, pl->h.index_base + i);
 }
 void suiro_plan_leave(void) { rng_leave(); }
 
 void *suiro_plan_cell(const suiro_plan *pl, void *out, uint64_t i, int k, int *type) {
+  if (!pl || !out || !type) return NULL;
   const plan_hdr *h = &pl->h;
   if (!h->has_tpl || i >= h->n) return NULL;
   if (h->tpl.kind == SUIRO_OUT_RECORD) {
@@ -421,6 +438,8 @@ void *suiro_plan_cell(const suiro_plan *pl, void *out, uint64_t i, int k, int *t
 }
 
 const void *suiro_plan_column(const suiro_plan *pl, const void *out, int k, uint64_t *count) {
+  if (count) *count = 0;
+  if (!pl || !out || !count) return NULL;
   const plan_hdr *h = &pl->h;
   if (!h->has_tpl) return NULL;
   if (h->tpl.kind == SUIRO_OUT_RECORD) {
@@ -450,6 +469,7 @@ static int cell_fail(char *err, size_t cap, int type, const char *fmt, ...) {
 }
 
 int suiro_cell_put_int(void *cell, int type, int64_t v, char *err, size_t errcap) {
+  if (!cell) return cell_fail(err, errcap, type, "anything (the cell is NULL)");
   switch (type) {
   case WIRE_T_F64: { double d = (double)v; memcpy(cell, &d, 8); return 0; }
   case WIRE_T_F32: { float f = (float)v; memcpy(cell, &f, 4); return 0; }
@@ -468,6 +488,7 @@ int suiro_cell_put_int(void *cell, int type, int64_t v, char *err, size_t errcap
 }
 
 int suiro_cell_put_real(void *cell, int type, double v, char *err, size_t errcap) {
+  if (!cell) return cell_fail(err, errcap, type, "anything (the cell is NULL)");
   switch (type) {
   case WIRE_T_F64: memcpy(cell, &v, 8); return 0;
   case WIRE_T_F32: { float f = (float)v; memcpy(cell, &f, 4); return 0; }
@@ -483,12 +504,14 @@ int suiro_cell_put_real(void *cell, int type, double v, char *err, size_t errcap
 }
 
 int suiro_cell_put_bool(void *cell, int type, int v, char *err, size_t errcap) {
+  if (!cell) return cell_fail(err, errcap, type, "anything (the cell is NULL)");
   if (type != WIRE_T_BOOL) return cell_fail(err, errcap, type, "a boolean");
   *(uint8_t *)cell = v == WIRE_NA_BOOL ? WIRE_NA_BOOL : (v != 0);
   return 0;
 }
 
 int suiro_cell_put_na(void *cell, int type, char *err, size_t errcap) {
+  if (!cell) return cell_fail(err, errcap, type, "anything (the cell is NULL)");
   switch (type) {
   case WIRE_T_F64: { uint64_t b = WIRE_NA_F64_BITS; memcpy(cell, &b, 8); return 0; }
   case WIRE_T_I64: { int64_t x = WIRE_NA_I64; memcpy(cell, &x, 8); return 0; }

@@ -124,6 +124,7 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
 
 void suiro_pool_opts_init(suiro_pool_opts *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
   o->size = sizeof *o;
   o->workers = 1;

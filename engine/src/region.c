@@ -454,6 +454,7 @@ suiro_status region_create_owned(size_t size, size_t reserve, int owner_pid, uin
 }
 
 suiro_status suiro_region_create(size_t size, suiro_region **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_region_create: out (argument 2) is NULL");
   int pid;
   uint64_t start;
   region_identity(&pid, &start);
@@ -461,6 +462,7 @@ suiro_status suiro_region_create(size_t size, suiro_region **out) {
 }
 
 suiro_status suiro_region_open(const char *name, int writable, suiro_region **out) {
+  if (!out) return suiro_set_error(SUIRO_ERR, "suiro_region_open: out (argument 3) is NULL");
   *out = NULL;
   if (!name || name[0] != '/' || strlen(name) >= SUIRO_NAME_MAX || strchr(name + 1, '/'))
     return suiro_set_error(SUIRO_ERR, "invalid region name '%s'", name ? name : "(null)");
@@ -504,9 +506,9 @@ suiro_status region_reserve(suiro_region *r, size_t off, size_t len) {
   return region_file_reserve(r->fd, off, len);
 }
 
-void *suiro_region_addr(const suiro_region *r) { return r->addr; }
-size_t suiro_region_size(const suiro_region *r) { return r->size; }
-const char *suiro_region_name(const suiro_region *r) { return r->name; }
+void *suiro_region_addr(const suiro_region *r) { return r ? r->addr : NULL; }
+size_t suiro_region_size(const suiro_region *r) { return r ? r->size : 0; }
+const char *suiro_region_name(const suiro_region *r) { return r ? r->name : NULL; }
 
 void suiro_region_close(suiro_region *r, int unlink) {
   if (!r) return;

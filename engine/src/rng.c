@@ -18,6 +18,7 @@ static uint64_t splitmix64(uint64_t *x) {
 }
 
 void suiro_rng_seed(suiro_rng *r, uint64_t seed, uint64_t index) {
+  if (!r) return;
   uint64_t x = seed ^ (index * 0xd1342543de82ef95ull + 0x632be59bd9b4e019ull);
   for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
 }
@@ -25,6 +26,7 @@ void suiro_rng_seed(suiro_rng *r, uint64_t seed, uint64_t index) {
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t suiro_rng_next(suiro_rng *r) {
+  if (!r) return 0;
   uint64_t *s = r->s;
   uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];

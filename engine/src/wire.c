@@ -742,6 +742,7 @@ int suiro_wire_reader_init(suiro_wire_reader *r, const void *buf, size_t len) {
   r->ncont = r->nbackrefs = 0;
   r->lv[0] = (suiro_wire_level){ 1, 0, K_TOP, 0 };
   if ((uintptr_t)buf & 7) return rfail(r, 0, "buffer address is not 8-byte aligned");
+  if (!buf) return rfail(r, 0, "the buffer is NULL");
   if (len < 8) return rfail(r, len, "truncated: %zu bytes, a buffer starts with an 8-byte header", len);
   const unsigned char *b = buf;
   if (memcmp(b, magic, 5) != 0) return rfail(r, 0, "bad magic (not a suiro wire buffer)");

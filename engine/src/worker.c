@@ -131,14 +131,24 @@ static int out_grow(suiro_out *o, size_t need) {
   return 0;
 }
 
+/* The result writers are called inside a task with the task's own suiro_out; NULL (or a size past
+ * what memory can hold) is refused, never written through. */
 void *suiro_out_reserve(suiro_out *o, size_t n) {
+  if (!o || n > SIZE_MAX / 2 - o->len) return NULL;
   if (o->len + n > o->cap && out_grow(o, o->len + n) != 0) return NULL;
   return o->buf + o->len;
 }
-void suiro_out_commit(suiro_out *o, size_t n) { o->len += n; }
-void suiro_out_reset(suiro_out *o) { o->len = 0; o->error = 0; }
+void suiro_out_commit(suiro_out *o, size_t n) {
+  if (o && n <= o->cap - o->len) o->len += n; /* never past what was reserved */
+}
+void suiro_out_reset(suiro_out *o) {
+  if (!o) return;
+  o->len = 0;
+  o->error = 0;
+}
 
 int suiro_out_write(suiro_out *o, const void *data, size_t n) {
+  if (!o || (!data && n)) return -1;
   void *d = suiro_out_reserve(o, n);
   if (!d) return -1;
   memcpy(d, data, n);
@@ -147,6 +157,8 @@ int suiro_out_write(suiro_out *o, const void *data, size_t n) {
 }
 
 int suiro_out_error(suiro_out *o, const char *fmt, ...) {
+  if (!o) return -1;
+  if (!fmt) fmt = "task failed";
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -161,6 +173,7 @@ int suiro_out_error(suiro_out *o, const char *fmt, ...) {
 }
 
 int suiro_out_error_bytes(suiro_out *o, const void *data, size_t n) {
+  if (!o) return -1;
   o->len = 0;
   suiro_out_write(o, data, n);
   o->error = 1;
@@ -534,7 +547,8 @@ static int start_host_watch(pool_hdr *h, int by_pipe) {
 }
 
 const char *suiro_worker_token(int argc, char **argv) {
-  for (int i = 1; i + 1 < argc; i++)
+  if (!argv) return NULL;
+  for (int i = 1; i + 1 < argc && argv[i]; i++)
     if (strcmp(argv[i], "--suiro-worker") == 0) return argv[i + 1];
   return NULL;
 }
@@ -558,6 +572,10 @@ int suiro_worker_run(const char *token) {
   char name[SUIRO_NAME_MAX];
   int slot = -1, death_fd = -1;
   unsigned inc = 0;
+  if (!token) {
+    fprintf(stderr, "suiro worker: no worker token\n");
+    return 2;
+  }
   const char *c1 = strchr(token, ':');
   /* name:slot:incarnation[:fd of the death pipe, when the host watches workers without pidfds] */
   int fields = c1 ? sscanf(c1 + 1, "%d:%u:%d", &slot, &inc, &death_fd) : 0;

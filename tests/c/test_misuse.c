@@ -442,3 +442,72 @@ TEST_T(fork_children_submit_storm, 60) {
   for (int i = 0; i < 5000; i++) CHECK_EQ(echo_round_trip(p, i), i);
   CHECK_OK(suiro_pool_stop(p, 5));
 }
+
+/* ---- every other public entry: NULL where a pointer is expected ---------------------------- */
+
+static int noop_native(const void *arg, size_t len, suiro_out *out, void *ud) {
+  (void)arg, (void)len, (void)out, (void)ud;
+  return 0;
+}
+
+TEST_T(null_pointers_elsewhere, 20) {
+  limit_memory();
+  suiro_region *r = (suiro_region *)1;
+  CHECK_ERR(suiro_region_create(4096, NULL), "NULL");
+  CHECK_ERR(suiro_region_open(NULL, 0, &r), "name");
+  CHECK(suiro_region_addr(NULL) == NULL);
+  CHECK_EQ(suiro_region_size(NULL), 0);
+  CHECK(suiro_region_name(NULL) == NULL);
+  suiro_region_close(NULL, 1);
+  CHECK_ERR(suiro_register(NULL, noop_native, NULL), "name");
+  CHECK_ERR(suiro_register("misuse_null_fn", NULL, NULL), "fn");
+  CHECK(suiro_fn_key(NULL, 5) != 0);
+  CHECK_EQ(suiro_out_write(NULL, "x", 1), -1);
+  CHECK(suiro_out_reserve(NULL, 8) == NULL);
+  suiro_out_commit(NULL, 8);
+  suiro_out_reset(NULL);
+  CHECK_EQ(suiro_out_error(NULL, "x %d", 1), -1);
+  CHECK_EQ(suiro_out_error_bytes(NULL, "x", 1), -1);
+  suiro_error_info e;
+  CHECK_EQ(suiro_error_read(SUIRO_RESULT_ERROR, NULL, 5, &e), 0); /* no payload: an empty message */
+  CHECK_EQ(suiro_error_read(SUIRO_RESULT_ERROR, "x", 1, NULL), -1);
+  CHECK_EQ(suiro_result_error(NULL, &e), -1);
+  CHECK_EQ(suiro_map_failure(NULL, &e), 0);
+  CHECK_EQ(suiro_keyidx_find(NULL, 1), -1);
+  CHECK_EQ(suiro_keyidx_add(NULL, 1), -1);
+  suiro_keyidx_free(NULL);
+  suiro_rng_seed(NULL, 1, 2);
+  CHECK_EQ(suiro_rng_next(NULL), 0);
+  char err[64];
+  CHECK_EQ(suiro_template_check(NULL, NULL, err, sizeof err), -1);
+  CHECK_EQ(suiro_template_check(NULL, NULL, NULL, 0), -1);
+  suiro_plan_spec_init(NULL);
+  suiro_pool_opts_init(NULL);
+  suiro_map_opts_init(NULL);
+  CHECK_EQ(suiro_plan_size(NULL), 0);
+  CHECK_EQ(suiro_plan_in_kind(NULL), 0);
+  CHECK(suiro_plan_template(NULL) == NULL);
+  const void *fb = (const void *)1;
+  size_t fl = 7;
+  suiro_plan_fn(NULL, &fb, &fl);
+  CHECK(fb == NULL && fl == 0);
+  suiro_elem el;
+  CHECK_EQ(suiro_plan_elem(NULL, 0, &el), -1);
+  int type;
+  CHECK(suiro_plan_cell(NULL, NULL, 0, 0, &type) == NULL);
+  uint64_t count = 9;
+  CHECK(suiro_plan_column(NULL, NULL, 0, &count) == NULL);
+  CHECK_EQ(count, 0);
+  CHECK_EQ(suiro_cell_put_int(NULL, 1, 5, err, sizeof err), -1);
+  CHECK_EQ(suiro_cell_put_real(NULL, 1, 5, err, sizeof err), -1);
+  CHECK_EQ(suiro_cell_put_bool(NULL, 1, 1, err, sizeof err), -1);
+  CHECK_EQ(suiro_cell_put_na(NULL, 1, NULL, 0), -1);
+  suiro_zc_revoke(NULL, 64);
+  suiro_view v;
+  CHECK_ERR(suiro_zc_open(NULL, &v), "NULL");
+  CHECK(suiro_worker_token(3, NULL) == NULL);
+  CHECK_EQ(suiro_worker_main(3, NULL), -1);
+  CHECK(suiro_worker_run(NULL) != 0);
+  CHECK(suiro_status_name((suiro_status)99) != NULL);
+  CHECK(suiro_worker_state_name(-5) != NULL);
+}
