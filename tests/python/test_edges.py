@@ -194,3 +194,53 @@ def test_awaiting_after_a_stop_and_a_new_pool_still_works():
             return await q.submit(pow, 2, 9)
 
     assert _arun(main()) == 512
+
+
+# ---- multiprocessing spawn: a script re-run as __mp_main__ (item 13) ----------------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+SPAWN_SCRIPT = r'''
+import multiprocessing as mp
+import suiro
+
+def twice(x):
+    return 2 * x
+
+def child(q):
+    out = []
+    try:
+        with suiro.PoolExecutor(1) as ex:          # a new executor, its first submit
+            out.append(ex.submit(twice, 21).result(timeout=30))
+            out.append(list(ex.map(twice, [1, 2], timeout=30)))
+        with suiro.pool(workers=1) as p:
+            out.append(p.submit(twice, 5).collect(timeout=30))
+            out.append(p.submit(lambda: twice(7)).collect(timeout=30))
+    except BaseException as e:
+        out.append("error: %r" % (e,))
+    q.put(out)
+
+with suiro.PoolExecutor(1) as top:                  # runs again in the child, as __mp_main__
+    assert top.submit(twice, 1).result(timeout=30) == 2
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    pr = ctx.Process(target=child, args=(q,))
+    pr.start()
+    print(q.get(timeout=60))
+    pr.join(30)
+    print("exit", pr.exitcode)
+'''
+
+
+def test_functions_of_a_script_rerun_as_mp_main_travel_by_value(tmp_path):
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWN_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["[42, [2, 4], 10, 14]", "exit 0"], r.stdout + r.stderr

@@ -530,11 +530,25 @@ def dumps(obj):
 loads = pickle.loads
 
 
+# Modules no worker can import: a host's main script, and the same script re-run as
+# "__mp_main__" in a child of multiprocessing's spawn (its functions name that module; a worker
+# importing "__mp_main__.f" fails). Their functions travel by value, with their globals.
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
 def pickle_function(fn):
     try:
         import cloudpickle
     except ImportError:
         return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    mod = getattr(fn, "__module__", None)
+    if mod == "__mp_main__":  # cloudpickle pickles only "__main__" by value of itself
+        m = sys.modules.get(mod)
+        try:
+            if m is not None and mod not in cloudpickle.list_registry_pickle_by_value():
+                cloudpickle.register_pickle_by_value(m)
+        except (AttributeError, ValueError, TypeError):  # an old cloudpickle: by reference, as before
+            pass
     return cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -542,7 +556,7 @@ def function_ref(fn):
     """"module.qualname" when fn can be imported back by that name, else None."""
     mod = getattr(fn, "__module__", None)
     qn = getattr(fn, "__qualname__", None)
-    if not isinstance(mod, str) or not isinstance(qn, str) or "<" in qn or mod == "__main__":
+    if not isinstance(mod, str) or not isinstance(qn, str) or "<" in qn or mod in _MAIN_NAMES:
         return None
     m = sys.modules.get(mod)
     if m is None:
