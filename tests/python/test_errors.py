@@ -104,3 +104,16 @@ def test_pool_class_called_directly_is_suiro_pool():
         assert p.lang == "python" and p.submit(pow, 2, 5).collect(timeout=10) == 32
     with pytest.raises(TypeError, match="suiro.Pool: unknown option 'bogus'"):
         suiro.Pool(bogus=1)
+
+
+def test_error_paths_are_separated_and_say_why():
+    with suiro.pool(workers=1, launcher=suiro.lua()) as p:
+        with pytest.raises(TypeError, match=r"^submit: argument 1, keyword argument 'v': set cannot be sent"):
+            p.submit(suiro.call(source="return v", v={1, 2}))
+        with pytest.raises(TypeError, match=r"^submit: argument 2\[1\]: set cannot be sent"):
+            p.submit("string.rep", [1, {2}])
+    with suiro.pool(workers=1) as p:
+        # a lambda capturing its pool: the reason is in the message, with the way out
+        with pytest.raises(TypeError, match=r"cannot be sent: a suiro pool cannot be sent to a worker .*current_pool"):
+            p.submit(lambda: p.status())
+        assert p.submit(pow, 2, 2).collect(timeout=10) == 4

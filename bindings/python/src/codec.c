@@ -148,6 +148,9 @@ static PyObject *path_string(enc *e) {
     case SP_SEG_FUNCTION: p = PyUnicode_FromString("function"); break;
     default: p = PyUnicode_FromString("?");
     }
+    /* subscripts attach to what they index ("argument 2[0]['k']"); words are separated
+     * ("argument 1, keyword argument 'v'", "argument 2, column 'c'") */
+    if (p && k > 0 && s->kind != SP_SEG_INDEX && s->kind != SP_SEG_KEY) Py_SETREF(p, PyUnicode_FromFormat(", %U", p));
     if (!p || PyList_Append(parts, p) < 0) {
       Py_XDECREF(p);
       Py_DECREF(parts);
@@ -1057,7 +1060,17 @@ static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
       id = Py_NewRef(po->last_item);
     } else {
       id = function_identity(e, fn);
-      if (!id) return enc_fail(e, PyExc_TypeError, "the function %R cannot be sent", fn);
+      if (!id) { /* say why (pickling it failed on what it captured, say), not only that */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        PyObject *why = v ? PyObject_Str(v) : NULL;
+        PyErr_Restore(t, v, tb);
+        int rc = why && PyUnicode_GET_LENGTH(why) ? enc_fail(e, PyExc_TypeError, "the function %R cannot be sent: %U", fn, why)
+                                                  : enc_fail(e, PyExc_TypeError, "the function %R cannot be sent", fn);
+        Py_XDECREF(why);
+        return rc;
+      }
       if (po && PyUnicode_Check(id)) { /* remember by-reference functions only: a function sent by
                                          value may hold objects the caller wants collected */
         Py_XSETREF(po->last_fn, Py_NewRef(fn));

@@ -228,6 +228,11 @@ class Pool(_core.Pool):
     def __exit__(self, *exc):
         self.stop()
 
+    def __reduce__(self):
+        # pickling a function that captured its pool fails here, with the way out
+        raise TypeError("a suiro pool cannot be sent to a worker (inside a task, suiro.current_pool() is "
+                        "the worker's own pool)")
+
     def close(self, timeout=5.0):
         self.stop(timeout)
 
