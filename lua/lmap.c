@@ -415,7 +415,9 @@ static void raise_failure(lua_State *L, lmap *lm) {
   lua_error(L);
 }
 
-static void push_cell(lua_State *L, int type, const char *p) {
+/* Pushes one typed cell (the MPI tier's results use it too). */
+void lmap_push_cell(lua_State *L, int type, const void *cell) {
+  const char *p = cell;
   switch (type) {
   case WIRE_T_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); return; }
   case WIRE_T_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); return; }
@@ -508,7 +510,7 @@ static void push_element(lua_State *L, lmap *lm, uint64_t i) {
     if (t->kind == SUIRO_OUT_RECORD) {
       lua_createtable(L, 0, t->nfields);
       for (int k = 0; k < t->nfields; k++) {
-        push_cell(L, t->fields[k].type, suiro_plan_cell(pl, out, i, k, &type));
+        lmap_push_cell(L, t->fields[k].type, suiro_plan_cell(pl, out, i, k, &type));
         lua_setfield(L, -2, t->fields[k].name);
       }
       return;
@@ -525,7 +527,7 @@ static void push_element(lua_State *L, lmap *lm, uint64_t i) {
       }
       return;
     }
-    push_cell(L, type, cell);
+    lmap_push_cell(L, type, cell);
     return;
   }
   const void *data;
@@ -555,7 +557,8 @@ static int pool_stopped(lua_State *L, lmap *lm, int self) {
   return lm->closed;
 }
 
-static int push_closed(lua_State *L) {
+/* nil, "closed": a verb of a map whose pool was stopped (the MPI tier's maps answer the same). */
+int lmap_push_closed(lua_State *L) {
   lua_pushnil(L);
   lua_pushliteral(L, "closed");
   return 2;
@@ -565,14 +568,14 @@ static int push_closed(lua_State *L) {
 static int finish_run(lua_State *L, lmap *lm, double timeout) {
   if (lm->started) {
     int w = wait_run(L, lm, 1, timeout);
-    if (w < 0) return push_closed(L);
+    if (w < 0) return lmap_push_closed(L);
     if (w == 0) {
       lua_pushnil(L);
       lua_pushliteral(L, "timeout");
       return 2;
     }
   }
-  if (lm->closed) return push_closed(L);
+  if (lm->closed) return lmap_push_closed(L);
   lm->collected = 1;
   raise_failure(L, lm);
   push_results(L, lm);
@@ -604,7 +607,7 @@ static double map_timeout(lua_State *L, int arg) {
 static int l_map_collect(lua_State *L) {
   lmap *lm = checkmap(L, 1);
   if (lm->collected && !lm->prepared) return luaL_error(L, "map:collect: the results were collected already");
-  if (pool_stopped(L, lm, 1)) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return lmap_push_closed(L);
   if (!lm->m) return luaL_error(L, "map:collect: this map was freed");
   if (!lm->started && !lm->finished) return luaL_error(L, "map:collect: this prepared map is not running (pm:run())");
   return finish_run(L, lm, map_timeout(L, 2));
@@ -621,7 +624,7 @@ static int l_map_cancel(lua_State *L) {
 /* m:kill(): the workers running the map are killed and replaced; collect raises class "cancelled". */
 static int l_map_kill(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (pool_stopped(L, lm, 1)) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return lmap_push_closed(L);
   int running = lm->m && lm->started;
   if (running && suiro_map_kill(lm->m) != SUIRO_OK) return luaL_error(L, "map:kill: %s", suiro_last_error());
   lua_pushboolean(L, running);
@@ -723,7 +726,7 @@ static int l_map_results(lua_State *L) {
 /* pm:run([xs], [timeout]) -> results: runs a prepared map, swapping its input when given. */
 static int l_map_run(lua_State *L) {
   lmap *lm = checkmap(L, 1);
-  if (pool_stopped(L, lm, 1)) return push_closed(L);
+  if (pool_stopped(L, lm, 1)) return lmap_push_closed(L);
   if (!lm->m) return luaL_error(L, "map:run: this map was freed");
   if (lm->started) return luaL_error(L, "map:run: the previous run is still going");
   lua_getiuservalue(L, 1, 1);
@@ -731,7 +734,7 @@ static int l_map_run(lua_State *L) {
   lua_pop(L, 1);
   if (!lp || lp->closed || !lp->p) {
     lm->closed = 1;
-    return push_closed(L);
+    return lmap_push_closed(L);
   }
   if (!lua_isnoneornil(L, 2)) {
     larray *a = larray_test(L, 2);
@@ -745,7 +748,7 @@ static int l_map_run(lua_State *L) {
   }
   double timeout = lua_isnoneornil(L, 3) ? -1 : lpool_seconds(L, 3, "map:run", "timeout");
   suiro_status st = suiro_map_start(lm->m, lp->default_timeout);
-  if (st == SUIRO_CLOSED) return push_closed(L);
+  if (st == SUIRO_CLOSED) return lmap_push_closed(L);
   if (st != SUIRO_OK) return luaL_error(L, "map:run: %s", suiro_last_error());
   lm->started = 1;
   lm->finished = 0;

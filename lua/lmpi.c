@@ -384,21 +384,6 @@ static void raise_failure(lua_State *L, xmap *x) {
   lua_error(L);
 }
 
-static void push_cell(lua_State *L, int type, const unsigned char *p) {
-  switch (type) {
-  case WIRE_T_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); return; }
-  case WIRE_T_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); return; }
-  case WIRE_T_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); return; }
-  case WIRE_T_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); return; }
-  case WIRE_T_U8: lua_pushinteger(L, *p); return;
-  case WIRE_T_BOOL:
-    if (*p == WIRE_NA_BOOL) lvalues_push_na(L);
-    else lua_pushboolean(L, *p == 1);
-    return;
-  }
-  lua_pushnil(L);
-}
-
 /* Element i's result (what a local map's results() hands out). */
 static void push_element(lua_State *L, xmap *x, uint64_t i) {
   if (x->pw.has_tpl) {
@@ -407,7 +392,7 @@ static void push_element(lua_State *L, xmap *x, uint64_t i) {
       lua_createtable(L, 0, t->nfields);
       for (int k = 0; k < t->nfields; k++) {
         size_t es = wire_type_size(t->fields[k].type);
-        push_cell(L, t->fields[k].type, x->out + x->col_off[k] + (size_t)i * es);
+        lmap_push_cell(L, t->fields[k].type, x->out + x->col_off[k] + (size_t)i * es);
         lua_setfield(L, -2, t->fields[k].name);
       }
       return;
@@ -424,7 +409,7 @@ static void push_element(lua_State *L, xmap *x, uint64_t i) {
       }
       return;
     }
-    push_cell(L, t->type, cell);
+    lmap_push_cell(L, t->type, cell);
     return;
   }
   if (!x->slots[i].p || x->slots[i].len == 0) {
@@ -449,21 +434,15 @@ static void push_results(lua_State *L, xmap *x) {
   lmap_push_results(L, x->pw.has_tpl ? &x->pw.tpl : NULL, x->n, out_column, out_element, x);
 }
 
-static int push_closed(lua_State *L) {
-  lua_pushnil(L);
-  lua_pushliteral(L, "closed");
-  return 2;
-}
-
 /* m:collect([timeout]) -> results | nil, "timeout" | nil, "closed" */
 static int l_map_collect(lua_State *L) {
   lxmap *u = check_xmap(L, 1);
   if (u->collected) return luaL_error(L, "map:collect: the results were collected already");
   xmap *x = u->x;
   if (!x) return luaL_error(L, "map:collect: this map was freed");
-  if (x->closed) return push_closed(L);
+  if (x->closed) return lmap_push_closed(L);
   int w = wait_map(L, x, 1, map_timeout(L, 2, x));
-  if (w < 0) return push_closed(L);
+  if (w < 0) return lmap_push_closed(L);
   if (w == 0) {
     lua_pushnil(L);
     lua_pushliteral(L, "timeout");
@@ -496,7 +475,7 @@ static int l_map_cancel(lua_State *L) {
 static int l_map_kill(lua_State *L) {
   lxmap *u = check_xmap(L, 1);
   xmap *x = u->x;
-  if (x && x->closed) return push_closed(L);
+  if (x && x->closed) return lmap_push_closed(L);
   int running = x && !x->finished;
   if (running) {
     const char *text = "the map was killed (map:kill()); its workers were replaced";

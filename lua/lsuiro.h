@@ -225,6 +225,9 @@ void lmap_open(lua_State *L);
  * the three buffers s points into (keep them while s is in use). */
 void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *s);
 /* Pushes a finished map's results in its template's shape (lmap.c explains). */
+/* One typed cell of a map's results as a Lua value; nil, "closed" for a stopped pool's map. */
+void lmap_push_cell(lua_State *L, int type, const void *cell);
+int lmap_push_closed(lua_State *L);
 typedef const void *(*lmap_column_fn)(void *ud, int k);
 typedef void (*lmap_element_fn)(lua_State *L, void *ud, uint64_t i);
 void lmap_push_results(lua_State *L, const suiro_template *t, uint64_t n, lmap_column_fn col, lmap_element_fn elem,
