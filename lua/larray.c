@@ -500,8 +500,10 @@ static int l_codes(lua_State *L) {
 
 static int l_totable(lua_State *L) {
   larray *a = larray_check(L, 1);
+  lvalues_check_budget(L, "array:totable", a->n, LVALUES_SLOT_BYTES); /* a table of n values */
   lua_createtable(L, (int)(a->n < 1 << 26 ? a->n : 0), 0);
   for (int64_t i = 0; i < a->n; i++) {
+    LSUIRO_POLL(L, i + 1);
     push_elem(L, a, 1, i);
     lua_rawseti(L, -2, i + 1);
   }

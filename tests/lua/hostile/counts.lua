@@ -74,6 +74,12 @@ add {
   run = function(E) return E.P:map(function(x) return x end, E.suiro.range(1, 1 << 60)):collect() end,
   expect = H.raises_any("2^48", "memory limit", "too many", "elements", "shared memory"),
 }
+-- a table of every element of a big array would take more than the limit
+add {
+  name = "suiro.f64(2^26 + 1):totable() is refused before building the table",
+  run = function(E) return E.suiro.f64((1 << 26) + 1):totable() end,
+  expect = H.raises("totable", "memory limit"),
+}
 -- sane sizes still work under the limit
 add {
   name = "suiro.strings { n = 1000 } and suiro.f64(10^6) still work",
