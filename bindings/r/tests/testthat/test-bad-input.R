@@ -1,14 +1,21 @@
 # Hostile counts: a few bytes that claim billions of elements, and constructors given huge
-# counts. Each case runs in a child R whose address space is limited to 1 GB (ulimit -v), so an
-# expansion that the code forgot to refuse fails the case (R cannot allocate) instead of filling
-# the machine; every case is bounded in time by the child's timeout.
+# counts. Each case runs in a child R whose address space is limited to 1 GB (ulimit -v; under
+# AddressSanitizer, which needs a large address space, its allocation cap of 1 GB instead), so
+# an expansion that the code forgot to refuse fails the case (R cannot allocate) instead of
+# filling the machine; every case is bounded in time by the child's timeout.
 
 run_limited <- function(code, limit_mb = 1024, seconds = 120) {
   f <- tempfile(fileext = ".R")
   on.exit(unlink(f))
   writeLines(code, f)
   libs <- paste(.libPaths(), collapse = ":")
-  cmd <- sprintf("ulimit -v %d; R_LIBS=%s exec timeout -k 5 %d %s --vanilla %s 2>&1", as.integer(limit_mb * 1024),
+  limit <- if (grepl("libasan", Sys.getenv("LD_PRELOAD"), fixed = TRUE)) {
+    sprintf("export ASAN_OPTIONS=%s:max_allocation_size_mb=%d:allocator_may_return_null=1;",
+            shQuote(Sys.getenv("ASAN_OPTIONS")), as.integer(limit_mb))
+  } else {
+    sprintf("ulimit -v %d;", as.integer(limit_mb * 1024))
+  }
+  cmd <- sprintf("%s R_LIBS=%s exec timeout -k 5 %d %s --vanilla %s 2>&1", limit,
                  shQuote(libs), as.integer(seconds), shQuote(file.path(R.home("bin"), "Rscript")), shQuote(f))
   suppressWarnings(system2("bash", c("-c", shQuote(cmd)), stdout = TRUE))
 }
