@@ -31,6 +31,7 @@ typedef struct rmap {
   uint64_t n;
   int started, collected, prepared, stream;
   int has_tpl;
+  int chr;                /* .template = character(1): results as a character vector, as vapply */
   suiro_template tpl;
   int in_kind, in_type;
   unsigned char *values;  /* VALUES input as staged (its references are revoked at the end) */
@@ -247,7 +248,12 @@ static SEXP map_run(void *p) {
   }
   /* template, seed, options */
   rmap *mp = j->mp;
-  if (j->proto != R_NilValue) {
+  if (TYPEOF(j->proto) == STRSXP && XLENGTH(j->proto) == 1 && STRING_ELT(j->proto, 0) != NA_STRING &&
+      CHAR(STRING_ELT(j->proto, 0))[0] == 0) {
+    /* character(1), vapply's prototype of a string: no engine template (strings have no fixed
+     * width); the results are checked and made a character vector when collected */
+    mp->chr = 1;
+  } else if (j->proto != R_NilValue) {
     template_of(j->proto, &mp->tpl, j->verb);
     mp->has_tpl = 1;
     s.tpl = &mp->tpl;
@@ -279,7 +285,11 @@ static SEXP map_run(void *p) {
   }
   SEXP prot = PROTECT(Rf_allocVector(VECSXP, 3));
   SET_VECTOR_ELT(prot, 0, j->pool);
-  SET_VECTOR_ELT(prot, 1, Rf_getAttrib(x, R_NamesSymbol));
+  /* as vapply names its results (USE.NAMES): by x's names, or by x itself when it is an unnamed
+   * character vector and a template is given (without one, a list as lapply gives) */
+  SEXP xnames = Rf_getAttrib(x, R_NamesSymbol);
+  if (xnames == R_NilValue && TYPEOF(x) == STRSXP && j->proto != R_NilValue && !Rf_isObject(x)) xnames = x;
+  SET_VECTOR_ELT(prot, 1, xnames);
   SET_VECTOR_ELT(prot, 2, j->proto);
   SEXP out = PROTECT(R_MakeExternalPtr(mp, R_NilValue, prot));
   mp->rp = rp;
@@ -370,6 +380,19 @@ static SEXP results_range(SEXP self, rmap *mp, uint64_t b, uint64_t e) {
       const void *d;
       size_t len;
       if (suiro_map_result(mp->m, b + (uint64_t)i, &d, &len)) SET_VECTOR_ELT(v, i, rs_decode_single(d, len, &o));
+    }
+    if (mp->chr) { /* as vapply(x, f, character(1)): one string per element */
+      SEXP c = PROTECT(Rf_allocVector(STRSXP, n));
+      for (R_xlen_t i = 0; i < n; i++) {
+        SEXP r = VECTOR_ELT(v, i);
+        if (TYPEOF(r) != STRSXP || XLENGTH(r) != 1)
+          Rf_error("suiro_map: element %.0f: the template character(1) wants one string, got %s of length %.0f",
+                   (double)(b + (uint64_t)i + 1), Rf_type2char(TYPEOF(r)), (double)Rf_xlength(r));
+        SET_STRING_ELT(c, i, STRING_ELT(r, 0));
+      }
+      if (whole && names != R_NilValue) Rf_setAttrib(c, R_NamesSymbol, names);
+      UNPROTECT(2);
+      return c;
     }
     if (whole && names != R_NilValue) Rf_setAttrib(v, R_NamesSymbol, names);
     UNPROTECT(1);

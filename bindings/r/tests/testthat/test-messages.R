@@ -15,3 +15,20 @@ test_that("suiro_call(.source = ..., 1, 2) takes 1 and 2 as arguments, not 1 as 
   # a name given by name with .source is still refused
   expect_error(suiro_call(.name = "base::sum", .source = "1"), "not both")
 })
+
+test_that(".template = character(1) gives a character vector named as vapply names it", {
+  p <- local_pool(workers = 2)
+  f <- function(x) as.character(x * 2)
+  expect_identical(suiro_collect(suiro_map(p, c(a = 1, b = 2), f, .template = character(1)), timeout = 10),
+                   vapply(c(a = 1, b = 2), f, character(1)))
+  expect_identical(suiro_collect(suiro_map(p, letters[1:3], toupper, .template = character(1)), timeout = 10),
+                   vapply(letters[1:3], toupper, character(1)))
+  # an unnamed character input names numeric results too, as vapply does; without a template,
+  # a list as lapply gives (no names)
+  expect_identical(suiro_collect(suiro_map(p, c("x", "yy"), nchar, .template = integer(1)), timeout = 10),
+                   vapply(c("x", "yy"), nchar, integer(1)))
+  expect_identical(suiro_collect(suiro_map(p, c("x", "yy"), nchar), timeout = 10), lapply(c("x", "yy"), nchar))
+  expect_error(suiro_collect(suiro_map(p, 1:3, function(x) if (x == 2) 5 else "s", .template = character(1)),
+                             timeout = 10),
+               "element 2: the template character\\(1\\) wants one string, got double")
+})
