@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/mpi/stress.sh [RUNS] — RUNS (default 100) 3-rank jobs whose map fails
 # (tests/mpi/failing_map.lua K for K = 1..RUNS). Each must end within 10 s, with a non-zero exit,
-# the map's error on stderr, no process of the job left and nothing of its ranks in /dev/shm.
+# the map's error on stderr, every rank finalized (mpirun names one that did not), no process of
+# the job left and nothing of its ranks in /dev/shm.
 # Prints one line per failed run, "stress: N passed, M failed" and the slowest run last.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -24,6 +25,9 @@ for k in $(seq 1 "$runs"); do
   [[ -z "$why" ]] && ((rc == 0)) && why="exit 0"
   [[ -z "$why" ]] && ! grep -q "fails on purpose" "$out/err" && why="no map error: $(tail -3 "$out/err" | tr '\n' ' ')"
   [[ -z "$why" ]] && grep -q "not reached" "$out/out" && why="the map did not fail"
+  # every rank finalized: mpirun names a rank that exited without MPI_Finalize
+  [[ -z "$why" ]] && grep -qE 'exiting improperly|without calling "finalize"' "$out/err" &&
+    why="a rank did not finalize: $(grep -m1 -E 'exiting improperly|finalize' "$out/err")"
   pids=$(grep '^pids ' "$out/err" | head -1 | cut -d' ' -f2-)
   [[ -z "$why" && -z "$pids" ]] && why="no pids line: $(head -3 "$out/err" | tr '\n' ' ')"
   # every process of the job gone (2 s grace: mpirun returns as its ranks exit)
