@@ -182,22 +182,70 @@ project "suiro_lua"
   linkoptions { "-pthread" }
   per_config("lib/suiro")
 
--- suiro.probe: measurements for benchmarks and tests (build/lib/suiro/probe.so), not in suiro.core.
+-- Test hooks live in test builds only (tests/probe/), as Lua's ltests.c: neither the CLI, nor
+-- suiro.core, nor the Python or R packages carry them.
+-- suiro.probe: measurements for the Lua specs and benches (build/tests/lua/suiro/probe.so; .busted
+-- and scripts/bench put build/tests/lua on the cpath).
 project "suiro_probe"
   kind "SharedLib"
   targetname "probe"
   targetprefix ""
-  files { root .. "/lua/lprobe.c" }
+  files { root .. "/tests/probe/lprobe.c" }
   includedirs { lua_inc }
   buildoptions(common_c)
-  per_config("lib/suiro")
+  per_config("tests/lua/suiro")
+
+-- suiro_probe for the Python benches (build/tests/python/suiro_probe.so), where Python's headers are.
+local function py_include()
+  local f = io.popen("/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"include\"])' 2>/dev/null")
+  if not f then return nil end
+  local s = (f:read("*a") or ""):gsub("%s+$", "")
+  f:close()
+  if s == "" or not os.isfile(s .. "/Python.h") then return nil end
+  return s
+end
+local py_inc = py_include()
+if py_inc then
+  project "suiro_pyprobe"
+    kind "SharedLib"
+    targetname "suiro_probe"
+    targetprefix ""
+    files { root .. "/tests/probe/pyprobe.c" }
+    includedirs { py_inc }
+    buildoptions(common_c)
+    buildoptions { "-fvisibility=hidden" }
+    per_config("tests/python")
+end
+
+-- The same floor for the R benches (build/tests/r/suiro_probe.so, loaded with dyn.load), where R's
+-- headers are.
+local function r_include()
+  local f = io.popen("R CMD config --cppflags 2>/dev/null")
+  if not f then return nil end
+  local s = (f:read("*a") or ""):gsub("%s+$", "")
+  f:close()
+  local dir = s:match("^%-I(%S+)$")
+  if not dir or not os.isfile(dir .. "/R.h") then return nil end
+  return dir
+end
+local r_inc = r_include()
+if r_inc then
+  project "suiro_rprobe"
+    kind "SharedLib"
+    targetname "suiro_probe"
+    targetprefix ""
+    files { root .. "/tests/probe/rprobe.c" }
+    includedirs { r_inc }
+    buildoptions(common_c)
+    per_config("tests/r")
+end
 
 -- The suiro CLI: Lua 5.4 with LPeg and the engine built in; also the Lua worker executable.
 project "suiro_cli"
   kind "ConsoleApp"
   targetname "suiro"
   files(lua_sources)
-  files { root .. "/lua/suiro_cli.c", root .. "/lua/lprobe.c" }
+  files { root .. "/lua/suiro_cli.c" }
   includedirs { root .. "/engine/include", root .. "/lua", lua_inc }
   buildoptions(common_c)
   links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }

@@ -33,10 +33,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "build", "tests", "python"))  # suiro_probe, a test build
 
 import numpy as np  # noqa: E402
 
 import suiro  # noqa: E402
+import suiro_probe  # noqa: E402
 from bench_tasks import identity, spin5, times2  # noqa: E402
 
 now = time.perf_counter
@@ -245,7 +247,7 @@ def main():
         figs["numpy_80mb_fresh_ms"].append(fresh)
         figs["numpy_80mb_view_resend_us"].append(data_resend(p1, view))
         del view
-        figs["memcpy_80mb_ms"].append(suiro._core.memcpy_ms(n80 * 8, 5))
+        figs["memcpy_80mb_ms"].append(suiro_probe.memcpy_ms(n80 * 8, 5))
         print("round %d/%d done" % (r + 1, rounds), file=sys.stderr)
     p1.stop()
     p2.stop()

@@ -32,6 +32,8 @@ suppressPackageStartupMessages({
 args <- commandArgs(trailingOnly = TRUE)
 rounds <- if (length(args)) as.integer(args[1]) else 7L
 root <- Sys.getenv("SUIRO_ROOT", normalizePath("."))
+# the memcpy floor: a test build of its own (tests/probe/rprobe.c), not in the package
+dyn.load(file.path(root, "build", "tests", "r", "suiro_probe.so"))
 
 per <- function(n, expr) { # seconds per iteration of expr (an expression), n iterations
   e <- substitute(expr)
@@ -149,7 +151,7 @@ for (r in seq_len(rounds)) {
   stopifnot(s == 1e7 * (1e7 + 1))
   rm(x, y)
   m[r, "r_80mb_view_resend_us"] <- each(50, suiro_collect(suiro_submit(p1, same, view))) * 1e6
-  m[r, "memcpy_80mb_ms"] <- .Call(suiro:::C_memcpy_ms, 8e7, 5)
+  m[r, "memcpy_80mb_ms"] <- .Call("rprobe_memcpy_ms", 8e7, 5L, PACKAGE = "suiro_probe")
   cat(sprintf("round %d/%d done\n", r, rounds), file = stderr())
 }
 

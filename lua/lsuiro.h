@@ -73,9 +73,8 @@ typedef struct ltask {
   lpool *lp;    /* its pool, kept alive by user value 1 (the pool, or the guard holding it) */
 } ltask;
 
-/* linit.c: the module; lprobe.c: suiro.probe (benchmarks and tests) */
+/* linit.c: the module */
 int luaopen_suiro_core(lua_State *L);
-int luaopen_suiro_probe(lua_State *L);
 
 /* lbuf.c — a growable byte buffer, a userdata on the stack (freed by the GC, also on errors). */
 typedef struct lbuf {

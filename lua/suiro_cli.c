@@ -82,8 +82,6 @@ static void set_paths(lua_State *L) {
   lua_setfield(L, -2, "lpeg");
   lua_pushcfunction(L, luaopen_suiro_core);
   lua_setfield(L, -2, "suiro.core");
-  lua_pushcfunction(L, luaopen_suiro_probe);
-  lua_setfield(L, -2, "suiro.probe");
   lua_pop(L, 2);
 }
 

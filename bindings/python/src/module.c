@@ -314,39 +314,6 @@ static PyObject *m_zc_floor(PyObject *self, PyObject *args) {
   return PyLong_FromSize_t(suiro_zc_floor);
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* memcpy_ms(bytes, rounds): median ms of one memcpy between warm buffers (the bench floor). */
-static PyObject *m_memcpy_ms(PyObject *self, PyObject *args) {
-  Py_ssize_t bytes;
-  int rounds = 7;
-  if (!PyArg_ParseTuple(args, "n|i", &bytes, &rounds)) return NULL;
-  if (bytes <= 0 || rounds < 1 || rounds > 1000) return PyErr_Format(PyExc_ValueError, "memcpy_ms: bad arguments");
-  char *a = malloc((size_t)bytes), *b = malloc((size_t)bytes);
-  double *t = malloc(sizeof *t * (size_t)rounds);
-  if (!a || !b || !t) {
-    free(a), free(b), free(t);
-    return PyErr_NoMemory();
-  }
-  Py_BEGIN_ALLOW_THREADS
-  memset(a, 1, (size_t)bytes);
-  memset(b, 2, (size_t)bytes);
-  for (int r = 0; r < rounds; r++) {
-    double t0 = suiro_now();
-    memcpy(b, a, (size_t)bytes);
-    t[r] = (suiro_now() - t0) * 1e3;
-    a[r % bytes] = (char)r;
-  }
-  qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
-  Py_END_ALLOW_THREADS
-  double med = t[rounds / 2];
-  free(a), free(b), free(t);
-  return PyFloat_FromDouble(med);
-}
-
 static PyObject *m_in_worker(PyObject *self, PyObject *unused) { return PyBool_FromLong(sp_in_worker); }
 
 static PyObject *m_current_pool(PyObject *self, PyObject *unused) { return sp_current_pool(); }
@@ -368,7 +335,6 @@ static PyMethodDef methods[] = {
   { "reap", m_reap, METH_NOARGS, NULL },
   { "version", m_version, METH_NOARGS, NULL },
   { "zc_floor", m_zc_floor, METH_VARARGS, NULL },
-  { "memcpy_ms", m_memcpy_ms, METH_VARARGS, NULL },
   { "in_worker", m_in_worker, METH_NOARGS, NULL },
   { "current_pool", m_current_pool, METH_NOARGS, NULL },
   { "worker_run", sp_worker_run, METH_VARARGS, NULL },

@@ -366,34 +366,3 @@ SEXP C_view_region(SEXP x) {
   const char *name = suiro_buf_name(v->buf);
   return name ? Rf_mkString(name) : R_NilValue;
 }
-
-/* For benchmarks: one memcpy of `bytes` between two warm buffers, the median of `reps` (ms). */
-SEXP C_memcpy_ms(SEXP bytes, SEXP reps) {
-  size_t n = (size_t)Rf_asReal(bytes);
-  int k = Rf_asInteger(reps);
-  char *a = malloc(n), *b = malloc(n);
-  if (!a || !b) {
-    free(a);
-    free(b);
-    Rf_error("out of memory");
-  }
-  memset(a, 1, n);
-  memset(b, 2, n);
-  double best[64];
-  if (k > 64) k = 64;
-  for (int i = 0; i < k; i++) {
-    double t0 = suiro_now();
-    memcpy(b, a, n);
-    best[i] = (suiro_now() - t0) * 1e3;
-    a[i] = b[n - 1 - i]; /* keep the copies observable */
-  }
-  free(a);
-  free(b);
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && best[j - 1] > best[j]; j--) {
-      double t = best[j];
-      best[j] = best[j - 1];
-      best[j - 1] = t;
-    }
-  return Rf_ScalarReal(k % 2 ? best[k / 2] : (best[k / 2 - 1] + best[k / 2]) / 2);
-}

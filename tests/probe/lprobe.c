@@ -1,9 +1,10 @@
 /*
- * lprobe.c — suiro.probe: measurements for benchmarks and tests, kept out of the production module
- * (require "suiro.probe"; the suiro command has it built in).
+ * lprobe.c — suiro.probe: measurements for benchmarks and tests. A test build only
+ * (build/tests/lua/suiro/probe.so; the specs and benches find it through their cpath): neither
+ * the suiro command nor suiro.core carries it.
  *
  *   probe.memcpy_ms(bytes [, rounds])   median ms of one memcpy between warm buffers (the floor
- *                                       the data benchmarks compare against)
+ *                                       the data benchmarks compare against; floor.h)
  *   probe.rss_kb()                      this process's resident set (VmRSS), KiB
  *   probe.shm_usage([prefix])           bytes and count of /dev/shm segments with the prefix
  *                                       (default: this process's and its pools')
@@ -17,47 +18,21 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <time.h>
 
-/* Monotonic seconds (this module stands alone: it does not link the engine). */
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "floor.h"
 
 int luaopen_suiro_probe(lua_State *L);
 
 /* probe.memcpy_ms(bytes, rounds) -> median milliseconds of one memcpy between two warm buffers:
  * the floor the data benchmarks compare against. */
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int l_memcpy_ms(lua_State *L) {
-  size_t bytes = (size_t)luaL_checkinteger(L, 1);
+  lua_Integer bytes = luaL_checkinteger(L, 1);
   int rounds = (int)luaL_optinteger(L, 2, 7);
+  if (bytes < 1) return luaL_error(L, "memcpy_ms: bytes must be positive");
   if (rounds < 1 || rounds > 1000) return luaL_error(L, "memcpy_ms: rounds must be in 1..1000");
-  char *a = malloc(bytes), *b = malloc(bytes);
-  double *t = malloc(sizeof *t * (size_t)rounds);
-  if (!a || !b || !t) {
-    free(a); free(b); free(t);
-    return luaL_error(L, "memcpy_ms: out of memory");
-  }
-  memset(a, 1, bytes);
-  memset(b, 2, bytes); /* both warm: faulted in before timing */
-  for (int r = 0; r < rounds; r++) {
-    double t0 = now_s();
-    memcpy(b, a, bytes);
-    t[r] = (now_s() - t0) * 1e3;
-    a[r % bytes] = (char)r; /* keep the copy from being elided */
-  }
-  qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
-  lua_pushnumber(L, t[rounds / 2]);
-  free(a);
-  free(b);
-  free(t);
+  double ms = probe_memcpy_ms((size_t)bytes, rounds);
+  if (ms < 0) return luaL_error(L, "memcpy_ms: out of memory");
+  lua_pushnumber(L, ms);
   return 1;
 }
 
