@@ -1594,6 +1594,7 @@ static SEXP dec_func(rs_decoder *d, wire_item *it) {
       SEXP attrs = PROTECT(rs_dec_next_value(d));
       if (TYPEOF(attrs) != VECSXP) dfail(d, "malformed attributes");
       SEXP anm = Rf_getAttrib(attrs, R_NamesSymbol);
+      if (TYPEOF(anm) != STRSXP || XLENGTH(anm) != XLENGTH(attrs)) dfail(d, "malformed attributes (no names)");
       if (MAYBE_SHARED(x)) x = Rf_shallow_duplicate(x);
       PROTECT(x);
       for (R_xlen_t k = 0; k < XLENGTH(attrs); k++) {

@@ -159,6 +159,8 @@ static SEXP read_env(rs_decoder *d) {
   SEXP penv = TYPEOF(parent) == STRSXP ? ns_env(STRING_ELT(parent, 0)) : R_GlobalEnv;
   SEXP env = PROTECT(R_NewEnv(penv, TRUE, 29));
   SEXP nm = Rf_getAttrib(vars, R_NamesSymbol);
+  if (TYPEOF(vars) != VECSXP || TYPEOF(nm) != STRSXP || XLENGTH(nm) != XLENGTH(vars))
+    Rf_error("malformed task: a function's captured variables need names");
   for (R_xlen_t i = 0; i < XLENGTH(vars); i++) Rf_defineVar(Rf_installTrChar(STRING_ELT(nm, i)), VECTOR_ELT(vars, i), env);
   UNPROTECT(3);
   return env;

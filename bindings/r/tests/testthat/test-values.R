@@ -91,6 +91,12 @@ test_that("R-serialized payloads are refused unless an R process wrote them (tru
   v <- suiro_wire_decode(rich, trusted = TRUE)
   expect_identical(v$e, quote(a + b))
   expect_identical(v$s, structure(1, class = "foo"))
+  # trusted bytes are still checked: attributes as an unnamed list are refused, naming them
+  b <- suiro_wire_encode(structure(1, foo = 2), rich = TRUE)
+  expect_identical(b[65:67], as.raw(c(0x0c, 0x00, 0x01))) # the attributes: a DICT of 1 entry
+  b[65] <- as.raw(0x0b) # becomes a LIST of 2 items
+  b[67] <- as.raw(2)
+  expect_error(suiro_wire_decode(b, trusted = TRUE), "malformed attributes")
   # crafted serialize() bytes (corrupted at random after R's header) never reach unserialize()
   ser <- suiro_wire_encode(quote(a + b), rich = TRUE)
   at <- which(ser == as.raw(0x42) & c(ser[-1], as.raw(0)) == as.raw(0x0a))[1] # "B\n" (native binary)
