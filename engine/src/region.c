@@ -218,6 +218,14 @@ int region_file_create(char *name, size_t cap, size_t size, size_t reserve) {
     errno = ENAMETOOLONG;
     return -1;
   }
+  /* A disk file system allocates as it goes: asking it for more than it has would fill it
+   * (for every user) before it fails. */
+  uint64_t fb_room = region_dir_free(fdir());
+  if (fb_room != UINT64_MAX && fb_room < reserve) {
+    no_room(reserve, ENOSPC);
+    errno = ENOSPC;
+    return -1;
+  }
   memcpy(name + n, REGION_FILE_MARK, sizeof REGION_FILE_MARK);
   char path[PATH_MAX];
   int fd = file_path(name, path, sizeof path) == 0
@@ -273,6 +281,11 @@ int region_file_unlink(const char *name) {
 suiro_status region_file_reserve(int fd, size_t off, size_t len) {
   if (off > (size_t)INT64_MAX || len > (size_t)INT64_MAX - off)
     return suiro_set_error(SUIRO_ERR, "shared memory: a reservation of %zu bytes is too large", len);
+  struct statvfs sv; /* (more than the file system has would fill it before failing) */
+  if (fstatvfs(fd, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < len) {
+    struct stat sb; /* unless those bytes are allocated already */
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_blocks * 512 < off + len) return no_room(len, ENOSPC);
+  }
   int err = reserve_fd(fd, (off_t)off, (off_t)len);
   if (err == 0) return SUIRO_OK;
   if (no_space(err)) return no_room(len, err);
