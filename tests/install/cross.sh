@@ -10,22 +10,9 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp="$(mktemp -d /tmp/suiro-cross.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-check() { # name expected-substring command...
-  local name=$1 want=$2
-  shift 2
-  local out
-  out=$(cd "$tmp/away" && timeout 300 "$@" 2>&1)
-  if [[ "$out" == *"$want"* ]]; then
-    echo "ok   install-cross.$name"
-    pass=$((pass + 1))
-  else
-    echo "FAIL install-cross.$name: expected '$want' in:"
-    echo "$out" | tail -8 | sed 's/^/    /'
-    fail=$((fail + 1))
-  fi
-}
+suite=install-cross
+check_dir="$tmp/away"
+. "$root/tests/install/check.sh"
 mkdir -p "$tmp/away" "$tmp/rlib"
 rockspec=$(ls "$root"/suiro-*.rockspec | head -1)
 check rock_installs "is now installed" bash -c 'cd "$1" && luarocks --lua-version=5.4 make --tree="$2" "$3"' _ \

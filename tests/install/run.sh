@@ -8,22 +8,8 @@ prefix="$(mktemp -d /tmp/suiro-install.XXXXXX)"
 rocktree="$(mktemp -d /tmp/suiro-rock.XXXXXX)"
 away="$(mktemp -d /tmp/suiro-away.XXXXXX)" # a directory outside the checkout
 trap 'rm -rf "$prefix" "$rocktree" "$away"' EXIT
-pass=0
-fail=0
-check() { # name expected-substring command...
-  local name=$1 want=$2
-  shift 2
-  local out
-  out=$("$@" 2>&1)
-  if [[ "$out" == *"$want"* ]]; then
-    echo "ok   install.$name"
-    pass=$((pass + 1))
-  else
-    echo "FAIL install.$name: expected '$want' in:"
-    echo "$out" | tail -5 | sed 's/^/    /'
-    fail=$((fail + 1))
-  fi
-}
+suite=install
+. "$root/tests/install/check.sh"
 if ! "$root/scripts/install" "$prefix" >/dev/null 2>&1; then
   echo "FAIL install.scripts_install"
   echo "install: 0 passed, 1 failed"
