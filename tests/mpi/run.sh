@@ -8,6 +8,7 @@
 #   - a lost rank: mpirun ends the job and rank 0 says what happened; nothing is left;
 #   - a rogue rank's results are refused (tests/mpi/rogue.c); jobs whose map or script fails
 #     always end, every rank finalized (tests/mpi/stress.sh);
+#   - engine/cluster calls no face and only the engine entry points of engine/include;
 #   - suiro run --hosts, suiro doctor's MPI line;
 #   - two hosts in network namespaces (tests/mpi/netns.sh).
 # MPI that cannot run is a failure, never a skip. Prints "mpi: N passed, M failed" last.
@@ -211,7 +212,27 @@ else
   bad failing_maps_end "$(grep -v '^stress' "$out/stress.out" | head -3 | tr '\n' ' ') $(tail -1 "$out/stress.out")"
 fi
 
-# 9. two hosts in network namespaces
+# 9. engine/cluster is language-neutral: its objects call no Lua (nor any face), and of the engine
+# only entry points declared in engine/include (suiro_*)
+objs=(build/obj/release/suiro_mpi/{comm,xwire,serve,deal}.o)
+if ls "${objs[@]}" >/dev/null 2>&1; then
+  defined=$(nm --defined-only "${objs[@]}" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)
+  used=$(nm -u "${objs[@]}" 2>/dev/null | awk 'NF == 2 {print $2}' | sort -u | comm -23 - <(echo "$defined"))
+  face=$(echo "$used" | grep -E '^(lua|luaL|lcodec|lpool|lmap|lerror|lbuf|larray|lembed|lsuiro|lvalues|Py|R_|Rf_)' | tr '\n' ' ')
+  private=""
+  for f in $(echo "$used" | grep '^suiro_'); do
+    grep -qw "$f" engine/include/*.h || private="$private $f"
+  done
+  if [[ -z "$face" && -z "$private" && -n "$used" ]]; then
+    ok cluster_uses_only_public_engine_calls
+  else
+    bad cluster_uses_only_public_engine_calls "face symbols: ${face:-none}; engine symbols not in engine/include:${private:- none}"
+  fi
+else
+  bad cluster_uses_only_public_engine_calls "no objects in build/obj/release/suiro_mpi (scripts/build release)"
+fi
+
+# 10. two hosts in network namespaces
 tests/mpi/netns.sh "$out/netns" >"$out/netns.out" 2>&1
 sed 's/^/  /' "$out/netns.out" | grep -E '^  (ok|FAIL)'
 line=$(grep -E '^netns: [0-9]+ passed, [0-9]+ failed$' "$out/netns.out" | tail -1)
