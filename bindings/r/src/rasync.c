@@ -22,6 +22,8 @@
  *     callback has re-armed the pool's eventfd, so it never schedules twice for one event. The
  *     callback re-arms (suiro_pool_event_ack) before it checks readiness, so a result that lands
  *     after the check writes the eventfd again: no completion is missed.
+ *   - In a forked child the callbacks do nothing (watch_live): the thread and the fds are the
+ *     parent's.
  *   - The watch record is shared by the thread and the callbacks pending on later's queue: `refs`
  *     counts them and the pool (atomic); whoever drops it to zero frees it. `stopped` (atomic)
  *     tells a late callback that the pool is gone.
@@ -104,9 +106,16 @@ static void settle_ready(rwatch *w) {
   UNPROTECT(1);
 }
 
+/* The watch can act: its pool runs, and this process is the one that made it (in a forked child
+ * the callbacks copied with later's queue must neither drain the parent's eventfd nor write the
+ * parent's ack: the watcher thread is the parent's). */
+static int watch_live(rwatch *w) {
+  return !atomic_load(&w->stopped) && w->rp && w->rp->p && !suiro_pool_inherited(w->rp->p);
+}
+
 static void on_results(void *p) { /* main thread, from later's loop: the eventfd fired */
   rwatch *w = p;
-  if (!atomic_load(&w->stopped) && w->rp && w->rp->p) {
+  if (watch_live(w)) {
     n_wakeups++;
     suiro_pool_event_ack(w->rp->p);
     const void *vmax = vmaxget();
@@ -122,7 +131,7 @@ static void on_results(void *p) { /* main thread, from later's loop: the eventfd
 static void on_kick(void *p) { /* main thread: promises registered for tasks already done */
   rwatch *w = p;
   w->kicked = 0;
-  if (!atomic_load(&w->stopped) && w->rp && w->rp->p) {
+  if (watch_live(w)) {
     n_wakeups++;
     const void *vmax = vmaxget();
     settle_ready(w);
