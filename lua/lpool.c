@@ -736,6 +736,7 @@ static int l_status(lua_State *L) {
   suiro_pool_stats s;
   suiro_worker_info w[64];
   int n = suiro_pool_status(lp->p, &s, w, 64);
+  if (n < 0) n = 0; /* not a live pool (the error is set): no workers to list */
   lua_createtable(L, 0, 12);
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {

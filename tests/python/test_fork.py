@@ -73,7 +73,7 @@ def test_child_use_raises_belongs_to_parent():
         pid = os.fork()
         if pid == 0:
             code = 0
-            for what, call in [("submit", lambda: p.submit(pow, 2, 3)),
+            for what, call in [("submit", lambda: p.submit(pow, 2, 3)), ("status", p.status),
                                ("map", lambda: p.map(pyfuncs.identity, range(10)).collect(timeout=5))]:
                 try:
                     call()

@@ -152,6 +152,13 @@ void sp_pool_unlock(PoolObject *po) {
 }
 
 int sp_pool_check(PoolObject *po, const char *verb) {
+  int owner = po->p ? suiro_pool_inherited(po->p) : 0;
+  if (owner) { /* after os.fork(): the parent's pool, inert here */
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s: this pool belongs to process %d (inherited across fork: a forked child cannot use its "
+                 "parent's pools; create a pool in the child)", verb, owner);
+    return -1;
+  }
   if (po->p) return 0;
   PyObject *cls = error_class("PoolClosed");
   if (cls) {
@@ -1020,6 +1027,7 @@ static PyObject *pool_status(PoolObject *po, PyObject *unused) {
   suiro_pool_stats s;
   suiro_worker_info w[64];
   int n = po->p ? suiro_pool_status(po->p, &s, w, 64) : 0;
+  if (n < 0) n = 0;
   const char *name = po->p ? suiro_pool_name(po->p) : "";
   sp_pool_unlock(po);
   PyObject *ws = PyList_New(n);
