@@ -1373,6 +1373,55 @@ static PyObject *dec_ref(dec *d, wire_item *it) {
   return sp_view_array(v.buf, v.data, v.bytes, r->type, r->order, r->ndim, r->dims);
 }
 
+/* A Python FUNC item in bytes nobody vouched for: a tuple is plain data; a pickle, a named
+ * function (imported) or a function by code (unpickled) is refused, naming what it was. */
+static PyObject *refuse_untrusted(dec *d, wire_item *it) {
+  static const char how[] = "pass trusted=True to suiro.wire.decode only for bytes from a source you trust";
+  static const char why[] = "the bytes do not come from this host's own Python workers";
+  char msg[640];
+  size_t pos = it->pos;
+  if (it->i != 0) {
+    snprintf(msg, sizeof msg, "cannot decode value: refused a Python function sent by code at byte %zu (unpickling it "
+             "runs code chosen by the bytes; %s); %s", pos, why, how);
+    PyErr_SetString(PyExc_ValueError, msg);
+    return NULL;
+  }
+  wire_item c;
+  if (dec_next(d, &c) < 0) return NULL;
+  if (c.tag != WIRE_STR) return PyErr_SetString(PyExc_ValueError, "cannot decode value: a named function without a name"), NULL;
+  if (c.n == 6 && memcmp(c.data, "tuple:", 6) == 0) { /* data only: decoded as trusted bytes would be */
+    wire_item b;
+    if (dec_next(d, &b) < 0) return NULL;
+    if (b.tag != WIRE_LIST || it->n != 2)
+      return PyErr_SetString(PyExc_ValueError, "cannot decode value: a tuple without its items"), NULL;
+    if (d->r.shared && remember(d, Py_None) < 0) return NULL;
+    Py_ssize_t slot = d->r.shared ? PyList_GET_SIZE(d->refs) - 1 : -1;
+    PyObject *l = dec_value(d, &b);
+    PyObject *res = l ? PyList_AsTuple(l) : NULL;
+    Py_XDECREF(l);
+    if (res && slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
+    return res;
+  }
+  int pickled = c.n > 7 && memcmp(c.data, "pickle:", 7) == 0;
+  const char *name = pickled ? (const char *)c.data + 7 : (const char *)c.data;
+  int shown = (int)((pickled ? c.n - 7 : c.n) > 120 ? 120 : (pickled ? c.n - 7 : c.n));
+  char label[128];
+  size_t k = 0; /* the name as printable ASCII (the bytes chose it) */
+  for (int j = 0; j < shown && k < sizeof label - 1; j++) {
+    unsigned char ch = (unsigned char)name[j];
+    label[k++] = ch >= 32 && ch < 127 ? (char)ch : '?';
+  }
+  label[k] = 0;
+  if (pickled)
+    snprintf(msg, sizeof msg, "cannot decode value: refused a pickled Python object (%s) at byte %zu: unpickling runs "
+             "code chosen by the bytes, and %s; %s", label, pos, why, how);
+  else
+    snprintf(msg, sizeof msg, "cannot decode value: refused to import the Python function '%s' at byte %zu: importing "
+             "runs module code, and %s; %s", label, pos, why, how);
+  PyErr_SetString(PyExc_ValueError, msg);
+  return NULL;
+}
+
 static PyObject *dec_func(dec *d, wire_item *it) {
   uint64_t key = (uint64_t)it->i;
   uint64_t n = it->n;
@@ -1406,6 +1455,7 @@ static PyObject *dec_func(dec *d, wire_item *it) {
     return f;
   }
   /* a Python function (or a pickled object) */
+  if (!(d->flags & SP_DEC_TRUSTED)) return refuse_untrusted(d, it);
   Py_ssize_t slot = -1;
   if (d->r.shared) {
     if (remember(d, Py_None) < 0) return NULL;
@@ -1647,8 +1697,8 @@ PyObject *sp_decode(const void *buf, size_t len, int flags, suiro_buf *region) {
   return v;
 }
 
-PyObject *sp_decode_list(const void *buf, size_t len, suiro_buf *region) {
-  PyObject *v = sp_decode(buf, len, 0, region);
+PyObject *sp_decode_list(const void *buf, size_t len, int flags, suiro_buf *region) {
+  PyObject *v = sp_decode(buf, len, flags, region);
   if (v && !PyList_CheckExact(v)) {
     Py_DECREF(v);
     PyErr_SetString(PyExc_ValueError, "cannot decode result: expected a list of values");
@@ -1720,7 +1770,7 @@ static PyObject *memo_fn;
 int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, PyObject **kwargs) {
   *fn = *args = *kwargs = NULL;
   dec d;
-  if (dec_init(&d, buf, len, 0, NULL) < 0) return -1;
+  if (dec_init(&d, buf, len, SP_DEC_TRUSTED, NULL) < 0) return -1; /* from this worker's host */
   wire_item it, f;
   if (dec_next(&d, &it) < 0) return -1;
   if (it.tag != WIRE_LIST || it.n < 1) {

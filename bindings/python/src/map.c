@@ -250,7 +250,8 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   }
   sp_pool_unlock(po);
   if (st != SUIRO_OK) {
-    PyErr_Format(st == SUIRO_ERR ? PyExc_ValueError : PyExc_RuntimeError, "map: %s", suiro_last_error());
+    const char *msg = suiro_last_error();
+    PyErr_Format(st == SUIRO_ERR ? PyExc_ValueError : PyExc_RuntimeError, strncmp(msg, "map:", 4) ? "map: %s" : "%s", msg);
     Py_DECREF(mo);
     goto out;
   }
@@ -364,7 +365,7 @@ static int raise_map_failure(MapObject *mo) {
   else if (e.cls.len == 9 && !memcmp(e.cls.ptr, SUIRO_CLASS_CANCELLED, 9)) kind = SUIRO_RESULT_CANCELLED;
   PyObject *exc = PyObject_CallFunction(SP.make_failure, "is#s#s#Liii", kind, e.cls.ptr, (Py_ssize_t)e.cls.len, e.message.ptr,
                                         (Py_ssize_t)e.message.len, e.traceback.ptr, (Py_ssize_t)e.traceback.len,
-                                        (long long)e.index, e.slot, e.pid, 1);
+                                        (long long)e.index, e.slot, e.pid, mo->pool->lang == WIRE_LANG_PYTHON);
   if (exc) {
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
@@ -398,7 +399,7 @@ static PyObject *element(MapObject *mo, uint64_t i) {
     const void *data;
     size_t len;
     if (!suiro_map_result(mo->m, i, &data, &len)) Py_RETURN_NONE;
-    PyObject *l = sp_decode_list(data, len, NULL);
+    PyObject *l = sp_decode_list(data, len, sp_result_trust(mo->pool), NULL);
     if (!l) return NULL;
     PyObject *v = PyList_GET_SIZE(l) ? Py_NewRef(PyList_GET_ITEM(l, 0)) : Py_NewRef(Py_None);
     Py_DECREF(l);
@@ -751,7 +752,7 @@ static PyObject *elem_value(const suiro_elem *e) {
   case 'f': return PyFloat_FromDouble(e->f);
   case 'b': return e->i == WIRE_NA_BOOL ? Py_NewRef(SP.NA) : PyBool_FromLong((long)e->i);
   default: {
-    PyObject *l = sp_decode_list(e->buf, e->len, NULL);
+    PyObject *l = sp_decode_list(e->buf, e->len, SP_DEC_TRUSTED, NULL); /* an element from this worker's host */
     if (!l) return NULL;
     if (PyList_GET_SIZE(l) != 1) {
       Py_DECREF(l);

@@ -281,10 +281,10 @@ static PyObject *m_wire_encode(PyObject *self, PyObject *v) {
 }
 
 static PyObject *m_wire_decode(PyObject *self, PyObject *args, PyObject *kw) {
-  static char *kwl[] = { "data", "describe", NULL };
+  static char *kwl[] = { "data", "describe", "trusted", NULL };
   Py_buffer b;
-  int describe = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|p", kwl, &b, &describe)) return NULL;
+  int describe = 0, trusted = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|pp", kwl, &b, &describe, &trusted)) return NULL;
   /* the reader wants an 8-aligned buffer: copy when it is not */
   void *tmp = NULL;
   const void *p = b.buf;
@@ -294,7 +294,7 @@ static PyObject *m_wire_decode(PyObject *self, PyObject *args, PyObject *kw) {
     memcpy(tmp, b.buf, (size_t)b.len);
     p = tmp;
   }
-  PyObject *v = sp_decode(p, (size_t)b.len, describe ? SP_DEC_DESCRIBE : 0, NULL);
+  PyObject *v = sp_decode(p, (size_t)b.len, (describe ? SP_DEC_DESCRIBE : 0) | (trusted ? SP_DEC_TRUSTED : 0), NULL);
   PyMem_Free(tmp);
   PyBuffer_Release(&b);
   return v;

@@ -59,7 +59,7 @@ PyObject *sp_raise_failure(PoolObject *po, int kind, const void *data, size_t le
                                         (long long)e.index, e.slot, e.pid, po ? po->lang == WIRE_LANG_PYTHON : 1);
   if (!exc) return NULL;
   if (e.has_value && ((uintptr_t)data & 7) == 0) { /* LIST [ERROR, raised]: the raised value too */
-    PyObject *l = sp_decode(data, len, 0, NULL);
+    PyObject *l = sp_decode(data, len, sp_result_trust(po), NULL);
     if (l && PyList_Check(l) && PyList_GET_SIZE(l) == 2) PyObject_SetAttrString(exc, "value", PyList_GET_ITEM(l, 1));
     Py_XDECREF(l);
     PyErr_Clear();
@@ -82,7 +82,7 @@ static PyObject *unpack_values(PyObject *l) {
 
 PyObject *sp_result(PoolObject *po, const suiro_result *r, Py_ssize_t index) {
   if (r->kind == SUIRO_RESULT_VALUE) {
-    PyObject *l = sp_decode_list(r->data, r->len, NULL);
+    PyObject *l = sp_decode_list(r->data, r->len, sp_result_trust(po), NULL);
     return l ? unpack_values(l) : NULL;
   }
   return sp_raise_failure(po, r->kind, r->data, r->len, r->worker_slot, r->worker_pid, index);
@@ -1047,8 +1047,10 @@ static PyObject *pool_status(PoolObject *po, PyObject *unused) {
 }
 
 static PyObject *pool_spawn(PoolObject *po, PyObject *args) {
-  int n = 1;
-  if (!PyArg_ParseTuple(args, "|i:spawn", &n)) return NULL;
+  Py_ssize_t nn = 1;
+  if (!PyArg_ParseTuple(args, "|n:spawn", &nn)) return NULL;
+  if (nn < 1 || nn > 1024) return PyErr_Format(PyExc_ValueError, "spawn: n must be in 1..1024 workers, got %zd", nn);
+  int n = (int)nn;
   if (po->worker) return PyErr_Format(PyExc_RuntimeError, "spawn: only the host can grow its pool");
   if (sp_pool_check(po, "spawn") < 0 || sp_pool_lock(po) < 0) return NULL;
   suiro_status st;

@@ -121,11 +121,18 @@ enum { SP_SEG_ARG = 1, SP_SEG_KWARG, SP_SEG_INDEX, SP_SEG_KEY, SP_SEG_RESULT, SP
        SP_SEG_COLUMN, SP_SEG_FUNCTION };
 
 #define SP_DEC_DESCRIBE 1 /* REF and FUNC items become descriptors (suiro.wire.decode) */
+/* The bytes come from this host's own Python processes (results of its Python workers, a
+ * worker's task from its host) or the caller vouches for them (suiro.wire.decode(trusted=True)):
+ * pickled objects are unpickled and named Python functions imported. Without it both are refused
+ * with an error naming what was refused: unpickling and importing run code the bytes choose. */
+#define SP_DEC_TRUSTED 2
 /* One value from a whole buffer (new reference), or NULL with an exception. region: the buffer
  * lies inside that region (a WIRE reference): large arrays in it become views of it. */
 PyObject *sp_decode(const void *buf, size_t len, int flags, suiro_buf *region);
 /* A task or result list: the values as a new list. */
-PyObject *sp_decode_list(const void *buf, size_t len, suiro_buf *region);
+PyObject *sp_decode_list(const void *buf, size_t len, int flags, suiro_buf *region);
+/* SP_DEC_TRUSTED for results of pool po's workers when they are Python processes, else 0. */
+static inline int sp_result_trust(const PoolObject *po) { return po && po->lang == WIRE_LANG_PYTHON ? SP_DEC_TRUSTED : 0; }
 
 /* ---- functions (codec.c) --------------------------------------------------------------------- */
 

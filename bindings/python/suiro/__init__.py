@@ -44,8 +44,11 @@ class _Wire:
         return _core.wire_encode(value)
 
     @staticmethod
-    def decode(data, describe=False):
-        return _core.wire_decode(data, describe=describe)
+    def decode(data, describe=False, trusted=False):
+        """The value of wire bytes. Pickled Python objects and Python functions named by the
+        bytes are refused (unpickling and importing run code the bytes choose) unless
+        trusted=True: pass it only for bytes from a source you trust."""
+        return _core.wire_decode(data, describe=describe, trusted=trusted)
 
 
 wire = _Wire()

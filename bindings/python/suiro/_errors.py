@@ -144,7 +144,7 @@ def from_result(kind, cls, msg, tb, index, slot, pid, python):
     if cls == "worker_died":
         return WorkerDied(msg, slot if slot >= 0 else None, pid if pid > 0 else None, idx)
     exc = None
-    if tb and PICKLE_MARK in tb:
+    if python and tb and PICKLE_MARK in tb:  # only a Python worker's own traceback part is unpickled
         tb, exc = _unpickle_exception(tb)
     if exc is not None:
         exc.__cause__ = _remote_traceback_class()(tb)
