@@ -236,13 +236,13 @@ class Pool(_core.Pool):
     def close(self, timeout=5.0):
         self.stop(timeout)
 
-    def stop(self, timeout=5.0):
-        """Stops the workers (waiting up to timeout seconds for them to end). Tasks and maps
-        awaited in an event loop raise PoolClosed."""
+    def stop(self, /, timeout=None):
+        """Stops the workers (waiting up to timeout seconds, 5 by default, for them to end).
+        Tasks and maps awaited in an event loop raise PoolClosed."""
         aio = sys.modules.get("suiro._aio")
         if aio is not None and not self.closed:
             aio.pool_stopping(self)  # before the engine closes the eventfd the loops watch
-        _core.Pool.stop(self, timeout)
+        _core.Pool.stop(self, 5.0 if timeout is None else timeout)
 
     def __repr__(self):
         if self.closed:
