@@ -244,3 +244,14 @@ def test_functions_of_a_script_rerun_as_mp_main_travel_by_value(tmp_path):
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["[42, [2, 4], 10, 14]", "exit 0"], r.stdout + r.stderr
+
+
+def test_executor_map_timeout_with_a_spinning_element_frees_its_worker():
+    import concurrent.futures as cf
+
+    with suiro.PoolExecutor(1) as ex:
+        it = ex.map(pyfuncs.spin_forever, [1, 2], timeout=0.3)
+        with pytest.raises(cf.TimeoutError):
+            next(it)
+        # the abandoned map's element got its grace, then its worker was replaced
+        assert ex.submit(pow, 2, 3).result(timeout=30) == 8
