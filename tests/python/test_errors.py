@@ -117,3 +117,21 @@ def test_error_paths_are_separated_and_say_why():
         with pytest.raises(TypeError, match=r"cannot be sent: a suiro pool cannot be sent to a worker .*current_pool"):
             p.submit(lambda: p.status())
         assert p.submit(pow, 2, 2).collect(timeout=10) == 4
+
+
+def test_a_pool_stopped_during_collect_says_so():
+    # the stop comes from another thread while collect waits; the message must not be a stale
+    # engine error of an earlier wait slice ("collect: timed out")
+    import threading
+    import time
+    p = suiro.pool(workers=1)
+    t = p.submit(time.sleep, 30)
+    stopper = threading.Timer(0.3, p.stop)
+    stopper.start()
+    try:
+        with pytest.raises(suiro.PoolClosed) as e:
+            t.collect(timeout=20)
+        assert "timed out" not in str(e.value) and "stop" in str(e.value)
+    finally:
+        stopper.join(10)
+        p.stop()

@@ -243,7 +243,7 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
     Py_DECREF(mo);
     goto out;
   }
-  suiro_status st = po->p ? suiro_plan_create(po->p, &s, &mo->m) : SUIRO_CLOSED;
+  suiro_status st = po->p ? suiro_plan_create(po->p, &s, &mo->m) : SP_CLOSED;
   if (st == SUIRO_OK && !prepare) {
     st = suiro_map_start(mo->m, po->timeout);
     if (st == SUIRO_OK) mo->running = 1;
@@ -272,7 +272,7 @@ out:
 
 static suiro_status step_map(void *ctx, double slice) {
   MapObject *mo = ctx;
-  if (!mo->m) return SUIRO_CLOSED; /* freed by another thread meanwhile (the caller checks) */
+  if (!mo->m) return SP_CLOSED; /* freed by another thread meanwhile (the caller checks) */
   return suiro_map_wait(mo->m, slice);
 }
 
@@ -318,11 +318,15 @@ static PyObject *map_wait(MapObject *mo, PyObject *args) {
   if (timeout == -2) return NULL;
   if (!mo->running) Py_RETURN_TRUE;
   if (check_map(mo, "map") < 0 || sp_pool_lock(mo->pool) < 0) return NULL;
-  int st = mo->pool->p && mo->m ? sp_wait(mo->pool, timeout, step_map, mo) : SUIRO_CLOSED;
+  int st = mo->pool->p && mo->m ? sp_wait(mo->pool, timeout, step_map, mo) : SP_CLOSED;
   sp_pool_unlock(mo->pool);
   if (st < 0) return NULL;
   if (!mo->m) return PyErr_Format(PyExc_RuntimeError, "map: this map was freed");
-  if (st == SUIRO_CLOSED) return sp_pool_check(mo->pool, "map") < 0 ? NULL : PyErr_Format(PyExc_RuntimeError, "map: %s", suiro_last_error());
+  if (st == SUIRO_CLOSED) {
+    const char *why = sp_closed_by_face ? "the pool was stopped" : suiro_last_error();
+    sp_closed_by_face = 0;
+    return sp_pool_check(mo->pool, "map") < 0 ? NULL : PyErr_Format(PyExc_RuntimeError, "map: %s", why);
+  }
   if (st == SUIRO_OK) {
     mo->running = 0;
     mo->finished = 1;
@@ -336,7 +340,7 @@ static PyObject *map_kill(MapObject *mo, PyObject *unused) {
   if (!mo->m || !mo->running) Py_RETURN_NONE;
   if (mo->pool->worker) return PyErr_Format(PyExc_RuntimeError, "kill: only the host can kill a map's workers");
   if (sp_pool_lock(mo->pool) < 0) return NULL;
-  suiro_status st = mo->pool->p && mo->m ? suiro_map_kill(mo->m) : SUIRO_CLOSED; /* m: freed meanwhile? */
+  suiro_status st = mo->pool->p && mo->m ? suiro_map_kill(mo->m) : SP_CLOSED; /* m: freed meanwhile? */
   sp_pool_unlock(mo->pool);
   mo->cancelled = 1;
   if (st != SUIRO_OK && st != SUIRO_CLOSED) return PyErr_Format(PyExc_RuntimeError, "kill: %s", suiro_last_error());
@@ -536,7 +540,7 @@ static PyObject *map_start(MapObject *mo, PyObject *args) {
                           (unsigned long long)mo->n, mo->in_kind == SUIRO_IN_ARRAY ? wire_type_name(mo->in_type) : "staged");
   }
   if (sp_pool_lock(mo->pool) < 0) return NULL;
-  suiro_status st = mo->pool->p ? suiro_map_start(mo->m, mo->pool->timeout) : SUIRO_CLOSED;
+  suiro_status st = mo->pool->p ? suiro_map_start(mo->m, mo->pool->timeout) : SP_CLOSED;
   sp_pool_unlock(mo->pool);
   if (st != SUIRO_OK) return PyErr_Format(PyExc_RuntimeError, "run: %s", suiro_last_error());
   mo->running = 1;

@@ -27,6 +27,8 @@ static PyObject *error_class(const char *name) {
 }
 
 /* Raises for a non-OK status; returns NULL. */
+_Thread_local int sp_closed_by_face;
+
 static PyObject *raise_status(suiro_status st, const char *verb, const char *what) {
   PyObject *cls = NULL;
   switch (st) {
@@ -38,6 +40,8 @@ static PyObject *raise_status(suiro_status st, const char *verb, const char *wha
   }
   if (!cls) return NULL;
   const char *msg = suiro_last_error();
+  if (st == SUIRO_CLOSED && sp_closed_by_face) msg = "the pool was stopped";
+  sp_closed_by_face = 0;
   size_t vl = strlen(verb);
   if (strncmp(msg, verb, vl) == 0 && msg[vl] == ':') PyErr_SetString(cls, msg); /* it names the verb already */
   else PyErr_Format(cls, "%s: %s", verb, msg);
@@ -201,7 +205,7 @@ int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
     poll(&pf, 1, ms);
     Py_END_ALLOW_THREADS
     if (sp_pool_lock(po) < 0) return -1;
-    if (!po->p) return SUIRO_CLOSED;
+    if (!po->p) return SP_CLOSED;
     suiro_pool_event_ack(po->p);
     st = step(ctx, 0);
   }
@@ -423,7 +427,7 @@ static suiro_status submit_bytes(PoolObject *po, const void *buf, size_t len, su
     sp_pool_unlock(po);
     PyGC_Collect();
     if (sp_pool_lock(po) < 0) return SUIRO_ERR;
-    if (!po->p) return SUIRO_CLOSED;
+    if (!po->p) return SP_CLOSED;
   }
   if (st == SUIRO_FULL || st == SUIRO_TIMEOUT) {
     if (po->worker) return suiro_submit(po->p, SUIRO_FN_BINDING, buf, len, t, po->timeout);
@@ -487,7 +491,7 @@ static PyObject *pool_submit(PoolObject *po, PyObject *const *args, size_t nargs
     return NULL;
   }
   suiro_task t;
-  suiro_status st = po->p ? submit_bytes(po, buf, len, &t) : SUIRO_CLOSED;
+  suiro_status st = po->p ? submit_bytes(po, buf, len, &t) : SP_CLOSED;
   sp_pool_unlock(po);
   wire_writer_free(&w);
   if (st != SUIRO_OK) {
@@ -587,7 +591,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
     accepted += (Py_ssize_t)more;
     if (st != SUIRO_OK) break;
   }
-  if (!po->p && accepted < n) st = SUIRO_CLOSED;
+  if (!po->p && accepted < n) st = SP_CLOSED;
   sp_pool_unlock(po);
   for (Py_ssize_t i = 0; i < accepted; i++) {
     sp_grants_sent(&gs[i]);
@@ -736,7 +740,7 @@ static PyObject *task_kill(TaskObject *k, PyObject *unused) {
   PoolObject *po = k->pool;
   if (po->worker) return PyErr_Format(PyExc_RuntimeError, "kill: only the host can kill a worker");
   if (sp_pool_check(po, "kill") < 0 || sp_pool_lock(po) < 0) return NULL;
-  suiro_status st = po->p ? suiro_task_kill(po->p, k->t) : SUIRO_CLOSED;
+  suiro_status st = po->p ? suiro_task_kill(po->p, k->t) : SP_CLOSED;
   sp_pool_unlock(po);
   if (st != SUIRO_OK) return raise_status(st, "kill", NULL);
   Py_RETURN_TRUE;

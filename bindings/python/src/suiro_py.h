@@ -76,6 +76,12 @@ PyObject *sp_raise_failure(PoolObject *po, int kind, const void *data, size_t le
  * maps. step(ctx, slice) makes one engine call with the lock held and returns its status;
  * SUIRO_TIMEOUT means "wait again". Returns the final status, or -1 with an exception set
  * (a signal handler raised). Called with the lock held; returns with it held. */
+/* SUIRO_CLOSED made up by the face (its pool object was stopped meanwhile, so the engine was not
+ * asked): the engine's last error then belongs to an earlier call, and raise_status must not
+ * read it ("collect: timed out" was reported for a stop). */
+extern _Thread_local int sp_closed_by_face;
+#define SP_CLOSED (sp_closed_by_face = 1, SUIRO_CLOSED)
+
 typedef suiro_status (*sp_wait_step)(void *ctx, double slice);
 int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx);
 /* A timeout argument: seconds (int or float) or a duration string ("250ms", "2s", "inf", as in Lua
