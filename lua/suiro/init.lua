@@ -126,7 +126,7 @@ function M.r(opts) return checked(function() return config().launcher("r", opts)
 
 -- Whether a program run through the shell succeeds (once per command: launchers ask at pool start).
 local probed = {}
-local function probe(cmd)
+local function succeeds(cmd)
   if probed[cmd] == nil then
     local ok = os.execute(cmd .. " >/dev/null 2>&1")
     probed[cmd] = ok == true or ok == 0
@@ -166,7 +166,7 @@ local function python_worker(l, env)
   elseif l.argv then
     argv = l.argv
   else
-    if not probe(shell_quote(py) .. " -I -c 'import suiro._worker'") then
+    if not succeeds(shell_quote(py) .. " -I -c 'import suiro._worker'") then
       error(("the python launcher needs suiro's Python package for %s (pip install it into that "
         .. "interpreter's environment, or give suiro.python { python = ... } one that has it)"):format(py), 0)
     end
@@ -198,7 +198,8 @@ local function r_worker(l, env)
     env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
   elseif not l.argv then
     local lib_env = env.R_LIBS and ("R_LIBS=" .. shell_quote(env.R_LIBS) .. " ") or ""
-    if not probe(lib_env .. shell_quote(rscript) .. " --vanilla -e 'quit(status = !requireNamespace(\"suiro\", quietly = TRUE))'") then
+    local has_suiro = " --vanilla -e 'quit(status = !requireNamespace(\"suiro\", quietly = TRUE))'"
+    if not succeeds(lib_env .. shell_quote(rscript) .. has_suiro) then
       error(("the r launcher needs suiro's R package installed for %s (R CMD INSTALL it into a library on "
         .. ".libPaths(), e.g. one named by R_LIBS)"):format(rscript), 0)
     end
