@@ -293,11 +293,12 @@ suiro_status region_file_reserve(int fd, size_t off, size_t len) {
   return suiro_set_errno("shared memory: reserving room in a region");
 }
 
-/* Calls fn(dirfd, file name, region name) for every entry named suiro_* in /dev/shm and in the
- * fallback directory (there only those with the mark). */
+/* Calls fn(dirfd, file name, region name) for every entry named suiro_* in the fallback directory
+ * (only those with the mark) and then in /dev/shm, in that order: the reaper decides on a fallback
+ * file by its owner's anchor in /dev/shm, which it may remove in the second pass. */
 typedef void (*scan_fn)(int dfd, const char *file, const char *region, void *ctx);
 static void scan_regions(scan_fn fn, void *ctx) {
-  const char *dirs[2] = { "/dev/shm", fdir() };
+  const char *dirs[2] = { fdir(), "/dev/shm" };
   for (int i = 0; i < 2; i++) {
     if (!*dirs[i]) continue;
     DIR *d = opendir(dirs[i]);
@@ -307,7 +308,7 @@ static void scan_regions(scan_fn fn, void *ctx) {
       if (strncmp(e->d_name, "suiro_", 6) != 0) continue;
       char region[300];
       snprintf(region, sizeof region, "/%s", e->d_name);
-      if (i == 1 && !is_file_name(region)) continue;
+      if (i == 0 && !is_file_name(region)) continue;
       fn(dirfd(d), e->d_name, region, ctx);
     }
     closedir(d);
@@ -550,6 +551,14 @@ static void reap_one(int dfd, const char *file, const char *region, void *c) {
   if (alive < 0) {
     alive = region_owner_alive(pid, start);
     x->seen[x->nseen < 32 ? x->nseen++ : 31] = (struct owner){ pid, start, alive };
+  }
+  /* The fallback directory may be shared by processes that do not share this /dev/shm (other
+   * mount namespaces, containers): a file there whose owner has no anchor here is not ours to
+   * judge. Only an anchor that exists, unlocked, says its owner is gone. */
+  if (!alive && is_file_name(region)) {
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/suiro_%x_%llx_o", pid, start);
+    if (access(path, F_OK) != 0) return;
   }
   if (!alive && unlinkat(dfd, file, 0) == 0) x->n++;
 }

@@ -109,3 +109,32 @@ TEST(names_carry_a_random_id) {
   suiro_region_close(a, 1);
   suiro_region_close(b, 1);
 }
+
+/* The fallback directory may be shared with processes of another /dev/shm (a container, a mount
+ * namespace): the reaper removes a file there only when its owner's anchor is here, unlocked. */
+TEST(the_reaper_leaves_fallback_files_it_cannot_judge) {
+  char dir[] = "/tmp/suiro-test-fb.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("SUIRO_SHM_DIR", dir, 1); /* before this process resolves it */
+  char other[256], dead[256], anchor[128];
+  /* an owner of another /dev/shm: no anchor here */
+  snprintf(other, sizeof other, "%s/suiro_7ffffff0_%llx_a1.f", dir, 0x1234567890abcdefull);
+  /* an owner that died here: its anchor is left, unlocked */
+  snprintf(dead, sizeof dead, "%s/suiro_7ffffff1_%llx_a1.f", dir, 0x1234567890abcdefull);
+  snprintf(anchor, sizeof anchor, "/dev/shm/suiro_7ffffff1_%llx_o", 0x1234567890abcdefull);
+  int fds[3] = { open(other, O_RDWR | O_CREAT, 0600), open(dead, O_RDWR | O_CREAT, 0600),
+                 open(anchor, O_RDWR | O_CREAT, 0600) };
+  for (int i = 0; i < 3; i++) {
+    CHECK(fds[i] >= 0);
+    close(fds[i]);
+  }
+  suiro_reap();
+  int other_left = access(other, F_OK) == 0, dead_left = access(dead, F_OK) == 0, anchor_left = access(anchor, F_OK) == 0;
+  unlink(other);
+  unlink(dead);
+  unlink(anchor);
+  rmdir(dir);
+  CHECK(other_left);   /* before: removed, while its owner (elsewhere) used it */
+  CHECK(!dead_left);
+  CHECK(!anchor_left);
+}
