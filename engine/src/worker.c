@@ -573,7 +573,7 @@ int suiro_worker_run(const char *token) {
   int slot = -1, death_fd = -1;
   unsigned inc = 0;
   if (!token) {
-    suiro_diag("suiro worker: no worker token\n");
+    suiro_diag("suiro worker: no worker token"); /* a line: the hook adds the newline */
     return 2;
   }
   const char *c1 = strchr(token, ':');

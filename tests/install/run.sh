@@ -36,6 +36,14 @@ only_suiro() { # nm-options... library
 }
 check lib_static_symbols "only suiro_ symbols" only_suiro -g --defined-only "$prefix/lib/libsuiro.a"
 check lib_shared_symbols "only suiro_ symbols" only_suiro -D --defined-only "$prefix/lib/libsuiro.so.0"
+# the engine writes no stdio stream and exits no process itself (suiro_diag, suiro_exit_now): what
+# R CMD check refuses in a package's compiled code, and what an embedder's process owns
+no_stdio_exit() { # library
+  local bad
+  bad=$(nm -u "$1" | awk '{ print $2 }' | grep -E '^(stderr|stdout|_exit|exit|abort|printf|puts|putchar|fprintf|vfprintf|perror|fputs|fwrite|__assert_fail)(@|$)' | sort -u | tr '\n' ' ')
+  if [[ -z "$bad" ]]; then echo "no stdio or exit calls"; else echo "the engine calls: $bad"; fi
+}
+check lib_no_stdio_exit "no stdio or exit calls" no_stdio_exit "$prefix/lib/libsuiro.a"
 # static
 check embed_static_build "" cc -std=gnu11 -O2 "$root/examples/embed/embed.c" -o "$prefix/embed_static" \
   -I"$prefix/include/suiro" "$prefix/lib/libsuiro.a" -pthread -lm
