@@ -129,11 +129,12 @@ for _, f in ipairs(os.matchfiles(root .. "/tests/c/test_*.c")) do
     link_internal()
 end
 
--- The Lua face's readers for other faces (lua/lembed.c), tested from C as Python and R use them.
+-- The config readers (engine/conf/conf.c, suiro_conf.h), tested from C as Python and R use them:
+-- public engine headers only, nothing of lua/.
 project "test_embed"
   kind "ConsoleApp"
-  files { root .. "/tests/c/embed/test_embed.c", root .. "/tests/c/harness.c", root .. "/lua/lembed.c" }
-  includedirs { root .. "/engine/include", root .. "/tests/c", root .. "/lua", "/usr/include/lua5.4" }
+  files { root .. "/tests/c/embed/test_embed.c", root .. "/tests/c/harness.c", root .. "/engine/conf/conf.c" }
+  includedirs { root .. "/engine/include", root .. "/tests/c", "/usr/include/lua5.4" }
   buildoptions(common_c)
   links { "suiro", "lua5.4", "lua5.4-lpeg", "pthread", "m", "dl" }
   linkoptions { "-pthread" }
@@ -168,7 +169,7 @@ local lua_inc = "/usr/include/lua5.4"
 local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lenc.c", root .. "/lua/ldec.c", root .. "/lua/lrecord.c",
                       root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
-                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/lua/lembed.c",
+                      root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/engine/conf/conf.c",
                       root .. "/lua/linit.c", root .. "/lua/lbuf.c" }
 
 project "suiro_lua"

@@ -9,6 +9,7 @@
 #include "suiro.h"
 #include "suiro_bind.h"
 #include "suiro_wire.h"
+#include "suiro_conf.h"
 #include "suiro_wire_compat.h" /* the face still spells the wire API wire_* */
 
 #define LSUIRO_POOL "suiro.pool"
@@ -238,9 +239,9 @@ int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
 int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
 
-/* lembed.c — a parsed template (suiro.parse.template's table at idx) as the engine's description:
- * 0, or -1 with a message in err. */
-int lembed_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap);
+/* engine/conf/conf.c (suiro_conf.h) — a parsed template (suiro.parse.template's table at idx) as
+ * the engine's description; the Lua face links the config readers. */
+#define lembed_template_read suiro_conf_template_read
 
 /* larray.c — typed arrays */
 int luaopen_suiro_array(lua_State *L);

@@ -2,8 +2,9 @@
 
 In a checkout, scripts/build sets SUIRO_LIBSUIRO to build/lib/libsuiro.a (the engine built with
 -fPIC) and the extension links it; otherwise (pip install bindings/python) the engine's sources
-are compiled into the extension from ../../engine. The Lua readers (lua/lembed.c and the Lua
-modules it runs, copied into the package) come from ../../lua either way.
+are compiled into the extension from ../../engine. The config readers (engine/conf/conf.c, public
+headers only) are compiled in either way; the Lua modules they run (suiro/parse.lua and config.lua)
+are copied into the package from ../../lua.
 """
 import glob
 import os
@@ -60,8 +61,7 @@ class BuildPy(build_py):
 copy_lua_modules()
 
 sources = [os.path.relpath(p, HERE) for p in sorted(glob.glob(os.path.join(HERE, "src", "*.c")))]
-sources += vendor([os.path.join(ROOT, "lua", "lembed.c")], "lua")
-vendor([os.path.join(ROOT, "lua", "lsuiro.h")], "lua")
+sources += vendor([os.path.join(ROOT, "engine", "conf", "conf.c")], "conf")
 extra_objects = []
 libsuiro = os.environ.get("SUIRO_LIBSUIRO")
 if libsuiro:
@@ -74,10 +74,10 @@ else:  # the engine compiled in, as standalone sources (its private headers expa
 ext = Extension(
     "suiro._core",
     sources=sources,
-    include_dirs=[os.path.join(ROOT, "engine", "include"), os.path.join(ROOT, "lua"), LUA_INC],
+    include_dirs=[os.path.join(ROOT, "engine", "include"), LUA_INC],
     extra_objects=extra_objects,
     depends=extra_objects + sorted(glob.glob(os.path.join(HERE, "src", "*.h"))) + [
-        os.path.join(ROOT, "engine", "include", h) for h in ("suiro.h", "suiro_wire.h", "suiro_wire_compat.h", "suiro_bind.h")],
+        os.path.join(ROOT, "engine", "include", h) for h in ("suiro.h", "suiro_wire.h", "suiro_wire_compat.h", "suiro_bind.h", "suiro_conf.h", "suiro_embed.h")],
     libraries=["lua5.4", "lua5.4-lpeg", "m", "dl", "pthread"],
     extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Werror=implicit-function-declaration", "-pthread",

@@ -1,7 +1,7 @@
 -- suiro.config: pool options and config scripts, checked and normalised in one place.
 --
 -- Every face reads pools the same way: Lua through suiro.pool and suiro.open, Python and R through
--- the embedded Lua of lua/lembed.c, which calls config.load. The result is plain data:
+-- the embedded Lua of engine/conf/conf.c, which calls config.load. The result is plain data:
 --
 --   { workers = 2, max_workers = 16, timeout = 30.0, start_timeout = 10.0, respawn = true,
 --     env = { KEY = "value" }, launcher = { kind = "python", python = "/usr/bin/python3" },

@@ -1,8 +1,8 @@
 /*
- * lembed.c — the Lua face's readers for other faces (suiro_embed.h): a private Lua state runs
- * lua/suiro/config.lua and parse.lua, and the results cross to C as wire buffers or as the
- * engine's template description. Also the one reader of parsed templates (Lua table ->
- * suiro_template) that the Lua face's maps use too (lembed_template_read).
+ * conf.c — the config readers of every face (suiro_conf.h): a private Lua state runs
+ * suiro/config.lua and parse.lua, and the results cross to C as wire buffers or as the engine's
+ * template description. Also the one reader of parsed templates (Lua table -> suiro_template)
+ * that the Lua face's maps use too (suiro_conf_template_read). Public engine headers only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +12,14 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "lsuiro.h"
-#include "suiro_embed.h"
+#include "suiro.h"
+#include "suiro_bind.h"
+#include "suiro_conf.h"
+#include "suiro_wire.h"
 
 int luaopen_lpeg(lua_State *L);
 
-struct suiro_embed {
+struct suiro_conf {
   lua_State *L;
 };
 
@@ -29,12 +31,12 @@ static void set_err(char *err, size_t cap, const char *msg) {
 
 static int type_code(const char *name) {
   for (int k = WIRE_T_F64; k <= WIRE_T_BOOL; k++)
-    if (!strcmp(name, wire_type_name(k))) return k;
+    if (!strcmp(name, suiro_wire_type_name(k))) return k;
   return 0;
 }
 
 /* The parsed template at idx (suiro.parse.template's result). 0, or -1 with a message. */
-int lembed_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap) {
+int suiro_conf_template_read(lua_State *L, int idx, suiro_template *t, char *err, size_t cap) {
   idx = lua_absindex(L, idx);
   memset(t, 0, sizeof *t);
   int top = lua_gettop(L);
@@ -119,19 +121,19 @@ out:
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static int put_value(lua_State *L, int idx, wire_writer *w, int depth, char *err, size_t cap) {
+static int put_value(lua_State *L, int idx, suiro_wire_writer *w, int depth, char *err, size_t cap) {
   idx = lua_absindex(L, idx);
   if (depth > 32) return set_err(err, cap, "config value nested too deeply"), -1;
   switch (lua_type(L, idx)) {
-  case LUA_TNIL: return wire_put_nil(w);
-  case LUA_TBOOLEAN: return wire_put_bool(w, lua_toboolean(L, idx));
+  case LUA_TNIL: return suiro_wire_put_nil(w);
+  case LUA_TBOOLEAN: return suiro_wire_put_bool(w, lua_toboolean(L, idx));
   case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) return wire_put_i64(w, (int64_t)lua_tointeger(L, idx));
-    return wire_put_f64(w, lua_tonumber(L, idx));
+    if (lua_isinteger(L, idx)) return suiro_wire_put_i64(w, (int64_t)lua_tointeger(L, idx));
+    return suiro_wire_put_f64(w, lua_tonumber(L, idx));
   case LUA_TSTRING: {
     size_t n;
     const char *s = lua_tolstring(L, idx, &n);
-    return wire_put_str(w, s, n);
+    return suiro_wire_put_str(w, s, n);
   }
   case LUA_TTABLE: {
     lua_Integer n = (lua_Integer)lua_rawlen(L, idx), count = 0, nstr = 0;
@@ -142,7 +144,7 @@ static int put_value(lua_State *L, int idx, wire_writer *w, int depth, char *err
       lua_pop(L, 1);
     }
     if (count > 0 && count == n && nstr == 0) {
-      wire_put_list(w, (uint64_t)n);
+      suiro_wire_put_list(w, (uint64_t)n);
       for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, i);
         if (put_value(L, -1, w, depth + 1, err, cap) != 0) return -1;
@@ -159,9 +161,9 @@ static int put_value(lua_State *L, int idx, wire_writer *w, int depth, char *err
       keys[k++] = lua_tostring(L, -1); /* the key string stays alive in the table */
     }
     qsort(keys, (size_t)count, sizeof *keys, cmp_str);
-    wire_put_dict(w, (uint64_t)count);
+    suiro_wire_put_dict(w, (uint64_t)count);
     for (int i = 0; i < count; i++) {
-      wire_put_str(w, keys[i], strlen(keys[i]));
+      suiro_wire_put_str(w, keys[i], strlen(keys[i]));
       lua_getfield(L, idx, keys[i]);
       if (put_value(L, -1, w, depth + 1, err, cap) != 0) return -1;
       lua_pop(L, 1);
@@ -175,9 +177,9 @@ static int put_value(lua_State *L, int idx, wire_writer *w, int depth, char *err
   }
 }
 
-static int push_value(lua_State *L, wire_reader *r, int depth, char *err, size_t cap) {
-  wire_item it;
-  if (wire_next(r, &it) != WIRE_OK || depth > 32) return set_err(err, cap, wire_reader_error(r)), -1;
+static int push_value(lua_State *L, suiro_wire_reader *r, int depth, char *err, size_t cap) {
+  suiro_wire_item it;
+  if (suiro_wire_next(r, &it) != WIRE_OK || depth > 32) return set_err(err, cap, suiro_wire_reader_error(r)), -1;
   luaL_checkstack(L, 4, "config value nested too deeply");
   switch (it.tag) {
   case WIRE_NIL: lua_pushnil(L); return 0;
@@ -200,33 +202,33 @@ static int push_value(lua_State *L, wire_reader *r, int depth, char *err, size_t
     }
     return 0;
   default:
-    snprintf(err, cap, "a %s cannot be a pool option", wire_tag_name(it.tag));
+    snprintf(err, cap, "a %s cannot be a pool option", suiro_wire_tag_name(it.tag));
     return -1;
   }
 }
 
-static int finish(wire_writer *w, void **buf, size_t *len, char *err, size_t cap) {
+static int finish(suiro_wire_writer *w, void **buf, size_t *len, char *err, size_t cap) {
   const void *p;
   size_t n;
-  if (wire_writer_finish(w, &p, &n) != WIRE_OK) {
-    set_err(err, cap, wire_writer_error(w));
-    wire_writer_free(w);
+  if (suiro_wire_writer_finish(w, &p, &n) != WIRE_OK) {
+    set_err(err, cap, suiro_wire_writer_error(w));
+    suiro_wire_writer_free(w);
     return -1;
   }
   *buf = malloc(n);
   if (!*buf) {
-    wire_writer_free(w);
+    suiro_wire_writer_free(w);
     return set_err(err, cap, "out of memory"), -1;
   }
   memcpy(*buf, p, n);
   *len = n;
-  wire_writer_free(w);
+  suiro_wire_writer_free(w);
   return 0;
 }
 
 /* ---- the state ------------------------------------------------------------------------------ */
 
-suiro_embed *suiro_embed_open(const char *lua_dir, char *err, size_t cap) {
+suiro_conf *suiro_conf_open(const char *lua_dir, char *err, size_t cap) {
   lua_State *L = luaL_newstate();
   if (!L) return set_err(err, cap, "cannot create a Lua state (out of memory)"), NULL;
   luaL_openlibs(L);
@@ -252,7 +254,7 @@ suiro_embed *suiro_embed_open(const char *lua_dir, char *err, size_t cap) {
     return NULL;
   }
   lua_setfield(L, LUA_REGISTRYINDEX, "suiro.embed.parse");
-  suiro_embed *e = calloc(1, sizeof *e);
+  suiro_conf *e = calloc(1, sizeof *e);
   if (!e) {
     lua_close(L);
     return set_err(err, cap, "out of memory"), NULL;
@@ -261,14 +263,14 @@ suiro_embed *suiro_embed_open(const char *lua_dir, char *err, size_t cap) {
   return e;
 }
 
-void suiro_embed_close(suiro_embed *e) {
+void suiro_conf_close(suiro_conf *e) {
   if (!e) return;
   lua_close(e->L);
   free(e);
 }
 
 /* Calls module[fn] with nargs arguments already pushed above it; leaves one result. */
-static int call(suiro_embed *e, const char *module, const char *fn, int nargs, char *err, size_t cap) {
+static int call(suiro_conf *e, const char *module, const char *fn, int nargs, char *err, size_t cap) {
   lua_State *L = e->L;
   lua_getfield(L, LUA_REGISTRYINDEX, module);
   lua_getfield(L, -1, fn);
@@ -282,45 +284,45 @@ static int call(suiro_embed *e, const char *module, const char *fn, int nargs, c
   return 0;
 }
 
-int suiro_embed_config(suiro_embed *e, const char *path, void **buf, size_t *len, char *err, size_t cap) {
+int suiro_conf_config(suiro_conf *e, const char *path, void **buf, size_t *len, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, path);
   if (call(e, "suiro.embed.config", "load", 1, err, cap) != 0) return lua_settop(L, top), -1;
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
-  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (wire_writer_free(&w), -1);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
   lua_settop(L, top);
   return rc;
 }
 
-int suiro_embed_pool_options(suiro_embed *e, const void *opts, size_t opts_len, const char *where, void **buf,
+int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, const char *where, void **buf,
                              size_t *len, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
-  wire_reader r;
-  if (wire_reader_init(&r, opts, opts_len) != WIRE_OK) return set_err(err, cap, wire_reader_error(&r)), -1;
+  suiro_wire_reader r;
+  if (suiro_wire_reader_init(&r, opts, opts_len) != WIRE_OK) return set_err(err, cap, suiro_wire_reader_error(&r)), -1;
   if (push_value(L, &r, 0, err, cap) != 0) return lua_settop(L, top), -1;
   lua_pushstring(L, where ? where : "pool");
   if (call(e, "suiro.embed.config", "pool_options", 2, err, cap) != 0) return lua_settop(L, top), -1;
-  wire_writer w;
-  wire_writer_init(&w, NULL, 0);
-  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (wire_writer_free(&w), -1);
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
   lua_settop(L, top);
   return rc;
 }
 
-int suiro_embed_template(suiro_embed *e, const char *spec, suiro_template *t, char *err, size_t cap) {
+int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, spec);
   if (call(e, "suiro.embed.parse", "template", 1, err, cap) != 0) return lua_settop(L, top), -1;
-  int rc = lembed_template_read(L, -1, t, err, cap);
+  int rc = suiro_conf_template_read(L, -1, t, err, cap);
   lua_settop(L, top);
   return rc;
 }
 
-int suiro_embed_duration(suiro_embed *e, const char *s, double *seconds, char *err, size_t cap) {
+int suiro_conf_duration(suiro_conf *e, const char *s, double *seconds, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, s);
@@ -330,7 +332,7 @@ int suiro_embed_duration(suiro_embed *e, const char *s, double *seconds, char *e
   return 0;
 }
 
-int suiro_embed_size(suiro_embed *e, const char *s, int64_t *bytes, char *err, size_t cap) {
+int suiro_conf_size(suiro_conf *e, const char *s, int64_t *bytes, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, s);
@@ -340,7 +342,7 @@ int suiro_embed_size(suiro_embed *e, const char *s, int64_t *bytes, char *err, s
   return 0;
 }
 
-int suiro_embed_fnref(suiro_embed *e, const char *s, char *err, size_t cap) {
+int suiro_conf_fnref(suiro_conf *e, const char *s, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, s);
