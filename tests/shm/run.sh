@@ -188,11 +188,21 @@ done
 if id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; then
   chmod 1777 /dev/shm
   mkfifo -m 644 "$work/go"
+  # the host runs as daemon, who may not read the checkout (CI and fresh machines clone it under
+  # /root): it runs copies of the CLI with its Lua sources and of the Python package instead
+  app="$work/app"
+  mkdir -p "$app/bin" "$app/lua" "$app/py"
+  cp "$root/build/bin/suiro" "$app/bin/"
+  cp -r "$root/lua/suiro" "$app/lua/"
+  cp -r "$root/bindings/python/suiro" "$app/py/"
+  chmod 755 "$work"
+  chmod -R a+rX "$app"
   for h in lua python; do
     prog="$work/roundtrip"
     [[ $h == python ]] && prog="$work/small" && printf 'import suiro\nwith suiro.pool(1) as p:\n    assert p.submit(int, "5").collect(30) == 5\nprint("ok")\n' > "$work/small.py"
     [[ $h == lua ]] && prog="$work/small" && printf 'local suiro = require "suiro"\nlocal p <close> = suiro.pool { workers = 1 }\nassert(p:submit(function(x) return x end, 5):collect(30) == 5)\nprint("ok")\n' > "$work/small.lua"
-    cmd=$(run_host "$h" "$prog")
+    cmd="env -u SUIRO_WORKER_EXE -u SUIRO_LUA_DIR $app/bin/suiro run $prog.lua"
+    [[ $h == python ]] && cmd="env -u SUIRO_WORKER_EXE -u SUIRO_PY_WORKER PYTHONPATH=$app/py /usr/bin/python3 $prog.py"
     # the child waits on the fifo before it execs the host: same pid, same start time
     # as a user without root's power to replace another user's file in a sticky directory
     setpriv --reuid=daemon --regid=daemon --clear-groups env HOME="$work" \
