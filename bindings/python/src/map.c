@@ -872,3 +872,8 @@ failed:
   suiro_map_detach(m);
   return 0;
 }
+
+/* The engine map of a Map object (cluster.c stages cluster maps through _map_new), or NULL. */
+suiro_map *sp_map_engine(PyObject *o) {
+  return PyObject_TypeCheck(o, &SpMap_Type) ? ((MapObject *)o)->m : NULL;
+}

@@ -16,13 +16,17 @@ suiro_submit_batch <- function(.pool, .f, .args, .timeout = NULL) {
 }
 
 # Tasks and maps (the C side tells them apart: no S3 dispatch on the hot path).
-suiro_collect <- function(x, timeout = NULL) .Call(C_collect, x, timeout)
+suiro_collect <- function(x, timeout = NULL) {
+  if (inherits(x, "suiro_cluster_map")) return(cluster_collect(x, timeout)) # R/cluster.R
+  .Call(C_collect, x, timeout)
+}
 
 suiro_collect_any <- function(tasks, timeout = NULL) .Call(C_collect_any, tasks, timeout)
 
 suiro_collect_all <- function(tasks, timeout = NULL) .Call(C_collect_all, tasks, timeout)
 
 suiro_cancel <- function(x) {
+  if (inherits(x, "suiro_cluster_map")) return(invisible(.Call(C_cluster_map_cancel, x$xm)))
   if (inherits(x, "suiro_map")) return(invisible(.Call(C_map_cancel, x)))
   .Call(C_task_cancel, x)
 }
