@@ -22,6 +22,7 @@ SEXP C_duration(SEXP s);
 SEXP C_template_check(SEXP s);
 SEXP C_fnref_check(SEXP s);
 SEXP C_call_new(SEXP name, SEXP args, SEXP source);
+SEXP C_run(SEXP pool, SEXP fn, SEXP args, SEXP timeout);
 SEXP C_map_new(SEXP pool, SEXP x, SEXP f, SEXP extras, SEXP proto, SEXP seed, SEXP stream, SEXP prepare, SEXP timeout);
 /* rcluster.c: backend = "mpi" */
 SEXP C_cluster_load(SEXP), C_cluster_start(void), C_cluster_serve(void), C_cluster_shutdown(void);
@@ -82,6 +83,7 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_template_check, 1),
   CALLDEF(C_fnref_check, 1),
   CALLDEF(C_call_new, 3),
+  CALLDEF(C_run, 4),
   CALLDEF(C_map_new, 9),
   CALLDEF(C_cluster_load, 1), CALLDEF(C_cluster_start, 0), CALLDEF(C_cluster_serve, 0),
   CALLDEF(C_cluster_shutdown, 0), CALLDEF(C_cluster_pool, 3), CALLDEF(C_cluster_pool_close, 1),
