@@ -4,7 +4,8 @@
 #   scripts/bench r [rounds]        (scripts/rscript bench/bench_r.R [rounds])
 #
 # floor_rt_ns                two processes ping-ponging on shared cache lines (bench_core --floor)
-# r_rt_ns                    submit + collect of a trivial R function, one R worker
+# r_rt_ns                    submit + collect of a trivial R function, one R worker;
+#                            r_run_rt_ns: the same through suiro_run (one call, no task object)
 # psock_rt_ns                parallel::clusterCall on a 1-worker PSOCK cluster, socketOptions =
 #                            "no-delay" on both ends; psock_default_rt_ns with R's defaults
 # future_rt_ns               value(future(NULL)) with plan(multisession, workers = 1)
@@ -111,7 +112,7 @@ stopifnot(suiro_is_view(view))
 
 # ---- rounds -----------------------------------------------------------------------------------
 
-rows <- c("floor_rt_ns", "r_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
+rows <- c("floor_rt_ns", "r_rt_ns", "r_run_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
           "r_pipelined_tasks_per_s", "diamonds_enrich_us", "diamonds_enrich_mean_us", "psock_diamonds_enrich_us",
           "winsum_2000_ms", "r_callspec_build_us", "r_promise_settle_2000_ms", "r_collect_all_2000_ms",
           "promises_pkg_2000_ms",
@@ -150,6 +151,7 @@ promises_2000 <- function() {
 for (r in seq_len(rounds)) {
   m[r, "floor_rt_ns"] <- floor_ns()
   m[r, "r_rt_ns"] <- per(20000, suiro_collect(suiro_submit(p1, trivial))) * 1e9
+  m[r, "r_run_rt_ns"] <- per(20000, suiro_run(p1, trivial)) * 1e9
   m[r, "psock_rt_ns"] <- per(1000, clusterCall(cl_nd, trivial)) * 1e9
   m[r, "psock_default_rt_ns"] <- per(1000, clusterCall(cl_def, trivial)) * 1e9
   m[r, "future_rt_ns"] <- per(20, value(future(NULL))) * 1e9
@@ -209,6 +211,7 @@ cat("\nsuiro from R, medians of", rounds, "interleaved rounds\n\n")
 line <- function(what, value, note = "") cat(sprintf("  %-44s %12s   %s\n", what, value, note))
 line("floor: cross-process spin round trip", fmt_ns(s[["floor_rt_ns"]]))
 line("R round trip, trivial task (1 R worker)", fmt_ns(s[["r_rt_ns"]]), sprintf("%.1f x floor", ratio("r_rt_ns", "floor_rt_ns")))
+line("R round trip through suiro_run", fmt_ns(s[["r_run_rt_ns"]]), sprintf("%.1f x floor", ratio("r_run_rt_ns", "floor_rt_ns")))
 line("PSOCK round trip, no-delay", fmt_ns(s[["psock_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("psock_rt_ns", "r_rt_ns")))
 line("PSOCK round trip, default options", fmt_ns(s[["psock_default_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("psock_default_rt_ns", "r_rt_ns")))
 line("future (multisession) round trip", fmt_ns(s[["future_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("future_rt_ns", "r_rt_ns")))
