@@ -77,7 +77,7 @@ ext = Extension(
     include_dirs=[os.path.join(ROOT, "engine", "include"), LUA_INC],
     extra_objects=extra_objects,
     depends=extra_objects + sorted(glob.glob(os.path.join(HERE, "src", "*.h"))) + [
-        os.path.join(ROOT, "engine", "include", h) for h in ("suiro.h", "suiro_wire.h", "suiro_wire_compat.h", "suiro_bind.h", "suiro_conf.h", "suiro_embed.h")],
+        os.path.join(ROOT, "engine", "include", h) for h in ("suiro.h", "suiro_wire.h", "suiro_wire_compat.h", "suiro_bind.h", "suiro_face.h", "suiro_conf.h", "suiro_embed.h")],
     libraries=["lua5.4", "lua5.4-lpeg", "m", "dl", "pthread"],
     extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Werror=implicit-function-declaration", "-pthread",
