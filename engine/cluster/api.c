@@ -198,13 +198,7 @@ static int a_map_wait(void *xm, double timeout) {
   }
 }
 
-static uint64_t a_map_done(void *xm) {
-  xmap *x = xm;
-  /* rank 0's own ranges count while they run, so progress moves before any range completes */
-  uint64_t d = x->done;
-  for (int i = 0; i < x->nlocal; i++) d += suiro_map_done(x->local[i].m);
-  return d > x->n ? x->n : d;
-}
+static uint64_t a_map_done(void *xm) { return cluster_map_progress(xm); }
 
 static uint64_t a_map_size(void *xm) { return ((xmap *)xm)->n; }
 
