@@ -22,6 +22,7 @@
 #include "larray.h"
 #include "lsuiro.h"
 #include "lvalues.h"
+#include "suiro_face.h"
 
 const char lmap_key_map, lmap_key_range;
 
@@ -798,13 +799,6 @@ static int l_random(lua_State *L) {
 
 /* ---- map runners ------------------------------------------------------------------------------ */
 
-typedef struct map_run {
-  suiro_map *m;
-  uint64_t current;  /* element being run, for the failure report */
-  const void *arg;
-  size_t len;
-} map_run;
-
 /* Stores the value at idx into a typed cell with the seam's range rules; raises naming the
  * element (and the field of a record) on a mismatch. */
 static void store_cell(lua_State *L, int idx, void *cell, int type, uint64_t i, const char *field) {
@@ -885,20 +879,38 @@ static void store_result(lua_State *L, const suiro_plan *pl, const suiro_templat
   }
 }
 
-static int run_map_task(lua_State *L) {
-  map_run *mr = lua_touserdata(L, 1);
+/* The runner's side (suiro_run_map, engine/src/runner.c): the engine claims, completes, cancels,
+ * reports failures and detaches; this face builds the function, calls it on each element of a
+ * claimed range and stores the result. The Lua stack inside the protected call: 1 the runner's
+ * globals, 2 the function. */
+typedef struct lrun {
+  lua_State *L;
+  int top;
+  int (*body)(void *ctx);
+  void *ctx;
+} lrun;
+
+static int lrun_call(lua_State *L) {
+  lrun *u = lua_touserdata(L, 1);
   lua_settop(L, 0);
-  unsigned runner;
-  if (suiro_map_attach(mr->arg, mr->len, &mr->m, &runner) != SUIRO_OK)
-    return luaL_error(L, "map runner: %s", suiro_last_error());
-  suiro_map *m = mr->m;
-  const suiro_plan *pl = suiro_plan_of(m);
-  if (!pl) return luaL_error(L, "map runner: %s", suiro_last_error());
-  const suiro_template *t = suiro_plan_template(pl);
-  uint64_t width = 1;
-  if (t && t->kind == SUIRO_OUT_ARRAY)
-    for (int k = 0; k < t->ndim; k++) width *= t->shape[k];
-  void *out = suiro_map_runner_output(m);
+  if (u->body(u->ctx) != 0) return luaL_error(L, "map runner: %s", suiro_last_error());
+  return 0;
+}
+
+static int lrun_protect(void *ud, int (*body)(void *ctx), void *ctx) {
+  lrun *u = ud;
+  lua_State *L = u->L;
+  u->body = body;
+  u->ctx = ctx;
+  lua_settop(L, u->top);
+  lua_pushcfunction(L, lworker_msgh);
+  lua_pushcfunction(L, lrun_call);
+  lua_pushlightuserdata(L, u);
+  return lua_pcall(L, 1, 0, u->top + 1) != LUA_OK; /* the error stays on top for lrun_fail */
+}
+
+static int lrun_prepare(void *ud, suiro_runner *r) {
+  lua_State *L = ((lrun *)ud)->L;
   /* The runner's globals: a copy of the standard globals, made once per runner. A copy rather
    * than a table that falls back to _G: the map's elements may use globals in tight loops, and
    * every miss through __index costs (a quarter more time on math-heavy elements). */
@@ -911,93 +923,69 @@ static int run_map_task(lua_State *L) {
     lua_rawset(L, -5);
   }
   lua_pop(L, 1);
-  int env = lua_gettop(L); /* 1 */
   const void *fb;
   size_t fl;
-  suiro_plan_fn(pl, &fb, &fl);
-  lworker_decode_one(L, fb, fl, env); /* 2: the function, a "module.fn" name or a call spec */
+  suiro_plan_fn(r->plan, &fb, &fl);
+  lworker_decode_one(L, fb, fl, 1); /* 2: the function, a "module.fn" name or a call spec */
   if (lua_type(L, 2) == LUA_TSTRING) {
     size_t nl;
     const char *nm = lua_tolstring(L, 2, &nl);
     lworker_resolve(L, nm, nl);
     lua_replace(L, 2);
   }
-  uint64_t b, e;
-  while (suiro_map_claim(m, &b, &e)) {
-    for (uint64_t i = b; i < e; i++) {
-      mr->current = i;
-      suiro_plan_enter(pl, i);
-      lua_pushvalue(L, 2);
-      suiro_elem el;
-      if (suiro_plan_elem(pl, i, &el) != 0) luaL_error(L, "map: %s", suiro_last_error());
-      switch (el.kind) {
-      case 'f': lua_pushnumber(L, el.f); break;
-      case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
-      case 'b':
-        if (el.i == WIRE_NA_BOOL) lvalues_push_na(L);
-        else lua_pushboolean(L, (int)el.i);
-        break;
-      default: lworker_decode_one(L, el.buf, el.len, env); break;
-      }
-      lua_call(L, 1, 1);
-      if (t) {
-        store_result(L, pl, t, out, i, width);
-      } else {
-        _Alignas(8) unsigned char stack[256];
-        wire_writer w;
-        wire_writer_init(&w, stack, sizeof stack);
-        lcodec_ctx cx = { .L = L, .pool = lworker_self_pool(), .verb = "element result", .returning = 1 };
-        lcodec_encode_values(&cx, lua_gettop(L), 1, &w);
-        const void *buf;
-        size_t blen;
-        if (wire_writer_finish(&w, &buf, &blen) != WIRE_OK) {
-          wire_writer_free(&w);
-          luaL_error(L, "element %I: %s", (lua_Integer)i + 1, wire_writer_error(&w));
-        }
-        int full = suiro_map_put(m, i, buf, blen) != 0;
-        wire_writer_free(&w);
-        if (full) luaL_error(L, "element %I: the map's results outgrew its heap; use a template", (lua_Integer)i + 1);
-      }
-      lua_settop(L, 2);
-      suiro_plan_leave();
-      if (__builtin_expect(suiro_map_cancelled(m), 0)) break;
-    }
-    suiro_map_completed(m, b, e);
-  }
   return 0;
 }
 
+static int lrun_range(void *ud, suiro_runner *r, uint64_t b, uint64_t e) {
+  (void)b, (void)e;
+  lua_State *L = ((lrun *)ud)->L;
+  suiro_elem el;
+  int k;
+  while ((k = suiro_runner_next(r, &el)) > 0) {
+    uint64_t i = r->current;
+    lua_pushvalue(L, 2);
+    switch (el.kind) {
+    case 'f': lua_pushnumber(L, el.f); break;
+    case 'i': lua_pushinteger(L, (lua_Integer)el.i); break;
+    case 'b':
+      if (el.i == WIRE_NA_BOOL) lvalues_push_na(L);
+      else lua_pushboolean(L, (int)el.i);
+      break;
+    default: lworker_decode_one(L, el.buf, el.len, 1); break;
+    }
+    lua_call(L, 1, 1);
+    if (r->tpl) {
+      store_result(L, r->plan, r->tpl, r->out, i, r->width);
+    } else {
+      lcodec_ctx cx = { .L = L, .pool = lworker_self_pool(), .verb = "element result", .returning = 1 };
+      lcodec_encode_values(&cx, lua_gettop(L), 1, suiro_msg_writer(suiro_runner_msg(r)));
+      if (suiro_runner_put(r) != 0) luaL_error(L, "%s", suiro_last_error());
+    }
+    lua_settop(L, 2);
+  }
+  if (k < 0) luaL_error(L, "map: %s", suiro_last_error());
+  return 0;
+}
+
+static void lrun_fail(void *ud, suiro_runner *r, suiro_wire_str *cls, suiro_wire_str *msg, suiro_wire_str *tb) {
+  (void)r, (void)cls;
+  lua_State *L = ((lrun *)ud)->L;
+  if (!lua_istable(L, -1)) return;
+  lua_rawgeti(L, -1, 1);
+  lua_rawgeti(L, -2, 2);
+  size_t ml = 0, tl = 0;
+  const char *m = lua_tolstring(L, -2, &ml), *t = lua_tolstring(L, -1, &tl);
+  if (m) *msg = (suiro_wire_str){ m, ml };
+  if (t) *tb = (suiro_wire_str){ t, tl };
+}
+
+static const suiro_runner_ops lrun_ops = { lrun_protect, lrun_prepare, lrun_range, lrun_fail, NULL };
+
 /* A map runner task: errors become the element's failure (which cancels the map). */
 int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out) {
-  int top = lua_gettop(L);
-  map_run mr = { NULL, 0, arg, len };
-  lua_pushcfunction(L, lworker_msgh);
-  lua_pushcfunction(L, run_map_task);
-  lua_pushlightuserdata(L, &mr);
-  int rc = 0;
-  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
-    suiro_plan_leave();
-    if (!mr.m) {
-      rc = lworker_fail(L, out, lua_gettop(L));
-    } else {
-      const char *msg = "", *tb = "";
-      size_t ml = 0, tl = 0;
-      if (lua_istable(L, -1)) {
-        lua_rawgeti(L, -1, 1);
-        lua_rawgeti(L, -2, 2);
-        msg = lua_tolstring(L, -2, &ml);
-        tb = lua_tolstring(L, -1, &tl);
-        if (!msg) { msg = ""; ml = 0; }
-        if (!tb) { tb = ""; tl = 0; }
-      }
-      _Alignas(8) unsigned char eb[4096];
-      size_t n = suiro_error_encode(eb, sizeof eb, WIRE_CSTR(SUIRO_CLASS_REMOTE), (wire_str){ msg, ml },
-                                    (wire_str){ tb, tl }, (int64_t)mr.current);
-      suiro_map_fail(mr.m, mr.current, eb, n);
-    }
-  }
-  if (mr.m) suiro_map_detach(mr.m);
-  lua_settop(L, top);
+  lrun u = { L, lua_gettop(L), NULL, NULL };
+  int rc = suiro_run_map(arg, len, out, &lrun_ops, &u);
+  lua_settop(L, u.top);
   return rc;
 }
 

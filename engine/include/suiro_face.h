@@ -1,19 +1,20 @@
 /*
  * suiro_face.h — the loops the engine runs for a language face, over the face's callbacks.
  *
- * suiro_bind.h states the facts both sides of a face agree on (the task protocol, errors, keys);
- * this header holds the algorithms every face would otherwise write again in its own host API,
- * written once in C and driven by a small table of callbacks per face (as Redis's rio or Lua's
- * lua_Reader drive one reader over several backends):
+ * suiro_bind.h gives a face the seam's facts (protocol, payloads, plans, cells, references); this
+ * header gives it the algorithms every face would otherwise write again in its own host API. A
+ * face keeps only what needs its language: its value walk, its objects' lifetimes, its function
+ * identity, and small callback tables. Sections:
  *
- *   1. callbacks and raising   how a face's callbacks may fail, and the one protected call
- *   2. a worker's task         suiro_exec: the [function, args...] dispatch and the code cache
+ *   2. map runners            suiro_run_map: attach, claim, elements, completion, cancel, failure
+ *   3. outgoing messages      suiro_msg: a wire writer that remembers the references it granted
  *
- * (Further sections, one per loop, follow: the map runner, outgoing messages.)
+ * (Section 1, a worker's task, suiro_exec, is written by the worker-dispatch step.)
  *
- * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
- * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
- * runs the worker's executor.
+ * Raising: a face's callback may raise (longjmp: lua_error, Rf_error) only inside the `protect`
+ * callback the face implements with its own protected call (lua_pcall, R_ToplevelExec, a plain call
+ * in Python). The engine holds nothing across a callback that it does not release after `protect`
+ * returns, so its loops are longjmp-safe. Threads: one thread per runner / per message.
  */
 #ifndef SUIRO_FACE_H
 #define SUIRO_FACE_H
@@ -28,101 +29,109 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------------
- * 1. Callbacks and raising
+ * 3. Outgoing messages (declared first: a runner's results are messages)
  *
- * A face's callbacks run the face's language and may fail in its own way: by raising (Lua's
- * lua_error, R's Rf_error: a longjmp) or by returning a failure with the error pending (Python's
- * PyErr_*). The engine calls them only inside the face's `protect` callback, which the face
- * implements with its own protected call (lua_pcall, R_ToplevelExec, a plain call in Python):
- *
- *   int protect(void *ud, int (*body)(void *ctx), void *ctx)
- *       runs body(ctx) and returns what it returned; -1 when body raised (the raised error is then
- *       the face's pending error, as when a callback returned -1).
- *
- * Across a call of protect the engine holds nothing that protect's return does not give back: a
- * raise may leave a body at any callback, and every buffer the engine took for that body is
- * released by the caller of protect, after it returns. So the engine's loops are longjmp-safe.
- * The face's `fail` callback turns its pending error into the task's ERROR payload; it runs
- * outside protect and must not raise.
+ * A message is a wire writer plus a ledger of the zero-copy grants (suiro_bind.h section 4) written
+ * into it. Exactly one of these ends every message that was initialised:
+ *   suiro_msg_sent  the bytes went out (the receiver now owns the grants): the message drops the
+ *                   references it held of its own (regions it made for a copy);
+ *   suiro_msg_free  they never will: every grant is given back (suiro_buf_unsend), then as sent.
+ * Both free the writer's heap and leave the message initialised and empty (as after init), so a
+ * message may be reused; calling either again is harmless. The ledger holds 8 grants inline and
+ * grows on the heap. The writer starts in the caller's `stack` buffer (it must outlive the message).
  */
+typedef struct suiro_msg_grant {
+  suiro_buf *b;
+  int own; /* 1: the message holds one reference of b (a region it made), dropped when it ends */
+} suiro_msg_grant;
+
+typedef struct suiro_msg {
+  suiro_wire_writer w;     /* write the value here (suiro_msg_writer) */
+  int n, cap;              /* grants written, room */
+  suiro_msg_grant *g;      /* inl, or the heap */
+  suiro_msg_grant inl[8];
+  void *stack;             /* the writer's first buffer, for reuse */
+  size_t stack_cap;
+} suiro_msg;
+
+void suiro_msg_init(suiro_msg *m, void *stack, size_t cap);
+static inline suiro_wire_writer *suiro_msg_writer(suiro_msg *m) { return &m->w; }
+/* Writes a REF to `bytes` at `data` inside region b (as suiro_zc_put) and records the grant; with
+ * own = 1 the message takes over one reference of b (given or not: on WIRE_ERR it is dropped).
+ * WIRE_OK; WIRE_ERR when no REF was written (b has no name, or out of memory: then nothing is
+ * granted, and the caller may send a copy instead). */
+int suiro_msg_put_ref(suiro_msg *m, suiro_buf *b, int own, const void *data, size_t bytes, int type, int order,
+                      int ndim, const uint64_t *dims);
+/* The message's bytes (suiro_wire_writer_finish): WIRE_OK, or an error (suiro_wire_writer_error). */
+int suiro_msg_finish(suiro_msg *m, const void **buf, size_t *len);
+void suiro_msg_sent(suiro_msg *m);
+void suiro_msg_free(suiro_msg *m);
 
 /* ---------------------------------------------------------------------------------------------
- * 2. A worker's task (suiro_bind.h section 1), read once for every language
+ * 2. Map runners (docs/maps.md; the plan of suiro_bind.h section 6)
  *
- * suiro_exec reads the task list and its function item, checks what the protocol says of them,
- * finds the function (a name resolved by the face, or code fetched by key from the pool's blob
- * store and compiled by the face, both cached), and hands the rest of the reader to the face to
- * decode the arguments and run. Every refusal is one class (SUIRO_CLASS_REMOTE) and one message,
- * written here, the same in every worker:
- *
- *   a task that is not a list [fn, ...]   "malformed task: expected a list [function, arguments...]"
- *   a wire error while reading it         "malformed task: wire: ..." (the reader's message)
- *   more than SUIRO_EXEC_MAX_ARGS args    "malformed task: N arguments are too many (at most ...)"
- *   a function item of no function kind   "malformed task: expected a function, got <tag>"
- *   a call spec followed by arguments     "malformed task: a call spec takes no further arguments"
- *   a FUNC of another language            "a <lang> function cannot run on a <lang> worker (...)"
- *   a name the face does not find         "cannot find function \"<name>\""
- *   code that is not stored under its key "cannot load the task's function (key <hex>): ..."
- *   code the face cannot load             "the task's function (key <hex>) is damaged: ..."
- *
- * The reader the face receives has read the task list (container ordinal 0, the only container
- * read so far) and the function item's header (`f`). A FUNC item is container ordinal 1: a face
- * whose FUNC values can be shared (a Lua closure that captures itself) registers its function at
- * that ordinal before decoding the children. Then follow the FUNC's f->n children (its name or
- * nil, then what it captured), then the nargs arguments; a STR or CALL item has none of the
- * former (a CALL's list and dict of arguments follow its header, as suiro_wire_next gives them).
- *
- * The cache: names (STR items) and code keys (FUNC items) map to what the face's by_name and
- * by_code returned, for the life of the cache (a worker's life): the face keeps those objects
- * alive (a registry reference, a strong reference, R_PreserveObject). A name not found is not
- * cached (a later task may define it). Code is checked against its key (suiro_fn_key) before
- * by_code sees it.
+ * A map runner task (a worker's SUIRO_FN_MAP_RUNNER) is run by
+ *   suiro_run_map(arg, len, out, ops, ud)
+ * which attaches to the map, claims ranges of elements until none is left or the map is cancelled
+ * (one rule: a cancel leaves the element loop and the claim loop), marks each range completed, and
+ * detaches. The face's callbacks, all but `fail` inside one `protect`:
+ *   prepare(ud, r)       build the plan's function (suiro_plan_fn(r->plan)); keep it in ud
+ *   range(ud, r, b, e)   run elements b..e-1: the face's inner loop is
+ *                          suiro_elem el;
+ *                          while ((k = suiro_runner_next(r, &el)) > 0) {
+ *                            v = f(el);                              the face's call
+ *                            if (r->tpl) store v into the cells of suiro_plan_cell(r->plan,
+ *                                        r->out, r->current, field, &type) (width r->width)
+ *                            else { encode v into suiro_msg_writer(suiro_runner_msg(r));
+ *                                   suiro_runner_put(r) }          -1: raise suiro_last_error()
+ *                          }
+ *                          k < 0: raise "map: " suiro_last_error() (damaged input)
+ *                        suiro_runner_next leaves the previous element (suiro_plan_leave), stops at
+ *                        e or at a cancel, decodes the next one and enters it (its random stream).
+ *   fail(ud, r, &cls, &msg, &trace)  after protect failed: the pending error's parts (borrowed
+ *                        until `done`); the engine encodes the payload (heap, the whole message
+ *                        and traceback) and fails the map at r->current (element index, 0-based).
+ *   done(ud)             (may be NULL) release what fail lent.
+ * protect(ud, body, ctx) returns 0 when body returned 0, nonzero when it raised or returned
+ * nonzero (a face without longjmp, Python, returns -1 from a callback with its exception set).
+ * A failure before the map is attached, or an attach error, is the task's error (suiro_out_error).
+ * After a failure the engine leaves the element (suiro_plan_leave) and frees the runner's message
+ * if the failure came while it was being written (its grants given back). suiro_run_map returns 0
+ * (the outcome is the map's), or -1 when the task itself failed (out holds the error).
+ * The per-element work is the face's loop and direct calls; the callbacks run once per range
+ * (measured: bench/bench_map.lua identity, docs in engine/src/runner.c).
  */
-#define SUIRO_EXEC_MAX_ARGS 100000 /* arguments of one task (Lua's C stack holds ~1e6 slots) */
+typedef struct suiro_runner {
+  suiro_map *map;
+  const suiro_plan *plan;
+  const suiro_template *tpl; /* NULL: results are wire values (suiro_runner_put) */
+  void *out;                 /* the runner's typed output area (tpl != NULL) */
+  uint64_t width;            /* values per ARRAY cell, else 1 */
+  uint64_t current;          /* the element running (0-based) */
+  /* the engine's, below */
+  uint64_t end;
+  int entered, started, msg_live;
+  suiro_msg msg;
+  uint64_t stack[32];      /* the message's first buffer */
+} suiro_runner;
 
-typedef struct suiro_exec_cache {
-  /* private to exec.c; zero it to start (a static is zeroed) */
-  suiro_keyidx codes, names;
-  void **code_fn;           /* at the index codes gives a key */
-  struct suiro_exec_name *name_fn; /* at the index names gives a name's hash */
-  size_t code_cap, name_cap;
-  void *held;               /* code bytes by_code is loading (freed by the next suiro_exec*) */
-} suiro_exec_cache;
-
-typedef struct suiro_exec_ops {
-  int lang;                 /* WIRE_LANG_*: FUNC items of other languages are refused */
-  const char *lang_name;    /* "lua", "python", "r": for the refusal's message */
-  suiro_exec_cache *cache;  /* the face's (one per worker) */
+typedef struct suiro_runner_ops {
   int (*protect)(void *ud, int (*body)(void *ctx), void *ctx);
-  /* "module.fn" / "pkg::fn": 1 with *fn set, 0 when there is no such function (nothing pending),
-   * or -1 (or a raise) when resolving it failed otherwise (a module that raised on load). */
-  int (*by_name)(void *ud, suiro_wire_str name, void **fn);
-  /* compiles the code stored under key: 1 with *fn set, 0 when the bytes are not code the face
-   * can load (damaged; nothing pending), -1 (or a raise) for other failures (a pickled function
-   * whose module is missing). Must not call suiro_exec or suiro_exec_code. */
-  int (*by_code)(void *ud, uint64_t key, const void *code, size_t len, void **fn);
-  /* runs fn (from the cache; NULL for a FUNC by name, key 0: the face resolves it from the
-   * children) on the nargs arguments that follow in r, and writes the result into out (suiro_out_*).
-   * 0, or -1 (or a raise) with the error pending. */
-  int (*run)(void *ud, void *fn, const suiro_wire_item *f, suiro_wire_reader *r, uint64_t nargs, suiro_out *out);
-  /* runs the call spec whose CALL header is `spec` (its arguments follow in r); as run. */
-  int (*run_call)(void *ud, const suiro_wire_item *spec, suiro_wire_reader *r, suiro_out *out);
-  /* writes the pending error as the task's ERROR payload (index: -1 for a task); returns -1. */
-  int (*fail)(void *ud, suiro_out *out, int64_t index);
-} suiro_exec_ops;
+  int (*prepare)(void *ud, suiro_runner *r);
+  int (*range)(void *ud, suiro_runner *r, uint64_t begin, uint64_t end);
+  void (*fail)(void *ud, suiro_runner *r, suiro_wire_str *cls, suiro_wire_str *msg, suiro_wire_str *trace);
+  void (*done)(void *ud);
+} suiro_runner_ops;
 
-/* Runs one binding task (suiro_bind.h section 1): the executor's SUIRO_FN_BINDING case. Returns 0,
- * or nonzero with the task failed (an ERROR payload in out). */
-int suiro_exec(const void *arg, size_t len, suiro_out *out, const suiro_exec_ops *ops, void *ud);
-
-/* The function compiled from the code stored under key, from the cache or fetched and compiled
- * now: for a face's decoder meeting a FUNC value among the arguments or captured values (call it
- * inside protect). 1 with *fn set; 0 with the message (the one suiro_exec would give) in err;
- * -1 (or a raise) when by_code failed with the face's error pending. */
-int suiro_exec_code(const suiro_exec_ops *ops, void *ud, uint64_t key, void **fn, char *err, size_t errcap);
-
-/* Empties a cache (the face released or forgot the objects it holds). */
-void suiro_exec_cache_free(suiro_exec_cache *c);
+int suiro_run_map(const void *arg, size_t len, suiro_out *out, const suiro_runner_ops *ops, void *ud);
+/* 1: element r->current is entered, its input in *e; 0: the range is over (or cancelled); -1: the
+ * staged input is damaged (suiro_last_error). */
+int suiro_runner_next(suiro_runner *r, suiro_elem *e);
+/* The message for element r->current's wire result (initialised, empty). */
+suiro_msg *suiro_runner_msg(suiro_runner *r);
+/* Stores the message as element r->current's result and ends it (sent, or freed): 0, or -1 with
+ * suiro_last_error (the writer's error, or the map's heap is full). */
+int suiro_runner_put(suiro_runner *r);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop
@@ -130,4 +139,4 @@ void suiro_exec_cache_free(suiro_exec_cache *c);
 #ifdef __cplusplus
 }
 #endif
-#endif /* SUIRO_FACE_H */
+#endif

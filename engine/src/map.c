@@ -566,6 +566,11 @@ int suiro_map_claim(suiro_map *m, uint64_t *begin, uint64_t *end) {
 
 void map_runner_at(suiro_map *m, uint64_t i) { st_rlx(&m->h->runner[m->runner].current, i); }
 
+void map_runner_fast(suiro_map *m, runner_fast *f) {
+  f->cancel = &m->h->cancel;
+  f->at = &m->h->runner[m->runner].current;
+}
+
 void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end) {
   MAP_GUARD(m, "suiro_map_completed", );
   if (begin > end || end > m->lay.n) {

@@ -422,6 +422,18 @@ void suiro_plan_enter(const suiro_plan *pl, uint64_t i) {
 }
 void suiro_plan_leave(void) { rng_leave(); }
 
+void plan_runner_fast(const suiro_plan *pl, runner_fast *f) {
+  const plan_hdr *h = &pl->h;
+  f->in = pl->desc + h->in_off;
+  f->in_kind = h->in_kind;
+  f->in_type = h->in_type;
+  f->start = h->start;
+  f->step = h->step;
+  f->seeded = (int)h->seeded;
+  f->seed = h->seed;
+  f->index_base = h->index_base;
+}
+
 void *suiro_plan_cell(const suiro_plan *pl, void *out, uint64_t i, int k, int *type) {
   if (!pl || !out || !type) return NULL;
   const plan_hdr *h = &pl->h;

@@ -266,6 +266,21 @@ void map_runner_at(suiro_map *m, uint64_t i); /* runner: the element it is about
 void map_pool_stopped(suiro_pool *p);
 void plan_free(struct suiro_plan *pl);
 
+/* runner.c's per-element fast path (suiro_runner_next): map.c gives the cancel flag and the
+ * runner's progress cell, plan.c the input's layout and the map's seed. Same orders as the calls
+ * they replace (relaxed loads of cancel, relaxed stores of progress). */
+typedef struct runner_fast {
+  const _Atomic uint32_t *cancel;
+  _Atomic uint64_t *at;
+  const char *in;
+  uint32_t in_kind, in_type;
+  int64_t start, step;
+  int seeded;
+  uint64_t seed, index_base;
+} runner_fast;
+void map_runner_fast(suiro_map *m, runner_fast *f);
+void plan_runner_fast(const struct suiro_plan *pl, runner_fast *f);
+
 /* rng.c: the stream of the element this thread runs */
 void rng_enter(uint64_t seed, uint64_t index);
 void rng_leave(void);

@@ -770,110 +770,80 @@ static PyObject *elem_value(const suiro_elem *e) {
   }
 }
 
-/* The element's failure: the pending exception as the map's error (cancels the rest). */
-static void fail_element(suiro_map *m, uint64_t i) {
-  wire_str cls, msg, trace;
-  PyObject *hold;
-  sp_take_exception(&cls, &msg, &trace, &hold);
-  size_t cap = 4096 + msg.len + trace.len;
-  void *buf = PyMem_Malloc(cap);
-  if (buf) {
-    size_t n = suiro_error_encode(buf, cap, cls, msg, trace, (int64_t)i);
-    suiro_map_fail(m, i, buf, n);
-    PyMem_Free(buf);
-  } else {
-    suiro_map_fail(m, i, "out of memory", 13);
-  }
-  Py_XDECREF(hold);
+/* The runner's side (suiro_run_map, engine/src/runner.c): the engine claims, completes, cancels,
+ * reports failures and detaches; this face builds the function, calls it on the elements of a
+ * claimed range and stores the results. Python raises by returning -1 with the exception set. */
+typedef struct prun {
+  PyObject *fn, *fargs, *fkw;
+  PyObject *hold; /* what fail lent */
+} prun;
+
+static int prun_protect(void *ud, int (*body)(void *ctx), void *ctx) {
+  (void)ud;
+  return body(ctx);
 }
 
-int sp_run_map(const void *arg, size_t len, suiro_out *out) {
-  suiro_map *m;
-  unsigned runner;
-  if (suiro_map_attach(arg, len, &m, &runner) != SUIRO_OK) return suiro_out_error(out, "map runner: %s", suiro_last_error());
-  const suiro_plan *pl = suiro_plan_of(m);
-  if (!pl) {
-    int rc = suiro_out_error(out, "map runner: %s", suiro_last_error());
-    suiro_map_detach(m);
-    return rc;
-  }
+static int prun_prepare(void *ud, suiro_runner *r) {
+  prun *u = ud;
   const void *fbuf;
   size_t flen;
-  suiro_plan_fn(pl, &fbuf, &flen);
-  PyObject *fn = NULL, *fargs = NULL, *fkw = NULL;
-  uint64_t cur = 0;
-  if (sp_decode_task(fbuf, flen, &fn, &fargs, &fkw) < 0) goto failed;
-  if (SP.Call && Py_TYPE(fn) == (PyTypeObject *)SP.Call) { /* a call spec: its target, element first */
+  suiro_plan_fn(r->plan, &fbuf, &flen);
+  if (sp_decode_task(fbuf, flen, &u->fn, &u->fargs, &u->fkw) < 0) return -1;
+  if (SP.Call && Py_TYPE(u->fn) == (PyTypeObject *)SP.Call) { /* a call spec: its target, element first */
     PyObject *m2 = PyImport_ImportModule("suiro._values");
     PyObject *h = m2 ? PyObject_GetAttrString(m2, "call_target") : NULL;
     Py_XDECREF(m2);
-    PyObject *f2 = h ? PyObject_CallOneArg(h, fn) : NULL;
+    PyObject *f2 = h ? PyObject_CallOneArg(h, u->fn) : NULL;
     Py_XDECREF(h);
-    Py_DECREF(fn);
-    fn = f2;
-    if (!fn) goto failed;
+    Py_SETREF(u->fn, f2);
+    if (!u->fn) return -1;
   }
-  const suiro_template *t = suiro_plan_template(pl);
-  uint64_t width = 1;
-  if (t) suiro_template_check(t, &width, NULL, 0);
-  void *outp = suiro_map_runner_output(m);
-  uint64_t b, e;
-  while (suiro_map_claim(m, &b, &e)) {
-    for (uint64_t i = b; i < e; i++) {
-      cur = i;
-      suiro_elem el;
-      if (suiro_plan_elem(pl, i, &el) != 0) {
-        PyErr_Format(PyExc_ValueError, "map: %s", suiro_last_error());
-        goto failed;
-      }
-      PyObject *x = elem_value(&el);
-      if (!x) goto failed;
-      suiro_plan_enter(pl, i);
-      PyObject *r = PyObject_CallOneArg(fn, x);
-      suiro_plan_leave();
-      Py_DECREF(x);
-      if (!r) goto failed;
-      int rc = 0;
-      if (t) {
-        rc = store(pl, t, width, outp, i, r);
-      } else {
-        _Alignas(8) unsigned char st[256];
-        wire_writer w;
-        wire_writer_init(&w, st, sizeof st);
-        sp_enc_opts o = { "map: element result", 0, "python", "python workers", 0, NULL, NULL };
-        const void *rb;
-        size_t rl;
-        if (sp_encode_list(&o, &r, 1, SP_SEG_ELEMENT, (Py_ssize_t)i, &w) < 0 || wire_writer_finish(&w, &rb, &rl) != WIRE_OK) {
-          if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "element %llu: %s", (unsigned long long)i, wire_writer_error(&w));
-          rc = -1;
-        } else if (suiro_map_put(m, i, rb, rl) != 0) {
-          PyErr_Format(PyExc_MemoryError, "element %llu: the map's results outgrew its heap; use a template",
-                       (unsigned long long)i);
-          rc = -1;
-        }
-        wire_writer_free(&w);
-      }
-      Py_DECREF(r);
-      if (rc < 0) goto failed;
-      if (suiro_map_cancelled(m)) break;
-    }
-    suiro_map_completed(m, b, e);
-  }
-  Py_XDECREF(fn);
-  Py_XDECREF(fargs);
-  Py_XDECREF(fkw);
-  suiro_map_detach(m);
-  return 0;
-failed:
-  fail_element(m, cur);
-  Py_XDECREF(fn);
-  Py_XDECREF(fargs);
-  Py_XDECREF(fkw);
-  suiro_map_detach(m);
   return 0;
 }
 
-/* The engine map of a Map object (cluster.c stages cluster maps through _map_new), or NULL. */
-suiro_map *sp_map_engine(PyObject *o) {
-  return PyObject_TypeCheck(o, &SpMap_Type) ? ((MapObject *)o)->m : NULL;
+static int prun_range(void *ud, suiro_runner *r, uint64_t b, uint64_t e) {
+  (void)b, (void)e;
+  PyObject *fn = ((prun *)ud)->fn;
+  suiro_elem el;
+  int k;
+  while ((k = suiro_runner_next(r, &el)) > 0) {
+    uint64_t i = r->current;
+    PyObject *x = elem_value(&el);
+    if (!x) return -1;
+    PyObject *res = PyObject_CallOneArg(fn, x);
+    Py_DECREF(x);
+    if (!res) return -1;
+    int rc = 0;
+    if (r->tpl) {
+      rc = store(r->plan, r->tpl, r->width, r->out, i, res);
+    } else {
+      suiro_msg *m = suiro_runner_msg(r);
+      sp_enc_opts o = { "map: element result", 0, "python", "python workers", 0, NULL, NULL };
+      if (sp_encode_list(&o, &res, 1, SP_SEG_ELEMENT, (Py_ssize_t)i, suiro_msg_writer(m)) < 0) rc = -1;
+      else if (suiro_runner_put(r) != 0) rc = -1, PyErr_SetString(PyExc_ValueError, suiro_last_error());
+    }
+    Py_DECREF(res);
+    if (rc < 0) return -1;
+  }
+  if (k < 0) return PyErr_Format(PyExc_ValueError, "map: %s", suiro_last_error()), -1;
+  return 0;
+}
+
+/* The pending exception as the map's error (cancels the rest). */
+static void prun_fail(void *ud, suiro_runner *r, suiro_wire_str *cls, suiro_wire_str *msg, suiro_wire_str *tb) {
+  (void)r;
+  sp_take_exception(cls, msg, tb, &((prun *)ud)->hold);
+}
+
+static void prun_done(void *ud) { Py_CLEAR(((prun *)ud)->hold); }
+
+static const suiro_runner_ops prun_ops = { prun_protect, prun_prepare, prun_range, prun_fail, prun_done };
+
+int sp_run_map(const void *arg, size_t len, suiro_out *out) {
+  prun u = { NULL, NULL, NULL, NULL };
+  int rc = suiro_run_map(arg, len, out, &prun_ops, &u);
+  Py_XDECREF(u.fn);
+  Py_XDECREF(u.fargs);
+  Py_XDECREF(u.fkw);
+  return rc;
 }

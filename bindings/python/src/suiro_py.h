@@ -26,6 +26,7 @@
 
 #include "suiro.h"
 #include "suiro_bind.h"
+#include "suiro_face.h"
 #include "suiro_wire.h"
 #include "suiro_wire_compat.h" /* the face still spells the wire API wire_* */
 

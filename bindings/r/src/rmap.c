@@ -645,14 +645,20 @@ typedef struct runner {
   const suiro_template *tpl;
   uint64_t current;
   int in_kind, in_type;
+  suiro_runner *sr;  /* the engine's side (suiro_run_map) */
+  int (*body)(void *ctx);
+  void *body_ctx;
+  int body_rc;
+  rs_encoder enc;    /* a wire result being written (enc_live): cleaned up if R unwinds */
+  int enc_live;
+  char *ecls, *emsg, *etb, *efull; /* what fail lent, freed by done */
   SEXP call;       /* f(element, extras...): the element slot is CADR */
   char err[256];   /* a template store failure */
   int rich;
 } runner;
 
-static SEXP element(runner *r, uint64_t i) {
-  suiro_elem el;
-  if (suiro_plan_elem(r->pl, i, &el) != 0) Rf_error("element %.0f: %s", (double)i + 1, suiro_last_error());
+static SEXP element(runner *r, const suiro_elem *e) {
+  suiro_elem el = *e;
   switch (el.kind) {
   case 'f': return Rf_ScalarReal(el.f);
   case 'b': return Rf_ScalarLogical(el.i == WIRE_NA_BOOL ? NA_LOGICAL : (int)el.i);
@@ -753,19 +759,21 @@ static int store(runner *r, uint64_t i, SEXP v) {
   const suiro_template *t = r->tpl;
   int type;
   if (!t) {
-    rs_encoder e;
+    rs_encoder *e = &r->enc;
     rs_enc_opts o = { r->rich, 1, r->rich ? "R" : "a host of another language" };
-    rs_encoder_init(&e, &o);
-    /* encoding may signal an R error: the runner's top-level catch reports it for element i */
-    wire_put_list(&e.w, 1);
-    rs_enc_prescan(&e, v);
-    rs_enc_value(&e, v, "result");
+    rs_encoder_init(e, &o);
+    r->enc_live = 1;
+    /* encoding may signal an R error: suiro_run_map reports it for element i, rs_map_runner cleans up */
+    wire_put_list(&e->w, 1);
+    rs_enc_prescan(e, v);
+    rs_enc_value(e, v, "result");
     const void *buf;
     size_t len;
-    rs_encoder_finish(&e, &buf, &len);
+    rs_encoder_finish(e, &buf, &len);
     int full = suiro_map_put(r->m, i, buf, len) != 0;
-    if (!full) rs_encoder_sent(&e);
-    rs_encoder_cleanup(&e);
+    if (!full) rs_encoder_sent(e);
+    rs_encoder_cleanup(e);
+    r->enc_live = 0;
     if (full) {
       snprintf(r->err, sizeof r->err, "the map's results outgrew its heap; give a .template");
       return -1;
@@ -819,39 +827,41 @@ static int store(runner *r, uint64_t i, SEXP v) {
 
 void rs_worker_handle_errors(void);
 
-static void run_claims(void *p) {
-  runner *r = p;
-  rs_worker_handle_errors();
-  uint64_t b, e;
-  while (suiro_map_claim(r->m, &b, &e)) {
-    for (uint64_t i = b; i < e; i++) {
-      r->current = i;
-      suiro_plan_enter(r->pl, i);
-      SEXP el = PROTECT(element(r, i));
-      SETCADR(r->call, el);
-      SEXP v = PROTECT(Rf_eval(r->call, R_GlobalEnv));
-      int bad = store(r, i, v);
-      UNPROTECT(2);
-      suiro_plan_leave();
-      if (bad) Rf_error("%s", r->err);
-      if (suiro_map_cancelled(r->m)) break;
-    }
-    suiro_map_completed(r->m, b, e);
-    if (suiro_map_cancelled(r->m)) break;
+/* The runner's side (suiro_run_map, engine/src/runner.c): the engine claims, completes, cancels,
+ * reports failures and detaches; this face builds the call, evaluates it on the elements of a
+ * claimed range and stores the results. Everything runs inside one R_ToplevelExec. */
+static int rrun_range(void *ud, suiro_runner *sr, uint64_t b, uint64_t e) {
+  (void)b, (void)e;
+  runner *r = ud;
+  suiro_elem el;
+  int k;
+  while ((k = suiro_runner_next(sr, &el)) > 0) {
+    uint64_t i = r->current = sr->current;
+    SEXP x = PROTECT(element(r, &el));
+    SETCADR(r->call, x);
+    SEXP v = PROTECT(Rf_eval(r->call, R_GlobalEnv));
+    int bad = store(r, i, v);
+    UNPROTECT(2);
+    if (bad) Rf_error("%s", r->err);
   }
+  if (k < 0) Rf_error("map: %s", suiro_last_error());
+  return 0;
 }
 
 /* Builds the call f(<element>, extras...) from the plan's function buffer. */
-typedef struct setup_job {
-  runner *r;
-} setup_job;
 
 SEXP rs_resolve_fn(const char *name, size_t len);
 SEXP rs_runner_function(rs_decoder *d, wire_item *f, SEXP *names, int *rich); /* below */
 
-static void setup(void *p) {
-  runner *r = ((setup_job *)p)->r;
-  rs_worker_handle_errors();
+static int rrun_prepare(void *ud, suiro_runner *sr) {
+  runner *r = ud;
+  r->sr = sr;
+  r->m = sr->map;
+  r->pl = sr->plan;
+  r->out = sr->out;
+  r->tpl = sr->tpl;
+  r->in_kind = suiro_plan_in_kind(r->pl);
+  r->in_type = suiro_plan_in_type(r->pl);
   const void *fb;
   size_t fl;
   suiro_plan_fn(r->pl, &fb, &fl);
@@ -881,48 +891,58 @@ static void setup(void *p) {
   R_PreserveObject(call);
   r->call = call;
   UNPROTECT(4); /* call, names, fn, the decoder's table */
+  return 0;
 }
+
+static void rrun_call(void *p) {
+  runner *r = p;
+  rs_worker_handle_errors();
+  r->body_rc = r->body(r->body_ctx);
+}
+
+static int rrun_protect(void *ud, int (*body)(void *ctx), void *ctx) {
+  runner *r = ud;
+  r->body = body;
+  r->body_ctx = ctx;
+  r->body_rc = 0;
+  int ok = R_ToplevelExec(rrun_call, r);
+  if (!ok && r->enc_live) { /* R unwound out of a result's encoding: give its grants back */
+    rs_encoder_cleanup(&r->enc);
+    r->enc_live = 0;
+  }
+  return !ok || r->body_rc != 0;
+}
+
+static void rrun_fail(void *ud, suiro_runner *sr, suiro_wire_str *cls, suiro_wire_str *msg, suiro_wire_str *tb) {
+  runner *r = ud;
+  rs_error_parts(&r->ecls, &r->emsg, &r->etb);
+  const char *m = r->emsg ? r->emsg : "";
+  size_t n = strlen(m) + 32;
+  r->efull = malloc(n);
+  if (r->efull) snprintf(r->efull, n, "element %.0f: %s", (double)sr->current + 1, m);
+  if (r->ecls) *cls = (suiro_wire_str){ r->ecls, strlen(r->ecls) };
+  *msg = r->efull ? (suiro_wire_str){ r->efull, strlen(r->efull) } : (suiro_wire_str){ m, strlen(m) };
+  if (r->etb) *tb = (suiro_wire_str){ r->etb, strlen(r->etb) };
+}
+
+static void rrun_done(void *ud) {
+  runner *r = ud;
+  free(r->ecls);
+  free(r->emsg);
+  free(r->etb);
+  free(r->efull);
+  r->ecls = r->emsg = r->etb = r->efull = NULL;
+}
+
+static const suiro_runner_ops rrun_ops = { rrun_protect, rrun_prepare, rrun_range, rrun_fail, rrun_done };
 
 void rs_map_runner(const void *arg, size_t len, suiro_out *out) {
   runner r;
   memset(&r, 0, sizeof r);
-  unsigned idx;
-  if (suiro_map_attach(arg, len, &r.m, &idx) != SUIRO_OK) {
-    suiro_out_error(out, "map runner: %s", suiro_last_error());
-    return;
-  }
-  r.pl = suiro_plan_of(r.m);
-  if (!r.pl) {
-    suiro_out_error(out, "map runner: %s", suiro_last_error());
-    suiro_map_detach(r.m);
-    return;
-  }
-  r.out = suiro_map_runner_output(r.m);
-  r.tpl = suiro_plan_template(r.pl);
-  r.in_kind = suiro_plan_in_kind(r.pl);
-  r.in_type = suiro_plan_in_type(r.pl);
-  setup_job sj = { &r };
   const void *vmax = vmaxget();
-  int ok = R_ToplevelExec(setup, &sj);
-  r.current = 0;
-  if (ok) ok = R_ToplevelExec(run_claims, &r);
-  if (!ok) {
-    suiro_plan_leave();
-    char *cls, *msg, *tb;
-    rs_error_parts(&cls, &msg, &tb);
-    char full[1200];
-    snprintf(full, sizeof full, "element %.0f: %s", (double)r.current + 1, msg);
-    _Alignas(8) unsigned char eb[4096];
-    size_t n = suiro_error_encode(eb, sizeof eb, (wire_str){ cls, strlen(cls) }, (wire_str){ full, strlen(full) },
-                                  (wire_str){ tb, strlen(tb) }, (int64_t)r.current);
-    suiro_map_fail(r.m, r.current, eb, n);
-    free(cls);
-    free(msg);
-    free(tb);
-  }
+  suiro_run_map(arg, len, out, &rrun_ops, &r);
   if (r.call) R_ReleaseObject(r.call);
   vmaxset(vmax);
-  suiro_map_detach(r.m);
 }
 
 void rs_map_init(void) {
@@ -931,9 +951,3 @@ void rs_map_init(void) {
 }
 
 SEXP C_map_pool(SEXP self) { return VECTOR_ELT(R_ExternalPtrProtected(self), 0); }
-
-/* The engine map of a map object (rcluster.c stages cluster maps as prepared maps), or NULL. */
-suiro_map *rs_map_engine(SEXP x) {
-  rmap *mp = TYPEOF(x) == EXTPTRSXP ? R_ExternalPtrAddr(x) : NULL;
-  return mp ? mp->m : NULL;
-}
