@@ -273,8 +273,22 @@ if mpi_compile and mpi_link then
     targetprefix ""
     -- engine/cluster: the tier, C over the public engine headers only; lua/lmpi.c: rank 0's Lua face
     files { root .. "/engine/cluster/comm.c", root .. "/engine/cluster/xwire.c", root .. "/engine/cluster/serve.c",
-            root .. "/engine/cluster/deal.c", root .. "/lua/lmpi.c" }
+            root .. "/engine/cluster/deal.c", root .. "/engine/cluster/reap.c", root .. "/lua/lmpi.c" }
     includedirs { root .. "/engine/include", root .. "/engine/cluster", root .. "/lua", lua_inc }
+    buildoptions(common_c)
+    buildoptions { mpi_compile }
+    linkoptions { "-pthread", mpi_link }
+    per_config("lib/suiro")
+
+  -- The same tier for the Python and R faces (build/lib/suiro/cluster.so): the table of
+  -- engine/include/suiro_cluster.h, loaded with dlopen only for backend = "mpi"; no Lua in it
+  project "suiro_cluster"
+    kind "SharedLib"
+    targetname "cluster"
+    targetprefix ""
+    files { root .. "/engine/cluster/comm.c", root .. "/engine/cluster/xwire.c", root .. "/engine/cluster/serve.c",
+            root .. "/engine/cluster/deal.c", root .. "/engine/cluster/reap.c", root .. "/engine/cluster/api.c" }
+    includedirs { root .. "/engine/include", root .. "/engine/cluster" }
     buildoptions(common_c)
     buildoptions { mpi_compile }
     linkoptions { "-pthread", mpi_link }

@@ -4,7 +4,8 @@
 #   scripts/bench r [rounds]        (scripts/rscript bench/bench_r.R [rounds])
 #
 # floor_rt_ns                two processes ping-ponging on shared cache lines (bench_core --floor)
-# r_rt_ns                    submit + collect of a trivial R function, one R worker
+# r_rt_ns                    submit + collect of a trivial R function, one R worker;
+#                            r_run_rt_ns: the same through suiro_run (one call, no task object)
 # psock_rt_ns                parallel::clusterCall on a 1-worker PSOCK cluster, socketOptions =
 #                            "no-delay" on both ends; psock_default_rt_ns with R's defaults
 # future_rt_ns               value(future(NULL)) with plan(multisession, workers = 1)
@@ -17,6 +18,13 @@
 # winsum_2000_ms             the vignette's 2,000 sliding-window mean/sd tasks, suiro_map on 2
 #                            workers; serial_ (lapply), parlapply_ (2 PSOCK workers), future_
 #                            (future.apply::future_lapply, 2 multisession workers)
+# r_callspec_build_us        suiro_call("numpy.add", 1, 2): building a call spec, as users write it
+#                            per call (no pool involved)
+# r_promise_settle_2000_ms   2,000 tasks submitted on 2 workers, each made a promise with then(),
+#                            until every callback ran (later's loop); r_collect_all_2000_ms: the
+#                            same 2,000 tasks collected with suiro_collect_all;
+#                            promises_pkg_2000_ms: the promises package alone, 2,000
+#                            promise_resolve() + then() run the same way (the floor for any promise)
 # r_worker_start_ms          suiro_pool(1) to the first result of a trivial task
 # r_80mb_fresh_ms            a fresh 80 MB double vector to a worker, x * 2 there, back as a
 #                            view, its sum read; r_80mb_view_resend_us: that view sent to a worker
@@ -104,9 +112,10 @@ stopifnot(suiro_is_view(view))
 
 # ---- rounds -----------------------------------------------------------------------------------
 
-rows <- c("floor_rt_ns", "r_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
+rows <- c("floor_rt_ns", "r_rt_ns", "r_run_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
           "r_pipelined_tasks_per_s", "diamonds_enrich_us", "diamonds_enrich_mean_us", "psock_diamonds_enrich_us",
-          "winsum_2000_ms",
+          "winsum_2000_ms", "r_callspec_build_us", "r_promise_settle_2000_ms", "r_collect_all_2000_ms",
+          "promises_pkg_2000_ms",
           "serial_winsum_2000_ms", "parlapply_winsum_2000_ms", "future_winsum_2000_ms", "r_worker_start_ms",
           "r_80mb_fresh_ms", "r_80mb_view_resend_us", "memcpy_80mb_ms")
 m <- matrix(NA_real_, rounds, length(rows), dimnames = list(NULL, rows))
@@ -123,9 +132,26 @@ pipelined <- function(p, n, window = 64L) {
   n / (suiro:::now() - t0)
 }
 
+settle_2000 <- function(p) { # every promise's callback run, through later's loop
+  got <- 0L
+  ts <- suiro_submit_batch(p, trivial, rep(list(list()), 2000L))
+  for (t in ts) promises::then(t, function(v) got <<- got + 1L)
+  end <- suiro:::now() + 60
+  while (got < 2000L && suiro:::now() < end) later::run_now(0.05)
+  stopifnot(got == 2000L)
+}
+promises_2000 <- function() {
+  got <- 0L
+  for (i in seq_len(2000L)) promises::then(promises::promise_resolve(NULL), function(v) got <<- got + 1L)
+  end <- suiro:::now() + 60
+  while (got < 2000L && suiro:::now() < end) later::run_now(0.05)
+  stopifnot(got == 2000L)
+}
+
 for (r in seq_len(rounds)) {
   m[r, "floor_rt_ns"] <- floor_ns()
   m[r, "r_rt_ns"] <- per(20000, suiro_collect(suiro_submit(p1, trivial))) * 1e9
+  m[r, "r_run_rt_ns"] <- per(20000, suiro_run(p1, trivial)) * 1e9
   m[r, "psock_rt_ns"] <- per(1000, clusterCall(cl_nd, trivial)) * 1e9
   m[r, "psock_default_rt_ns"] <- per(1000, clusterCall(cl_def, trivial)) * 1e9
   m[r, "future_rt_ns"] <- per(20, value(future(NULL))) * 1e9
@@ -135,6 +161,11 @@ for (r in seq_len(rounds)) {
   m[r, "diamonds_enrich_mean_us"] <- per(200, suiro_collect(suiro_submit(p1, enrich, dat = diamonds))) * 1e6
   m[r, "psock_diamonds_enrich_us"] <- each(10, clusterCall(cl_nd, enrich, diamonds)) * 1e6
   m[r, "winsum_2000_ms"] <- clock(suiro_collect(suiro_map(p2, 1:2000, winsum))) * 1e3
+  m[r, "r_callspec_build_us"] <- per(20000, suiro_call("numpy.add", 1, 2)) * 1e6
+  m[r, "r_promise_settle_2000_ms"] <- clock(settle_2000(p2)) * 1e3
+  m[r, "promises_pkg_2000_ms"] <- clock(promises_2000()) * 1e3
+  m[r, "r_collect_all_2000_ms"] <- clock(suiro_collect_all(suiro_submit_batch(p2, trivial, rep(list(list()), 2000L)),
+                                                          timeout = 60)) * 1e3
   m[r, "serial_winsum_2000_ms"] <- clock(lapply(1:2000, winsum)) * 1e3
   m[r, "parlapply_winsum_2000_ms"] <- clock(parLapply(cl2, 1:2000, winsum)) * 1e3
   m[r, "future_winsum_2000_ms"] <- clock(future.apply::future_lapply(1:2000, winsum)) * 1e3
@@ -180,6 +211,7 @@ cat("\nsuiro from R, medians of", rounds, "interleaved rounds\n\n")
 line <- function(what, value, note = "") cat(sprintf("  %-44s %12s   %s\n", what, value, note))
 line("floor: cross-process spin round trip", fmt_ns(s[["floor_rt_ns"]]))
 line("R round trip, trivial task (1 R worker)", fmt_ns(s[["r_rt_ns"]]), sprintf("%.1f x floor", ratio("r_rt_ns", "floor_rt_ns")))
+line("R round trip through suiro_run", fmt_ns(s[["r_run_rt_ns"]]), sprintf("%.1f x floor", ratio("r_run_rt_ns", "floor_rt_ns")))
 line("PSOCK round trip, no-delay", fmt_ns(s[["psock_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("psock_rt_ns", "r_rt_ns")))
 line("PSOCK round trip, default options", fmt_ns(s[["psock_default_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("psock_default_rt_ns", "r_rt_ns")))
 line("future (multisession) round trip", fmt_ns(s[["future_rt_ns"]]), sprintf("suiro %.0f x faster", ratio("future_rt_ns", "r_rt_ns")))
@@ -196,6 +228,13 @@ line("winsum 2000: parLapply, 2 PSOCK workers", sprintf("%.2f ms", s[["parlapply
      sprintf("suiro %.1f x faster", ratio("parlapply_winsum_2000_ms", "winsum_2000_ms")))
 line("winsum 2000: future_lapply, 2 workers", sprintf("%.2f ms", s[["future_winsum_2000_ms"]]),
      sprintf("suiro %.0f x faster", ratio("future_winsum_2000_ms", "winsum_2000_ms")))
+line("call spec build, suiro_call(\"numpy.add\", 1, 2)", sprintf("%.2f us", s[["r_callspec_build_us"]]),
+     sprintf("%.2f x the R round trip", s[["r_callspec_build_us"]] * 1e3 / s[["r_rt_ns"]]))
+line("2,000 task promises settled (2 workers)", sprintf("%.1f ms", s[["r_promise_settle_2000_ms"]]),
+     sprintf("%.2f x suiro_collect_all", ratio("r_promise_settle_2000_ms", "r_collect_all_2000_ms")))
+line("2,000 tasks, suiro_collect_all (2 workers)", sprintf("%.1f ms", s[["r_collect_all_2000_ms"]]))
+line("2,000 promises of the promises package alone", sprintf("%.1f ms", s[["promises_pkg_2000_ms"]]),
+     sprintf("suiro's task promises %.2f x this", ratio("r_promise_settle_2000_ms", "promises_pkg_2000_ms")))
 line("R worker start (pool to first result)", sprintf("%.1f ms", s[["r_worker_start_ms"]]))
 line("80 MB fresh: to a worker, x * 2, back, sum", sprintf("%.1f ms", s[["r_80mb_fresh_ms"]]),
      sprintf("%.1f x memcpy", ratio("r_80mb_fresh_ms", "memcpy_80mb_ms")))

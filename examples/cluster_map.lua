@@ -69,7 +69,7 @@ local ok, err = pcall(function()
     return x
   end, suiro.range(1, 10000), { template = "i64" }):collect()
 end)
-print(("error: ok=%s class=%s index=%s message=%s"):format(tostring(ok), err.class, tostring(err.index),
+print(("error: ok=%s element=%s message=%s"):format(tostring(ok), tostring(err.index),
   (err.message:gsub("^.-:%d+: ", ""))))
 
 -- 8. tasks go round the hosts; their results come back to this script

@@ -34,10 +34,23 @@
 
 static const char key_xpool, key_xtask, key_xmap;
 
+/* The suiro command turns a signal into a Lua error with a hook that fires at the next call or
+ * return: after this wait raised its own message, that hook would raise a bare "terminated" as
+ * pcall returns, which no script can catch. The message here is the one to see: the hook goes. */
+static void drop_signal_hook(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  if (main) lua_sethook(main, NULL, 0, 0);
+  lua_sethook(L, NULL, 0, 0);
+}
+
 static int interrupted(lua_State *L) {
-  if (lpool_signal == SIGTERM && R.size > 1)
+  if (lpool_signal == SIGTERM && R.size > 1) {
+    drop_signal_hook(L);
     luaL_error(L, "terminated: Open MPI is ending the job (a rank exited or was killed, or mpirun was stopped; "
                   "Open MPI 4.1 ends every rank when one dies)");
+  }
   if (lpool_signal) luaL_error(L, "%s", lpool_signal == SIGTERM ? "terminated" : "interrupted!");
   return 0;
 }
@@ -346,8 +359,11 @@ static double map_timeout(lua_State *L, int arg, xmap *x) {
   return t;
 }
 
+/* The progress option: called when the count changed, at most every 50 ms (and once at the end),
+ * not on every wake of the wait (hundreds a second). */
 static void draw_progress(lua_State *L, xmap *x, int self, int final) {
-  lmap_progress(L, self, x->done, x->n, x->t0, &x->last_draw, x->hosts, final);
+  uint64_t done = cluster_map_progress(x);
+  if (cluster_progress_due(x, done, final)) lmap_progress(L, self, done, x->n, x->t0, &x->last_draw, x->hosts, final);
 }
 
 /* Waits for the map to end: 1 done, 0 on timeout (it keeps running), -1 when its pool stopped. */
@@ -498,7 +514,7 @@ static int l_map_progress(lua_State *L) {
   lxmap *u = check_xmap(L, 1);
   xmap *x = u->x;
   if (x) pump(L);
-  lua_Integer n = (lua_Integer)u->n, done = x ? (lua_Integer)x->done : u->collected ? (lua_Integer)u->n : 0;
+  lua_Integer n = (lua_Integer)u->n, done = x ? (lua_Integer)cluster_map_progress(x) : u->collected ? (lua_Integer)u->n : 0;
   lua_pushinteger(L, done);
   lua_pushinteger(L, n);
   return 2;
@@ -674,6 +690,7 @@ static int l_start(lua_State *L) {
 static int l_serve(lua_State *L) {
   if (!R.started) return luaL_error(L, "suiro.mpi: serve before start");
   int rc = cluster_serve(&lpool_signal);
+  if (lpool_signal) drop_signal_hook(L); /* serve() ends quietly on a signal (suiro/mpi.lua) */
   R.exited = 1;
   comm_stop(8, lpool_signal != 0); /* bounded: the job ends within seconds even when a rank hangs (cluster.h) */
   lua_pushboolean(L, rc == 0);

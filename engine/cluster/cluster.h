@@ -8,6 +8,7 @@
  *
  *   comm.c    the communication thread: MPI_Init_thread(FUNNELED) .. MPI_Finalize, an outbox
  *             and an inbox of messages, an eventfd for the inbox, the end's handshake
+ *   reap.c    Open MPI's shared-memory files that killed jobs left, removed at the next start
  *   xwire.c   what crosses nodes in wire buffers: function keys (code goes once per node),
  *             region references (large values go once per node, or inline)
  *   serve.c   ranks 1..K-1: the serving loop (pools, plans, map ranges, tasks), C only: the
@@ -62,6 +63,7 @@ enum {
   MSG_STATUS_REPLY, /* r -> 0: pool, id: request; payload: pool:status() (wire) */
   MSG_LOST,         /* comm thread -> its own inbox: MPI failed (payload: the message) */
   MSG_BYE,          /* r -> 0, the last message a serving rank sends (its comm thread, at stop) */
+  MSG_PROGRESS,     /* r -> 0: id: map, a: elements finished in its ranges still running */
   MSG_TYPE_MAX
 };
 
@@ -131,6 +133,9 @@ void comm_traffic(int peer, uint64_t *sent, uint64_t *received);
  * Bounded: after `timeout` seconds (0.5 when `ending`, a signal, or a lost host ends the job) the thread
  * leaves without MPI_Finalize (mpirun then ends the job), and comm_stop joins it. */
 void comm_stop(double timeout, int ending);
+/* Removes Open MPI's vader segments that killed jobs left in /dev/shm on this node (reap.c):
+ * only those of other jobs that no live process maps. Returns how many went. */
+int cluster_reap_vader(void);
 /* Set (with a message) when an MPI call failed: a host is lost; every wait should end. */
 const char *comm_lost(void);
 
@@ -292,6 +297,12 @@ typedef struct xmap {
   int ended_sent;
   int closed;              /* its pool was stopped */
   double t0, last_draw;
+  uint64_t *running_done;  /* [nranks]: elements finished in each rank's ranges still running
+                              (MSG_PROGRESS; 0 once that rank's results come) */
+  uint64_t progress;       /* what cluster_map_progress said last: it never goes back */
+  uint64_t fired;          /* the value the face's progress callback last got */
+  double fired_at;
+  int fired_any;
   struct xmap *next;       /* R.all_maps */
   struct xmap *dnext;      /* R.maps (being dealt), under comm_lock */
 } xmap;
@@ -364,6 +375,12 @@ void cluster_task_kill(xtask *t);
  * stream: hand ranges out as they complete). Dealing starts at once. NULL with a message. */
 xmap *cluster_map_new(xpool *x, const suiro_plan_spec *s, const suiro_template *tpl, int stream, char *err,
                       size_t cap);
+/* Elements finished so far on any node: completed ranges, plus what rank 0's running ranges and
+ * the other ranks' running ranges (their MSG_PROGRESS) have finished; monotonic, at most n. */
+uint64_t cluster_map_progress(xmap *x);
+/* 1 when a progress callback should fire now: final, or the value changed and the last call
+ * was at least 50 ms ago (waits wake far more often than that). Records the call. */
+int cluster_progress_due(xmap *x, uint64_t done, int final);
 /* The first failure wins; then dealing stops, the ranks are told (how: 1 cancel, 2 kill). */
 void cluster_map_fail(xmap *x, int kind, const char *cls, const char *text, uint64_t how);
 void cluster_map_free(xmap *x);

@@ -516,6 +516,7 @@ int comm_start(char *err, size_t cap) {
     snprintf(err, cap, "%s", C.err);
     return -1;
   }
+  cluster_reap_vader(); /* what killed jobs left on this node (this job's segments are mapped now) */
   return 0;
 }
 

@@ -464,6 +464,7 @@ static void place(xmap *x, msg *m) {
     msg_free(m);
     return;
   }
+  if (x->running_done) x->running_done[m->peer] = 0; /* its next report counts what still runs */
   if (seen.got) {
     reject(x, m, "they came twice");
     msg_free(m);
@@ -681,6 +682,12 @@ static void handle(msg *m) {
     if (x && !x->finished) on_fail_msg(x, m);
     break;
   }
+  case MSG_PROGRESS: {
+    xmap *x = any_map(m->h.id);
+    if (x && !x->finished && x->running_done && m->peer > 0 && m->peer < x->pool->nranks)
+      x->running_done[m->peer] = m->h.a < x->n - x->done ? m->h.a : x->n - x->done; /* a rank's word, bounded */
+    break;
+  }
   case MSG_TRESULT: {
     xtask *t = task_find(m->h.id);
     if (!t || t->arrived) break;
@@ -814,7 +821,27 @@ void cluster_map_free(xmap *x) {
   free(x->dealt);
   free(x->fail.msg);
   free(x->fail.tb);
+  free(x->running_done);
   free(x);
+}
+
+uint64_t cluster_map_progress(xmap *x) {
+  uint64_t d = x->done;
+  for (int i = 0; i < x->nlocal; i++) d += suiro_map_done(x->local[i].m);
+  if (x->running_done && x->pool)
+    for (int r = 1; r < x->pool->nranks; r++) d += x->running_done[r];
+  if (d > x->n) d = x->n;
+  if (d > x->progress) x->progress = d;
+  return x->progress;
+}
+
+int cluster_progress_due(xmap *x, uint64_t done, int final) {
+  double now = suiro_now();
+  if (!final && x->fired_any && (done == x->fired || now - x->fired_at < 0.05)) return 0;
+  x->fired = done;
+  x->fired_at = now;
+  x->fired_any = 1;
+  return 1;
 }
 
 
@@ -1129,6 +1156,8 @@ xmap *cluster_map_new(xpool *xp, const suiro_plan_spec *s, const suiro_template 
     x->slots = calloc(s->n ? (size_t)s->n : 1, sizeof *x->slots);
     if (!x->slots) goto oom;
   }
+  x->running_done = calloc((size_t)xp->nranks, sizeof *x->running_done);
+  if (!x->running_done) goto oom;
   /* ranks taking part: every rank whose pool started */
   int hosts = 0;
   for (int r = 0; r < xp->nranks; r++)

@@ -181,6 +181,8 @@ typedef struct splan {
   int failed;          /* a failure went out: nothing more */
   int inflight;        /* ranges running */
   int asked;           /* NEEDs not answered yet */
+  uint64_t reported;   /* elements finished in running ranges, as last sent (MSG_PROGRESS) */
+  double reported_at;
   struct splan *next;
 } splan;
 
@@ -477,7 +479,28 @@ static void on_map_end(msg *m) {
 }
 
 /* Ranges that finished: their results (or the failure) go to rank 0. */
+/* Tells rank 0 how far this rank's running ranges of each map are, when that changed, at most
+ * every 50 ms, so a map's progress moves before its first range completes. */
+static void report_progress(void) {
+  double now = suiro_now();
+  for (splan *pl = S.plans; pl; pl = pl->next) {
+    if (pl->ended || pl->failed || pl->inflight == 0 || now - pl->reported_at < 0.05) continue;
+    uint64_t d = 0;
+    for (schunk *c = S.chunks; c; c = c->next)
+      if (c->pl == pl) d += suiro_map_done(c->m);
+    if (d == pl->reported) continue;
+    msg *m = msg_new(MSG_PROGRESS, 0);
+    if (!m) return;
+    m->h.id = pl->id;
+    m->h.a = d;
+    send0(m);
+    pl->reported = d;
+    pl->reported_at = now;
+  }
+}
+
 static int poll_chunks(void) {
+  report_progress();
   int busy = 0;
   for (schunk **cp = &S.chunks; *cp;) {
     schunk *c = *cp;
@@ -512,6 +535,7 @@ static int poll_chunks(void) {
     *cp = c->next;
     free(c);
     pl->inflight--;
+    pl->reported = 0; /* rank 0 zeroes its count with the result */
     if (pl->ended && pl->inflight == 0) free_plan(pl);
     else maybe_need(pl, NULL);
   }

@@ -19,8 +19,15 @@
 
 int luaopen_lpeg(lua_State *L);
 
+/* Names that passed the function-reference grammar, remembered so that a name sent again (a
+ * call spec built in a loop, a submit by name) is not parsed again through Lua: direct-mapped by
+ * a hash of the bytes, a slot holds one accepted name, refusals are never remembered. */
+#define FNREF_SLOTS 64
+#define FNREF_MAX 96
+
 struct suiro_conf {
   lua_State *L;
+  char fnref_ok[FNREF_SLOTS][FNREF_MAX];
 };
 
 static void set_err(char *err, size_t cap, const char *msg) {
@@ -343,10 +350,19 @@ int suiro_conf_size(suiro_conf *e, const char *s, int64_t *bytes, char *err, siz
 }
 
 int suiro_conf_fnref(suiro_conf *e, const char *s, char *err, size_t cap) {
+  size_t n = strlen(s);
+  char *slot = NULL;
+  if (n > 0 && n < FNREF_MAX) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    slot = e->fnref_ok[h % FNREF_SLOTS];
+    if (memcmp(slot, s, n + 1) == 0) return 0;
+  }
   lua_State *L = e->L;
   int top = lua_gettop(L);
   lua_pushstring(L, s);
   int rc = call(e, "suiro.embed.parse", "fnref", 1, err, cap);
   lua_settop(L, top);
+  if (rc == 0 && slot) memcpy(slot, s, n + 1);
   return rc;
 }

@@ -1,20 +1,19 @@
 /*
  * suiro_face.h — the loops the engine runs for a language face, over the face's callbacks.
  *
- * suiro_bind.h gives a face the seam's facts (protocol, payloads, plans, cells, references); this
- * header gives it the algorithms every face would otherwise write again in its own host API. A
- * face keeps only what needs its language: its value walk, its objects' lifetimes, its function
- * identity, and small callback tables. Sections:
+ * suiro_bind.h states the facts both sides of a face agree on (the task protocol, errors, keys);
+ * this header holds the algorithms every face would otherwise write again in its own host API,
+ * written once in C and driven by a small table of callbacks per face (as Redis's rio or Lua's
+ * lua_Reader drive one reader over several backends):
  *
- *   2. map runners            suiro_run_map: attach, claim, elements, completion, cancel, failure
- *   3. outgoing messages      suiro_msg: a wire writer that remembers the references it granted
+ *   1. callbacks and raising   how a face's callbacks may fail, and the one protected call
+ *   2. a worker's task         suiro_exec: the [function, args...] dispatch and the code cache
+ *   3. outgoing messages       suiro_msg: a wire writer that remembers the grants written into it
+ *   4. map runners             suiro_run_map: attach, claim, elements, completion, cancel, failure
  *
- * (Section 1, a worker's task, suiro_exec, is written by the worker-dispatch step.)
- *
- * Raising: a face's callback may raise (longjmp: lua_error, Rf_error) only inside the `protect`
- * callback the face implements with its own protected call (lua_pcall, R_ToplevelExec, a plain call
- * in Python). The engine holds nothing across a callback that it does not release after `protect`
- * returns, so its loops are longjmp-safe. Threads: one thread per runner / per message.
+ * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
+ * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
+ * runs the worker's executor.
  */
 #ifndef SUIRO_FACE_H
 #define SUIRO_FACE_H
@@ -29,7 +28,104 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------------
- * 3. Outgoing messages (declared first: a runner's results are messages)
+ * 1. Callbacks and raising
+ *
+ * A face's callbacks run the face's language and may fail in its own way: by raising (Lua's
+ * lua_error, R's Rf_error: a longjmp) or by returning a failure with the error pending (Python's
+ * PyErr_*). The engine calls them only inside the face's `protect` callback, which the face
+ * implements with its own protected call (lua_pcall, R_ToplevelExec, a plain call in Python):
+ *
+ *   int protect(void *ud, int (*body)(void *ctx), void *ctx)
+ *       runs body(ctx) and returns what it returned; -1 when body raised (the raised error is then
+ *       the face's pending error, as when a callback returned -1).
+ *
+ * Across a call of protect the engine holds nothing that protect's return does not give back: a
+ * raise may leave a body at any callback, and every buffer the engine took for that body is
+ * released by the caller of protect, after it returns. So the engine's loops are longjmp-safe.
+ * The face's `fail` callback turns its pending error into the task's ERROR payload; it runs
+ * outside protect and must not raise.
+ */
+
+/* ---------------------------------------------------------------------------------------------
+ * 2. A worker's task (suiro_bind.h section 1), read once for every language
+ *
+ * suiro_exec reads the task list and its function item, checks what the protocol says of them,
+ * finds the function (a name resolved by the face, or code fetched by key from the pool's blob
+ * store and compiled by the face, both cached), and hands the rest of the reader to the face to
+ * decode the arguments and run. Every refusal is one class (SUIRO_CLASS_REMOTE) and one message,
+ * written here, the same in every worker:
+ *
+ *   a task that is not a list [fn, ...]   "malformed task: expected a list [function, arguments...]"
+ *   a wire error while reading it         "malformed task: wire: ..." (the reader's message)
+ *   more than SUIRO_EXEC_MAX_ARGS args    "malformed task: N arguments are too many (at most ...)"
+ *   a function item of no function kind   "malformed task: expected a function, got <tag>"
+ *   a call spec followed by arguments     "malformed task: a call spec takes no further arguments"
+ *   a FUNC of another language            "a <lang> function cannot run on a <lang> worker (...)"
+ *   a name the face does not find         "cannot find function \"<name>\""
+ *   code that is not stored under its key "cannot load the task's function (key <hex>): ..."
+ *   code the face cannot load             "the task's function (key <hex>) is damaged: ..."
+ *
+ * The reader the face receives has read the task list (container ordinal 0, the only container
+ * read so far) and the function item's header (`f`). A FUNC item is container ordinal 1: a face
+ * whose FUNC values can be shared (a Lua closure that captures itself) registers its function at
+ * that ordinal before decoding the children. Then follow the FUNC's f->n children (its name or
+ * nil, then what it captured), then the nargs arguments; a STR or CALL item has none of the
+ * former (a CALL's list and dict of arguments follow its header, as suiro_wire_next gives them).
+ *
+ * The cache: names (STR items) and code keys (FUNC items) map to what the face's by_name and
+ * by_code returned, for the life of the cache (a worker's life): the face keeps those objects
+ * alive (a registry reference, a strong reference, R_PreserveObject). A name not found is not
+ * cached (a later task may define it). Code is checked against its key (suiro_fn_key) before
+ * by_code sees it.
+ */
+#define SUIRO_EXEC_MAX_ARGS 100000 /* arguments of one task (Lua's C stack holds ~1e6 slots) */
+
+typedef struct suiro_exec_cache {
+  /* private to exec.c; zero it to start (a static is zeroed) */
+  suiro_keyidx codes, names;
+  void **code_fn;           /* at the index codes gives a key */
+  struct suiro_exec_name *name_fn; /* at the index names gives a name's hash */
+  size_t code_cap, name_cap;
+  void *held;               /* code bytes by_code is loading (freed by the next suiro_exec*) */
+} suiro_exec_cache;
+
+typedef struct suiro_exec_ops {
+  int lang;                 /* WIRE_LANG_*: FUNC items of other languages are refused */
+  const char *lang_name;    /* "lua", "python", "r": for the refusal's message */
+  suiro_exec_cache *cache;  /* the face's (one per worker) */
+  int (*protect)(void *ud, int (*body)(void *ctx), void *ctx);
+  /* "module.fn" / "pkg::fn": 1 with *fn set, 0 when there is no such function (nothing pending),
+   * or -1 (or a raise) when resolving it failed otherwise (a module that raised on load). */
+  int (*by_name)(void *ud, suiro_wire_str name, void **fn);
+  /* compiles the code stored under key: 1 with *fn set, 0 when the bytes are not code the face
+   * can load (damaged; nothing pending), -1 (or a raise) for other failures (a pickled function
+   * whose module is missing). Must not call suiro_exec or suiro_exec_code. */
+  int (*by_code)(void *ud, uint64_t key, const void *code, size_t len, void **fn);
+  /* runs fn (from the cache; NULL for a FUNC by name, key 0: the face resolves it from the
+   * children) on the nargs arguments that follow in r, and writes the result into out (suiro_out_*).
+   * 0, or -1 (or a raise) with the error pending. */
+  int (*run)(void *ud, void *fn, const suiro_wire_item *f, suiro_wire_reader *r, uint64_t nargs, suiro_out *out);
+  /* runs the call spec whose CALL header is `spec` (its arguments follow in r); as run. */
+  int (*run_call)(void *ud, const suiro_wire_item *spec, suiro_wire_reader *r, suiro_out *out);
+  /* writes the pending error as the task's ERROR payload (index: -1 for a task); returns -1. */
+  int (*fail)(void *ud, suiro_out *out, int64_t index);
+} suiro_exec_ops;
+
+/* Runs one binding task (suiro_bind.h section 1): the executor's SUIRO_FN_BINDING case. Returns 0,
+ * or nonzero with the task failed (an ERROR payload in out). */
+int suiro_exec(const void *arg, size_t len, suiro_out *out, const suiro_exec_ops *ops, void *ud);
+
+/* The function compiled from the code stored under key, from the cache or fetched and compiled
+ * now: for a face's decoder meeting a FUNC value among the arguments or captured values (call it
+ * inside protect). 1 with *fn set; 0 with the message (the one suiro_exec would give) in err;
+ * -1 (or a raise) when by_code failed with the face's error pending. */
+int suiro_exec_code(const suiro_exec_ops *ops, void *ud, uint64_t key, void **fn, char *err, size_t errcap);
+
+/* Empties a cache (the face released or forgot the objects it holds). */
+void suiro_exec_cache_free(suiro_exec_cache *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * 3. Outgoing messages (before the map runner: a runner's results are messages)
  *
  * A message is a wire writer plus a ledger of the zero-copy grants (suiro_bind.h section 4) written
  * into it. Exactly one of these ends every message that was initialised:
@@ -68,7 +164,7 @@ void suiro_msg_sent(suiro_msg *m);
 void suiro_msg_free(suiro_msg *m);
 
 /* ---------------------------------------------------------------------------------------------
- * 2. Map runners (docs/maps.md; the plan of suiro_bind.h section 6)
+ * 4. Map runners (docs/maps.md; the plan of suiro_bind.h section 6)
  *
  * A map runner task (a worker's SUIRO_FN_MAP_RUNNER) is run by
  *   suiro_run_map(arg, len, out, ops, ud)
@@ -139,4 +235,4 @@ int suiro_runner_put(suiro_runner *r);
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SUIRO_FACE_H */

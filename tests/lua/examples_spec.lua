@@ -21,7 +21,7 @@ local examples = {
   { "build/bin/suiro run examples/bootstrap.lua", "bitwise identical across worker counts:%s+true" },
   -- without mpirun: the local host alone (tests/mpi runs it on three ranks and compares)
   { "build/bin/suiro run examples/cluster_map.lua", "squares: 100000 elements, sum 333338333350000",
-    "nested: 2635310.2328 4818361.2879 6239529.1398", "error: ok=false class=remote index=7777",
+    "nested: 2635310.2328 4818361.2879 6239529.1398", "error: ok=false element=7777 message=no luck with 7777",
     "tasks: 42 72 110 156" },
   { "build/bin/embed_example", "part 4: 7388808", "sum of sqrt%(1..100000%) = 21082008.974" },
   -- the Python and R faces, with the checkout's builds (what scripts/python and scripts/rscript set)
@@ -32,6 +32,13 @@ local examples = {
   { R .. "examples/quickstart.R", "1 %+ 2 = 3", "counted 20000 lines in 8 chunks",
     "water%s+16232\n%s+canal%s+16148\n%s+stream%s+16114", "error caught: suiro_error_remote no such canal",
     "worker 1 %(pid %d+%): idle" },
+  -- the cluster example from Python and R hosts, without mpirun (tests/mpi: three ranks, as Lua's)
+  { PY .. "examples/cluster_map.py", "squares: 100000 elements, sum 333338333350000",
+    "pi ~ 3.14351400 from 4000000 seeded draws", "seeded floats: hash c42edc17ca2d",
+    "error: ok=false element=7777 message=no luck with 7777", "tasks: 42 72 110 156" },
+  { R .. "examples/cluster_map.R", "squares: 100000 elements, sum 333338333350000",
+    "pi ~ 3.14351400 from 4000000 seeded draws", "seeded floats: hash c42edc17ca2d",
+    "error: ok=false element=7777 message=no luck with 7777", "tasks: 42 72 110 156" },
   { R .. "examples/interop.R", "cyl%s+mpg\n1%s+4 26.66364\n2%s+6 19.74286\n3%s+8 15.10000" },
   { PY .. "examples/interop.py", "cyl%s+mpg\n0%s+4.0%s+26.663636\n1%s+6.0%s+19.742857\n2%s+8.0%s+15.100000" },
 }

@@ -235,6 +235,55 @@ test("progress reaches the end; streams hand out every element", function()
   eq(#seen, 4000, "elements streamed")
 end)
 
+test("progress moves while the first ranges run, from the serving ranks' reports", function()
+  -- every element but a serving rank's worker's first waits for the gate: no range completes
+  -- until the script opens it, so only the serving ranks' reports of running ranges can move
+  -- progress (rank 0's elements all wait)
+  local gate = os.tmpname()
+  os.remove(gate)
+  local m = pool:map(function(x)
+    if os.getenv("SUIRO_MPI_RANK") ~= "0" and not _G.progress_test_first then
+      _G.progress_test_first = true
+      return x
+    end
+    local t = os.clock()
+    while os.clock() - t < 30 do
+      local f = io.open(gate)
+      if f then f:close(); break end
+      local t1 = os.clock()
+      while os.clock() - t1 < 0.001 do end
+    end
+    return x
+  end, suiro.range(1, 60000), { template = "f64" })
+  local seen, t0 = 0, suiro.now()
+  while seen == 0 and suiro.now() - t0 < 20 do
+    seen = m:progress()
+    if seen == 0 then os.execute("sleep 0.01") end
+  end
+  io.open(gate, "w"):close()
+  local r = m:collect(60)
+  os.remove(gate)
+  assert(seen >= 1 and seen <= 4, "progress before any range completed: " .. seen .. " (want 1..4)")
+  eq(r:sum(), 60000 * 60001 / 2, "the map's sum")
+  eq((m:progress()), 60000, "progress at the end")
+end)
+
+test("the progress callback fires when the count changes, at most every 50 ms", function()
+  local calls = {}
+  pool:map(function(x)
+    local t = os.clock()
+    while os.clock() - t < 0.0002 do end
+    return x
+  end, suiro.range(1, 20000), { template = "f64", progress = function(d) calls[#calls + 1] = { d, suiro.now() } end })
+    :collect(60)
+  assert(#calls >= 1, "no call")
+  eq(calls[#calls][1], 20000, "the last call")
+  for i = 2, #calls - 1 do
+    assert(calls[i][1] > calls[i - 1][1], ("call %d repeats %d"):format(i, calls[i][1]))
+    assert(calls[i][2] - calls[i - 1][2] >= 0.04, ("calls %d and %d %.3f s apart"):format(i - 1, i, calls[i][2] - calls[i - 1][2]))
+  end
+end)
+
 test("collect_any and collect_all over hosts", function()
   local tasks = {}
   for i = 1, 6 do

@@ -2,7 +2,8 @@
 # tests/mpi/run.sh — the MPI tier's suite (scripts/test runs it as "mpi"):
 #   - the same maps and tasks (templates, seeds, errors with their index, nested maps, streams)
 #     on a local pool, on an MPI pool without mpirun and under mpirun -np 3: identical output;
-#   - examples/cluster_map.lua prints the same on one host and on three ranks;
+#   - examples/cluster_map.lua prints the same on one host and on three ranks, and so do
+#     examples/cluster_map.py and .R (Python and R hosts, backend = "mpi"), the same as Lua;
 #   - tests/mpi/cluster.lua under mpirun -np 3: hosts, workers killed on other ranks, code and
 #     large values once per host, a million elements, cancel/kill, timeouts, collect_any/all;
 #   - a lost rank: mpirun ends the job and rank 0 says what happened; nothing is left;
@@ -80,6 +81,50 @@ else
 fi
 grep -q "3 hosts" "$out/example.err" && ok example_on_three_hosts || bad example_on_three_hosts "$(head -2 "$out/example.err")"
 
+# 2b. the same example from a Python host and an R host (backend = "mpi" of those faces): the
+# same output as the Lua script, on one host and on three ranks
+export PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}" R_LIBS="$root/build/R-lib${R_LIBS:+:$R_LIBS}"
+mpirun3x() { timeout -k 5 "${MPI_TEST_TIMEOUT:-150}" mpirun -x PYTHONPATH -x R_LIBS --oversubscribe -np 3 "${local_mca[@]}" "$@"; }
+for face in python r; do
+  if [[ $face == python ]]; then host=(/usr/bin/python3 examples/cluster_map.py); else host=(Rscript examples/cluster_map.R); fi
+  "${host[@]}" >"$out/example.$face.one" 2>"$out/example.$face.one.err"
+  if [[ -s "$out/example.one" ]] && cmp -s "$out/example.one" "$out/example.$face.one"; then
+    ok "example_${face}_host_one_node_prints_as_lua"
+  else
+    bad "example_${face}_host_one_node_prints_as_lua" "$(diff "$out/example.one" "$out/example.$face.one" | head -5 | tr '\n' ' ') $(tail -3 "$out/example.$face.one.err" | tr '\n' ' ')"
+  fi
+  if mpirun3x "${host[@]}" >"$out/example.$face.three" 2>"$out/example.$face.err" && [[ -s "$out/example.one" ]] &&
+     cmp -s "$out/example.one" "$out/example.$face.three" && grep -q "3 hosts" "$out/example.$face.err"; then
+    ok "example_${face}_host_three_ranks_prints_as_lua"
+  else
+    bad "example_${face}_host_three_ranks_prints_as_lua" "$(diff "$out/example.one" "$out/example.$face.three" | head -5 | tr '\n' ' ') $(tail -3 "$out/example.$face.err" | tr '\n' ' ')"
+  fi
+done
+# every node runs ranges of a Python host's and an R host's map (rank 0 deals one to each at once)
+cat >"$out/nodes.py" <<'EOF2'
+import os, suiro
+with suiro.pool(workers=1, backend="mpi") as p:
+    r = p.map(lambda x: int(os.environ["SUIRO_MPI_RANK"]), range(3000), template="i64").collect()
+    print("ranks", *sorted(set(int(v) for v in r)), "nodes", len(p.status()["nodes"]))
+EOF2
+cat >"$out/nodes.R" <<'EOF2'
+library(suiro)
+p <- suiro_pool(workers = 1, backend = "mpi")
+r <- suiro_collect(suiro_map(p, 1:3000, function(x) as.integer(Sys.getenv("SUIRO_MPI_RANK")), .template = "i32"))
+cat("ranks", sort(unique(r)), "nodes", nrow(suiro_pool_nodes(p)), "\n")
+suiro_pool_stop(p)
+EOF2
+if mpirun3x /usr/bin/python3 "$out/nodes.py" >"$out/nodes.py.out" 2>&1 && grep -q "^ranks 0 1 2 nodes 3$" "$out/nodes.py.out"; then
+  ok python_host_map_runs_on_every_node
+else
+  bad python_host_map_runs_on_every_node "$(tail -3 "$out/nodes.py.out" | tr '\n' ' ')"
+fi
+if mpirun3x Rscript "$out/nodes.R" >"$out/nodes.R.out" 2>&1 && grep -q "^ranks 0 1 2 nodes 3 *$" "$out/nodes.R.out"; then
+  ok r_host_map_runs_on_every_node
+else
+  bad r_host_map_runs_on_every_node "$(tail -3 "$out/nodes.R.out" | tr '\n' ' ')"
+fi
+
 # 3. the cluster checks
 mpirun3 tests/mpi/cluster.lua >"$out/cluster.out" 2>"$out/cluster.err"
 rc=$?
@@ -118,8 +163,10 @@ local m = pool:map(function(x)
   while os.clock() - t < 0.002 do end
   return x
 end, suiro.range(1, 4000), { template = "f64" })
-m:collect(60)
-print("not reached")
+local ok, err = pcall(m.collect, m, 60) -- the script can catch what the wait says
+print("caught", ok, tostring(err))
+io.stdout:flush()
+if ok then print("not reached") end
 EOF
 t0=$(date +%s)
 MPI_TEST_TIMEOUT=60 mpirun3 "$out/lost.lua" >"$out/lost.out" 2>"$out/lost.err"
@@ -131,8 +178,47 @@ if ((rc != 0 && rc != 124 && t1 - t0 < 40)) && ! grep -q "not reached" "$out/los
 else
   bad lost_rank_is_named "exit $rc after $((t1 - t0)) s: $(grep -v '^pids' "$out/lost.err" | head -8 | tr '\n' ' ')"
 fi
+# the wait's own message reaches the script, which can catch it (not a bare "terminated" raised
+# by the command's signal hook as pcall returns)
+if grep -q "^caught	false	terminated: Open MPI is ending the job" "$out/lost.out" &&
+   ! grep -qE '^suiro: .*: terminated$' "$out/lost.err"; then
+  ok lost_rank_error_is_catchable
+else
+  bad lost_rank_error_is_catchable "$(cat "$out/lost.out") $(grep -E 'terminated' "$out/lost.err" | head -3 | tr '\n' ' ')"
+fi
 pids=$(grep '^pids ' "$out/lost.err" | cut -d' ' -f2-)
 if [[ -n "$pids" ]] && left=$(gone $pids); then ok lost_rank_leaves_no_process; else bad lost_rank_leaves_no_process "alive:$left"; fi
+
+# 4b. Open MPI's vader segments that a killed job left (/dev/shm/vader_segment.<node>.*) go at the
+# next start; one that a live process maps, or of another node, stays. The job uses the vader
+# transport here (no --mca btl), as jobs do by default.
+node=$(hostname)
+stale=/dev/shm/vader_segment.$node.0.5a1e0001.0
+live=/dev/shm/vader_segment.$node.0.5a1e0002.0
+elsewhere=/dev/shm/vader_segment.not-$node.0.5a1e0003.0
+head -c 4096 /dev/zero >"$stale"; head -c 4096 /dev/zero >"$live"; head -c 4096 /dev/zero >"$elsewhere"
+mkfifo "$out/holder.fifo"
+/usr/bin/python3 -c "
+import mmap, sys
+f = open(sys.argv[1], 'r+b'); m = mmap.mmap(f.fileno(), 4096)
+print('mapped', flush=True); sys.stdin.read()" "$live" <"$out/holder.fifo" >"$out/holder.out" &
+holder=$!
+exec 8>"$out/holder.fifo" # the holder lives until this closes
+for _ in $(seq 1 100); do grep -q mapped "$out/holder.out" 2>/dev/null && break; sleep 0.05; done
+cat >"$out/vader.lua" <<'EOF'
+local suiro = require "suiro"
+local pool <close> = suiro.pool { backend = "mpi" }
+print("hosts " .. #pool:status().hosts)
+EOF
+timeout -k 5 60 mpirun --oversubscribe -np 2 --bind-to none "$suiro" run "$out/vader.lua" >"$out/vader.out" 2>&1
+if grep -q mapped "$out/holder.out" && grep -q "^hosts 2" "$out/vader.out" && [[ ! -e $stale && -e $live && -e $elsewhere ]]; then
+  ok stale_vader_segments_are_removed
+else
+  bad stale_vader_segments_are_removed "stale $([[ -e $stale ]] && echo left || echo gone), live $([[ -e $live ]] && echo kept || echo removed), other node's $([[ -e $elsewhere ]] && echo kept || echo removed): $(tail -3 "$out/vader.out" | tr '\n' ' ')"
+fi
+exec 8>&-
+wait "$holder" 2>/dev/null
+rm -f "$stale" "$live" "$elsewhere"
 
 # 5. suiro run --hosts calls mpirun; suiro doctor reports MPI
 cat >"$out/hosts.lua" <<'EOF'
@@ -212,9 +298,20 @@ else
   bad failing_maps_end "$(grep -v '^stress' "$out/stress.out" | head -3 | tr '\n' ' ') $(tail -1 "$out/stress.out")"
 fi
 
+# 8b. the same from a Python host and an R host (5 runs each here; the acceptance figure with
+# SUIRO_MPI_STRESS_RUNS=100)
+for face in python r; do
+  tests/mpi/stress.sh "${SUIRO_MPI_STRESS_RUNS_FACES:-5}" $face >"$out/stress.$face" 2>&1
+  if [[ $? -eq 0 ]]; then
+    ok "failing_maps_end_${face}_host ($(tail -1 "$out/stress.$face" | sed 's/^stress: //'))"
+  else
+    bad "failing_maps_end_${face}_host" "$(grep -v '^stress' "$out/stress.$face" | head -3 | tr '\n' ' ') $(tail -1 "$out/stress.$face")"
+  fi
+done
+
 # 9. engine/cluster is language-neutral: its objects call no Lua (nor any face), and of the engine
 # only entry points declared in engine/include (suiro_*)
-objs=(build/obj/release/suiro_mpi/{comm,xwire,serve,deal}.o)
+objs=(build/obj/release/suiro_mpi/{comm,xwire,serve,deal,reap}.o build/obj/release/suiro_cluster/api.o)
 if ls "${objs[@]}" >/dev/null 2>&1; then
   defined=$(nm --defined-only "${objs[@]}" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)
   used=$(nm -u "${objs[@]}" 2>/dev/null | awk 'NF == 2 {print $2}' | sort -u | comm -23 - <(echo "$defined"))

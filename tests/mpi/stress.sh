@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tests/mpi/stress.sh [RUNS] — RUNS (default 100) 3-rank jobs whose map fails
-# (tests/mpi/failing_map.lua K for K = 1..RUNS). Each must end within 10 s, with a non-zero exit,
+# tests/mpi/stress.sh [RUNS [HOST]] — RUNS (default 100) 3-rank jobs whose map fails
+# (tests/mpi/failing_map.lua K for K = 1..RUNS; HOST python or r: failing_map.py or .R run by a
+# Python or an R host, backend = "mpi" of those faces). Each must end within 10 s, with a non-zero exit,
 # the map's error on stderr, every rank finalized (mpirun names one that did not), no process of
 # the job left and nothing of its ranks in /dev/shm.
 # Prints one line per failed run, "stress: N passed, M failed" and the slowest run last.
@@ -8,6 +9,14 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 runs=${1:-100}
+host=${2:-lua}
+case $host in
+  lua) cmd=(build/bin/suiro run tests/mpi/failing_map.lua) ;;
+  python) cmd=(/usr/bin/python3 tests/mpi/failing_map.py) ;;
+  r) cmd=(Rscript tests/mpi/failing_map.R) ;;
+  *) echo "stress: HOST must be lua, python or r, got $host"; exit 2 ;;
+esac
+export PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}" R_LIBS="$root/build/R-lib${R_LIBS:+:$R_LIBS}"
 out="$(mktemp -d /tmp/suiro-mpi-stress.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -15,7 +24,7 @@ local_mca=(--bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo --mca o
 pass=0 fail=0 slowest=0
 for k in $(seq 1 "$runs"); do
   t0=$(date +%s%N)
-  timeout -k 1 10 mpirun --oversubscribe -np 3 "${local_mca[@]}" build/bin/suiro run tests/mpi/failing_map.lua "$k" \
+  timeout -k 1 10 mpirun -x PYTHONPATH -x R_LIBS --oversubscribe -np 3 "${local_mca[@]}" "${cmd[@]}" "$k" \
     >"$out/out" 2>"$out/err"
   rc=$?
   ms=$((($(date +%s%N) - t0) / 1000000))

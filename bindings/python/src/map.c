@@ -847,3 +847,8 @@ int sp_run_map(const void *arg, size_t len, suiro_out *out) {
   Py_XDECREF(u.fkw);
   return rc;
 }
+
+/* The engine map of a Map object (cluster.c stages cluster maps through _map_new), or NULL. */
+suiro_map *sp_map_engine(PyObject *o) {
+  return PyObject_TypeCheck(o, &SpMap_Type) ? ((MapObject *)o)->m : NULL;
+}

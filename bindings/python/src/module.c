@@ -378,6 +378,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
+  int sp_cluster_add(PyObject *m); /* cluster.c: backend = "mpi" */
+  if (sp_cluster_add(m) < 0) return NULL;
   suiro_set_interrupt_check(interrupt_check, NULL);
   PyModule_AddObjectRef(m, "View", (PyObject *)&SpView_Type);
   PyModule_AddObjectRef(m, "Pool", (PyObject *)&SpPool_Type);

@@ -137,9 +137,12 @@ def _normalise(opts, where):
 
 
 def _start(o, where, p=None):
-    if o.get("backend") == "mpi":
-        raise ValueError('%s: backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run '
-                         'script.lua, docs/mpi.md); a Python host starts local pools' % where)
+    mpi = o.get("backend") == "mpi" and not _core.in_worker()  # pools inside workers are local
+    node = None
+    if mpi:
+        from . import _cluster
+
+        node = _cluster.enter(where)  # ranks 1.. of an MPI job serve here and exit
     l = o["launcher"]
     kind = l["kind"]
     env = {}
@@ -180,10 +183,14 @@ def _start(o, where, p=None):
         kw["start_timeout"] = float(o["start_timeout"])
     if o.get("timeout") is not None:
         kw["timeout"] = float(o["timeout"])
+    if node is not None:
+        env["SUIRO_MPI_RANK"], env["SUIRO_MPI_HOST"] = "0", node
     if p is None:
         p = Pool.__new__(Pool)
     _core.Pool.__init__(p, **kw)
     p._launcher = kind
+    if mpi:
+        _cluster.attach(p, kw, where)
     return p
 
 
@@ -216,6 +223,7 @@ class Pool(_core.Pool):
     """A pool of worker processes. Make one with suiro.pool(); use it as a context manager."""
 
     _launcher = "python"
+    _cluster = None  # backend = "mpi" inside an MPI job: the pool on every node (suiro._cluster)
 
     def __init__(self, workers=None, *, launcher=None, **options):
         # suiro.Pool(...) is suiro.pool(...): the options checked, the launcher's command built
@@ -242,7 +250,18 @@ class Pool(_core.Pool):
         aio = sys.modules.get("suiro._aio")
         if aio is not None and not self.closed:
             aio.pool_stopping(self)  # before the engine closes the eventfd the loops watch
+        if self._cluster is not None:
+            self._cluster.close()
         _core.Pool.stop(self, 5.0 if timeout is None else timeout)
+
+    def status(self):
+        """Workers and totals; with backend = "mpi" also nodes: one dict per node of the job
+        (rank, node, pid, cpus, workers), rank 0 first."""
+        st = _core.Pool.status(self)
+        if self._cluster is not None:
+            st["nodes"] = self._cluster.nodes()
+            st["backend"] = "mpi"
+        return st
 
     def __repr__(self):
         if self.closed:
@@ -257,6 +276,9 @@ class Pool(_core.Pool):
         (suiro.random); stream=True: iterate (index, value) as elements finish.
         """
         timeout = _check_map_opts(progress, timeout, "map")
+        if self._cluster is not None:  # backend = "mpi": dealt out over every node
+            m = self._cluster.map(self, fn, xs, template, seed, bool(stream))
+            return Map(m, progress, timeout, bool(stream))
         m = self._map_new(fn, xs, template=template, seed=seed, stream=bool(stream))
         return Map(m, progress, timeout, bool(stream))
 

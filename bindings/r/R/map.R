@@ -8,6 +8,9 @@
 
 suiro_map <- function(.pool, .x, .f, ..., .template = NULL, .seed = NULL, .stream = FALSE, .timeout = NULL) {
   .x <- map_input(.x, "suiro_map")
+  cl <- cluster_of(.pool)
+  if (!is.null(cl$xp)) # backend = "mpi" inside an MPI job: dealt out over every node (R/cluster.R)
+    return(cluster_map(cl, .pool, .x, .f, list(...), .template, .seed, .stream, .timeout))
   .Call(C_map_new, .pool, .x, .f, list(...), .template, .seed, isTRUE(.stream), FALSE, .timeout)
 }
 
@@ -21,6 +24,7 @@ suiro_map_run <- function(pm, .x = NULL, .timeout = NULL) .Call(C_map_run, pm, .
 suiro_map_next <- function(m, timeout = NULL) .Call(C_map_next, m, timeout)
 
 suiro_map_progress <- function(m) {
+  if (inherits(m, "suiro_cluster_map")) return(c(done = .Call(C_cluster_map_done, m$xm), n = NA_real_))
   p <- .Call(C_map_progress, m)
   c(done = p[[1]], n = p[[2]])
 }

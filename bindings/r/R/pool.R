@@ -74,14 +74,14 @@ launch_spec <- function(l) {
 
 suiro_pool <- function(workers = 1L, launcher = suiro_r(), timeout = NULL, start_timeout = NULL, env = NULL,
                        respawn = NULL, max_workers = NULL, ring_cap = NULL, slot_size = NULL,
-                       result_slots = NULL, result_size = NULL, name = NULL) {
+                       result_slots = NULL, result_size = NULL, name = NULL, backend = NULL) {
   if (is.character(launcher) && length(launcher) == 1L) launcher <- new_launcher(launcher, list())
   if (!inherits(launcher, "suiro_launcher"))
     stop("suiro_pool: launcher must be suiro_r(), suiro_lua() or suiro_python(), got ", class(launcher)[1], call. = FALSE)
   opts <- list(workers = workers, launcher = unclass(launcher), timeout = timeout, start_timeout = start_timeout,
                env = if (!is.null(env)) as.list(env), respawn = respawn, max_workers = max_workers,
                ring_cap = ring_cap, slot_size = slot_size, result_slots = result_slots,
-               result_size = result_size, name = name)
+               result_size = result_size, name = name, backend = backend)
   pool_start(normalise_options(Filter(Negate(is.null), opts), "suiro_pool"))
 }
 
@@ -93,12 +93,12 @@ normalise_options <- function(opts, where) {
 
 # Starts a pool from normalised options (suiro.config's form).
 pool_start <- function(o, label = NULL) {
-  if (identical(o$backend, "mpi"))
-    stop(label %||% "suiro_pool", ': backend "mpi" runs from a Lua host under mpirun (mpirun -np K suiro run ',
-         "script.lua, docs/mpi.md); an R host starts local pools", call. = FALSE)
+  mpi <- identical(o$backend, "mpi") && is.null(suiro_current_pool()) # pools inside workers are local
+  node <- if (mpi) cluster_enter(label %||% "suiro_pool") # ranks 1.. of an MPI job serve there and quit
   l <- o$launcher
   s <- launch_spec(l)
   env <- utils::modifyList(s$env, o$env %||% list())
+  if (mpi) env <- utils::modifyList(env, list(SUIRO_MPI_RANK = "0", SUIRO_MPI_HOST = node))
   spec <- list(workers = o$workers, max_workers = o$max_workers, ring_cap = o$ring_cap,
                slot_size = o$slot_size, result_slots = o$result_slots, result_size = o$result_size,
                respawn = o$respawn, start_timeout = o$start_timeout, timeout = o$timeout,
@@ -107,10 +107,14 @@ pool_start <- function(o, label = NULL) {
                lang = unname(lang_code[[l$kind]]))
   spec <- Filter(Negate(is.null), spec)
   info <- list(kind = l$kind, workers = o$workers, name = label %||% o$name)
-  tryCatch(.Call(C_pool_new, spec, info), error = function(e) stop(conditionMessage(e), call. = FALSE))
+  pool <- tryCatch(.Call(C_pool_new, spec, info), error = function(e) stop(conditionMessage(e), call. = FALSE))
+  if (mpi) pool <- cluster_attach(pool, spec, env, o$start_timeout)
+  pool
 }
 
 suiro_pool_stop <- function(pool, timeout = 5) {
+  cl <- cluster_of(pool)
+  if (!is.null(cl$xp)) .Call(C_cluster_pool_close, cl$xp) # backend = "mpi": on every node
   .Call(C_pool_stop, pool, as.numeric(timeout))
   invisible(pool)
 }

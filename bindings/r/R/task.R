@@ -15,14 +15,19 @@ suiro_submit_batch <- function(.pool, .f, .args, .timeout = NULL) {
   .Call(C_submit_batch, .pool, .f, .args, .timeout)
 }
 
-# Tasks and maps (the C side tells them apart: no S3 dispatch on the hot path).
+# Tasks and maps (the C side tells them apart, cluster maps included: no R-level test on the
+# hot path; a cluster map goes to cluster_collect of R/cluster.R).
 suiro_collect <- function(x, timeout = NULL) .Call(C_collect, x, timeout)
+
+# Submit and collect in one call (no task object): the round trip of a single call.
+suiro_run <- function(.pool, .f, ..., .timeout = NULL) .Call(C_run, .pool, .f, list(...), .timeout)
 
 suiro_collect_any <- function(tasks, timeout = NULL) .Call(C_collect_any, tasks, timeout)
 
 suiro_collect_all <- function(tasks, timeout = NULL) .Call(C_collect_all, tasks, timeout)
 
 suiro_cancel <- function(x) {
+  if (inherits(x, "suiro_cluster_map")) return(invisible(.Call(C_cluster_map_cancel, x$xm)))
   if (inherits(x, "suiro_map")) return(invisible(.Call(C_map_cancel, x)))
   .Call(C_task_cancel, x)
 }

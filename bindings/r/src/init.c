@@ -21,7 +21,14 @@ SEXP C_pool_options(SEXP wire, SEXP where);
 SEXP C_duration(SEXP s);
 SEXP C_template_check(SEXP s);
 SEXP C_fnref_check(SEXP s);
+SEXP C_call_new(SEXP name, SEXP args, SEXP source);
+SEXP C_run(SEXP pool, SEXP fn, SEXP args, SEXP timeout);
 SEXP C_map_new(SEXP pool, SEXP x, SEXP f, SEXP extras, SEXP proto, SEXP seed, SEXP stream, SEXP prepare, SEXP timeout);
+/* rcluster.c: backend = "mpi" */
+SEXP C_cluster_load(SEXP), C_cluster_start(void), C_cluster_serve(void), C_cluster_shutdown(void);
+SEXP C_cluster_pool(SEXP, SEXP, SEXP), C_cluster_pool_close(SEXP), C_cluster_nodes(SEXP);
+SEXP C_cluster_map(SEXP, SEXP, SEXP, SEXP, SEXP), C_cluster_map_wait(SEXP, SEXP), C_cluster_map_done(SEXP);
+SEXP C_cluster_map_cancel(SEXP), C_cluster_map_results(SEXP, SEXP);
 SEXP C_map_collect(SEXP self, SEXP timeout);
 SEXP C_map_next(SEXP self, SEXP timeout);
 SEXP C_map_run(SEXP self, SEXP x, SEXP timeout);
@@ -75,7 +82,13 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_duration, 1),
   CALLDEF(C_template_check, 1),
   CALLDEF(C_fnref_check, 1),
+  CALLDEF(C_call_new, 3),
+  CALLDEF(C_run, 4),
   CALLDEF(C_map_new, 9),
+  CALLDEF(C_cluster_load, 1), CALLDEF(C_cluster_start, 0), CALLDEF(C_cluster_serve, 0),
+  CALLDEF(C_cluster_shutdown, 0), CALLDEF(C_cluster_pool, 3), CALLDEF(C_cluster_pool_close, 1),
+  CALLDEF(C_cluster_nodes, 1), CALLDEF(C_cluster_map, 5), CALLDEF(C_cluster_map_wait, 2),
+  CALLDEF(C_cluster_map_done, 1), CALLDEF(C_cluster_map_cancel, 1), CALLDEF(C_cluster_map_results, 2),
   CALLDEF(C_map_collect, 2),
   CALLDEF(C_map_next, 2),
   CALLDEF(C_map_run, 3),

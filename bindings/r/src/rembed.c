@@ -86,8 +86,10 @@ SEXP C_template_check(SEXP s) {
   return Rf_ScalarInteger(t.kind);
 }
 
+int rs_fnref_check(const char *name, char *err, size_t cap) { return suiro_embed_fnref(embed(), name, err, cap); }
+
 SEXP C_fnref_check(SEXP s) {
   char err[512];
-  if (suiro_embed_fnref(embed(), CHAR(STRING_ELT(s, 0)), err, sizeof err) != 0) Rf_error("%s", err);
+  if (rs_fnref_check(CHAR(STRING_ELT(s, 0)), err, sizeof err) != 0) Rf_error("%s", err);
   return Rf_ScalarLogical(1);
 }

@@ -951,3 +951,9 @@ void rs_map_init(void) {
 }
 
 SEXP C_map_pool(SEXP self) { return VECTOR_ELT(R_ExternalPtrProtected(self), 0); }
+
+/* The engine map of a map object (rcluster.c stages cluster maps as prepared maps), or NULL. */
+suiro_map *rs_map_engine(SEXP x) {
+  rmap *mp = TYPEOF(x) == EXTPTRSXP ? R_ExternalPtrAddr(x) : NULL;
+  return mp ? mp->m : NULL;
+}

@@ -464,8 +464,18 @@ static SEXP result_value(const rpool *rp, const suiro_result *r) {
 
 SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
 
+/* A map of an MPI pool is an R list (R/cluster.R collects it). */
+static SEXP cluster_collect(SEXP x, SEXP timeout) {
+  SEXP ns = PROTECT(R_FindNamespace(PROTECT(Rf_mkString("suiro"))));
+  SEXP call = PROTECT(Rf_lang3(Rf_install("cluster_collect"), x, timeout));
+  SEXP v = Rf_eval(call, ns);
+  UNPROTECT(3);
+  return v;
+}
+
 SEXP C_collect(SEXP task, SEXP timeout) {
   if (TYPEOF(task) == EXTPTRSXP && Rf_inherits(task, "suiro_map")) return C_map_collect(task, timeout);
+  if (TYPEOF(task) == VECSXP && Rf_inherits(task, "suiro_cluster_map")) return cluster_collect(task, timeout);
   /* what suiro_submit returned instead of a task (suiro_full, suiro_closed, ...): collecting it
    * gives the same outcome back, so suiro_collect(suiro_submit(...)) tells what happened */
   if (TYPEOF(task) != EXTPTRSXP)
@@ -718,35 +728,65 @@ typedef struct submit_job {
   double timeout;
   const char *verb;
   SEXP out;
+  suiro_task t;  /* suiro_run: the task sent and not yet collected (pending) */
+  int pending;
 } submit_job;
 
-static SEXP submit_run(void *p) {
-  submit_job *j = p;
+/* Encodes and sends the task; 0 once sent (*t is the task), else the early outcome in j->out. */
+static int submit_send(submit_job *j, suiro_task *t) {
   rs_enc_prescan(&j->e, j->args);
   rs_write_task(&j->e, j->rp, j->fn, j->args, j->verb);
   const void *buf;
   size_t len;
   rs_encoder_finish(&j->e, &buf, &len);
-  suiro_task t;
   double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
   double gcs = 0;
   for (;;) {
     double left = deadline - suiro_now();
     double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    suiro_status st = suiro_submit(j->rp->p, SUIRO_FN_BINDING, buf, len, &t, slice);
+    suiro_status st = suiro_submit(j->rp->p, SUIRO_FN_BINDING, buf, len, t, slice);
     if (st == SUIRO_OK) break;
     /* not sent: the cleanup takes the grants back */
-    if (st != SUIRO_TIMEOUT && st != SUIRO_FULL) return rs_outcome(st, j->verb);
-    if (j->timeout >= 0 && suiro_now() >= deadline) return rs_sentinel("full");
-    if (st == SUIRO_FULL && slots_exhausted(j->rp, &gcs)) return rs_sentinel("full");
+    if (st != SUIRO_TIMEOUT && st != SUIRO_FULL) return j->out = rs_outcome(st, j->verb), 1;
+    if (j->timeout >= 0 && suiro_now() >= deadline) return j->out = rs_sentinel("full"), 1;
+    if (st == SUIRO_FULL && slots_exhausted(j->rp, &gcs)) return j->out = rs_sentinel("full"), 1;
     R_CheckUserInterrupt();
   }
   rs_encoder_sent(&j->e); /* the task's message owns its grants now */
+  return 0;
+}
+
+static SEXP submit_run(void *p) {
+  submit_job *j = p;
+  suiro_task t;
+  if (submit_send(j, &t)) return j->out;
   j->out = task_new(j->pool, j->rp, t);
   return j->out;
 }
 
-static void submit_clean(void *p) { rs_encoder_cleanup(&((submit_job *)p)->e); }
+static void submit_clean(void *p) {
+  submit_job *j = p;
+  if (j->pending && j->rp->p) { /* suiro_run left early (an interrupt, a timeout): nobody collects it */
+    suiro_cancel(j->rp->p, j->t);
+    suiro_task_release(j->rp->p, j->t);
+  }
+  rs_encoder_cleanup(&j->e);
+}
+
+/* suiro_run: submit and collect in one call, with no task object in between (the round trip
+ * costs one .Call); one timeout covers the wait for room and the wait for the result. */
+static SEXP run_run(void *p) {
+  submit_job *j = p;
+  double t0 = suiro_now();
+  if (submit_send(j, &j->t)) return j->out;
+  j->pending = 1;
+  double left = j->timeout < 0 ? -1 : j->timeout - (suiro_now() - t0);
+  suiro_result r;
+  suiro_status st = rs_collect_sliced(j->rp->p, j->t, &r, left < 0 && j->timeout >= 0 ? 0 : left);
+  if (st != SUIRO_OK) return rs_outcome(st, j->verb); /* the cleanup drops the task */
+  j->pending = 0;
+  return result_value(j->rp, &r);
+}
 
 static rs_enc_opts enc_opts_for(rpool *rp) {
   rs_enc_opts o;
@@ -764,9 +804,24 @@ SEXP C_submit(SEXP pool, SEXP fn, SEXP args, SEXP timeout) {
   j.fn = fn;
   j.args = args;
   j.verb = "suiro_submit";
+  j.pending = 0;
   j.timeout = rs_timeout_arg(timeout, j.rp->timeout, "suiro_submit");
   rs_encoder_init(&j.e, &o);
   return R_ExecWithCleanup(submit_run, &j, submit_clean, &j);
+}
+
+SEXP C_run(SEXP pool, SEXP fn, SEXP args, SEXP timeout) {
+  submit_job j;
+  j.rp = rs_pool_of(pool, "suiro_run", 1);
+  rs_enc_opts o = enc_opts_for(j.rp);
+  j.pool = pool;
+  j.fn = fn;
+  j.args = args;
+  j.verb = "suiro_run";
+  j.pending = 0;
+  j.timeout = rs_timeout_arg(timeout, j.rp->timeout, "suiro_run");
+  rs_encoder_init(&j.e, &o);
+  return R_ExecWithCleanup(run_run, &j, submit_clean, &j);
 }
 
 typedef struct batch_job {

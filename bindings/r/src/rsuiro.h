@@ -10,6 +10,7 @@
  *   rfunc.c   what a task runs: functions as code keys, task lists, names resolved
  *   rworker.c the R worker: the executor for tasks and map runners, the function cache
  *   rmap.c    parallel maps (plans, templates, results)
+ *   rcall.c   call specs (suiro_call objects), built in one .Call
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
  *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
  *   rrandom.c suiro_random(): the per-element streams of seeded maps
@@ -185,6 +186,7 @@ void rs_views_new_message(void);    /* decoding of a new message starts */
 extern int rs_in_worker;
 SEXP rs_current_pool(void);
 int rs_template_from_string(const char *spec, suiro_template *t, char *err, size_t cap);
+int rs_fnref_check(const char *name, char *err, size_t cap); /* the grammar of "pkg::fn" names */
 void rs_map_runner(const void *arg, size_t len, suiro_out *out);
 
 /* the serialize()/unserialize() fallbacks for R-only objects */

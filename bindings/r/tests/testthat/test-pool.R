@@ -172,3 +172,28 @@ test_that("result slots: a batch larger than the free slots is cut short, a full
   gc()
   expect_identical(suiro_collect(keep, timeout = 10), "kept")
 })
+
+test_that("suiro_run submits and collects in one call", {
+  p <- local_pool(workers = 1)
+  expect_identical(suiro_run(p, function(a, b) a + b, 1, b = 2), 3)
+  expect_identical(suiro_run(p, "base::max", 4, 9), 9)
+  expect_identical(suiro_run(p, quote(x * 2), x = 21), 42)
+  e <- tryCatch(suiro_run(p, function() stop("boom")), error = function(e) e)
+  expect_s3_class(e, "suiro_error_remote")
+  expect_match(conditionMessage(e), "boom")
+  # its timeout covers the result too: the sentinel comes back and the task is dropped
+  expect_true(suiro_is_sentinel(suiro_run(p, function() { Sys.sleep(3); 1 }, .timeout = 0.2)))
+  expect_identical(suiro_run(p, function() "next", .timeout = 20), "next") # the worker is free again
+  expect_error(suiro_run(p, function() 1, .timeout = -1), "suiro_run")
+  suiro_pool_stop(p)
+  expect_error(suiro_run(p, function() 1), "suiro_run: the pool is stopped")
+})
+
+test_that("suiro_collect tells tasks, maps and sentinels apart in C", {
+  p <- local_pool(workers = 1)
+  expect_identical(suiro_collect(suiro_submit(p, function() 1), timeout = 10), 1)
+  expect_identical(suiro_collect(suiro_map(p, 1:3, function(x) x * 2L), timeout = 10), list(2L, 4L, 6L))
+  s <- suiro_run(p, function() { Sys.sleep(3); 1 }, .timeout = 0.1)
+  expect_identical(suiro_collect(s), s)
+  expect_error(suiro_collect(list(1)), "suiro_collect: argument 1 must be a suiro_task or a suiro_map")
+})
