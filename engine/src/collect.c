@@ -20,8 +20,8 @@
 #include "pool.h"
 #include "suiro_bind.h"
 
-static suiro_status check_task(suiro_pool *p, suiro_task t, uint32_t *local, const char *verb) {
-  POOL_GUARD(p, verb, SUIRO_ERR); /* NULL, stopped, inherited across fork (handle.c) */
+/* The task half of check_task, for loops whose caller checked the handle once (POOL_GUARD). */
+static inline suiro_status check_task_of(suiro_pool *p, suiro_task t, uint32_t *local, const char *verb) {
   sub_rec *s = &p->subs[p->sub];
   uint32_t rs = task_rs(t);
   if (SUIRO_UNLIKELY(rs < s->result_base || rs >= s->result_base + s->nresults))
@@ -33,6 +33,11 @@ static suiro_status check_task(suiro_pool *p, suiro_task t, uint32_t *local, con
                            verb, (unsigned long long)t);
   *local = l;
   return SUIRO_OK;
+}
+
+static inline suiro_status check_task(suiro_pool *p, suiro_task t, uint32_t *local, const char *verb) {
+  POOL_GUARD(p, verb, SUIRO_ERR); /* NULL, stopped, inherited across fork (handle.c) */
+  return check_task_of(p, t, local, verb);
 }
 
 static inline int is_done(uint64_t st, uint64_t gen) {
@@ -105,7 +110,7 @@ static suiro_status take_result(suiro_pool *p, uint32_t local, suiro_result *res
   } else {
     if (SUIRO_UNLIKELY(ensure_scratch(p, len + 1) != 0))
       return suiro_set_error(SUIRO_ERR, "collect: out of memory for %zu bytes", len);
-    if (len) memcpy(p->scratch, result_data(r), len);
+    copy_small(p->scratch, result_data(r), len);
     p->scratch[len] = 0; /* messages are handy as C strings */
     data = p->scratch;
   }
@@ -280,7 +285,7 @@ suiro_status suiro_collect_any(suiro_pool *p, const suiro_task *tasks, size_t n,
     goto out;
   }
   for (size_t i = 0; i < n; i++) {
-    if ((st = check_task(p, tasks[i], &locals[i], "collect_any")) != SUIRO_OK) goto out;
+    if ((st = check_task_of(p, tasks[i], &locals[i], "collect_any")) != SUIRO_OK) goto out;
     gens[i] = task_gen(tasks[i]);
   }
   size_t which = 0;
@@ -305,7 +310,7 @@ suiro_status suiro_wait_all(suiro_pool *p, const suiro_task *tasks, size_t n, do
   sub_rec *s = &p->subs[p->sub];
   for (size_t i = 0; i < n; i++) {
     uint32_t local;
-    suiro_status st = check_task(p, tasks[i], &local, "wait_all");
+    suiro_status st = check_task_of(p, tasks[i], &local, "wait_all");
     if (st != SUIRO_OK) return st;
   }
   for (size_t i = 0; i < n; i++) {
@@ -403,7 +408,7 @@ suiro_status suiro_task_kill(suiro_pool *p, suiro_task t) {
 }
 
 void suiro_task_release(suiro_pool *p, suiro_task t) {
-  uint32_t local;
+  uint32_t local = 0;
   if (!p || check_task(p, t, &local, "task_release") != SUIRO_OK) return;
   suiro_cancel(p, t); /* nobody wants the result: do not run it if it has not started */
   p->outstanding[local] = 2;

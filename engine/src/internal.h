@@ -37,6 +37,41 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* 1 when m has more than n bits set. A loop over at most n + 1 bits: without -mpopcnt,
+ * __builtin_popcountll is a library call (~20 instructions), too dear for a per-task test. */
+static inline int bits_more_than(uint64_t m, int n) {
+  if (n < 0) return 1;
+  for (int i = 0; i < n; i++) {
+    if (!m) return 0;
+    m &= m - 1;
+  }
+  return m != 0;
+}
+
+/* memcpy for the hot paths' small payloads (a task's argument, its result): up to 16 bytes
+ * without a library call, touching only [src, src + n) and [dst, dst + n); more goes to memcpy. */
+static inline void copy_small(void *dst, const void *src, size_t n) {
+  unsigned char *d = dst;
+  const unsigned char *s = src;
+  if (SUIRO_UNLIKELY(n > 16)) {
+    __builtin_memcpy(d, s, n);
+  } else if (n >= 8) { /* two 8-byte moves, overlapping when n < 16 */
+    uint64_t a, b;
+    __builtin_memcpy(&a, s, 8);
+    __builtin_memcpy(&b, s + n - 8, 8);
+    __builtin_memcpy(d, &a, 8);
+    __builtin_memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    __builtin_memcpy(&a, s, 4);
+    __builtin_memcpy(&b, s + n - 4, 4);
+    __builtin_memcpy(d, &a, 4);
+    __builtin_memcpy(d + n - 4, &b, 4);
+  } else {
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+  }
+}
+
 /* Deadline helpers: timeout in seconds, <0 forever, 0 poll. */
 static inline uint64_t deadline_from(double timeout) {
   if (timeout != timeout) return 0; /* NaN: a poll, never a conversion of NaN */

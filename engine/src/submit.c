@@ -83,11 +83,11 @@ static int wait_released_slot(suiro_pool *p, uint32_t *local, uint64_t deadline)
   return -1;
 }
 
-/* Reserves the producer's next queue entry, waiting up to the deadline for room. */
-static taskq_entry *reserve_entry(suiro_pool *p, uint64_t deadline) {
+/* Reserves the producer's next queue entry, waiting up to the deadline for room (the caller has
+ * found the ring full at p->tail: taskq_reserve). */
+static SUIRO_COLD taskq_entry *reserve_entry(suiro_pool *p, uint64_t deadline) {
   const taskq_view *q = &p->queues[p->sub];
-  taskq_entry *e = taskq_reserve(q, p->tail);
-  if (SUIRO_LIKELY(e != NULL)) return e;
+  taskq_entry *e;
   struct slot_ready_ctx c = { p, q, p->tail };
   uint64_t spin_until = suiro_ns() + 20000;
   for (;;) {
@@ -117,7 +117,7 @@ static suiro_status fill_entry(suiro_pool *p, taskq_entry *e, suiro_task t, uint
   size_t cap = taskq_payload_cap(p->hdr->slot_size);
   unsigned char *payload = (unsigned char *)(e + 1);
   if (len <= cap) {
-    if (len) memcpy(payload, arg, len);
+    copy_small(payload, arg, len);
     e->len = (uint32_t)len;
     e->flags = 0;
     return SUIRO_OK;
@@ -130,7 +130,7 @@ static suiro_status fill_entry(suiro_pool *p, taskq_entry *e, suiro_task t, uint
   return SUIRO_OK;
 }
 
-static suiro_status check_open(suiro_pool *p, const char *verb) {
+static inline suiro_status check_open(suiro_pool *p, const char *verb) {
   POOL_GUARD(p, verb, SUIRO_ERR); /* NULL, stopped, inherited across fork (handle.c) */
   if (SUIRO_UNLIKELY(ld_rlx(&p->hdr->closing)))
     return suiro_set_error(SUIRO_CLOSED, "%s: the pool is stopping", verb);
@@ -155,7 +155,9 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   uint64_t gen = (p->gen[local] + 1) & GEN_MASK;
   if (gen == 0) gen = 1;
   suiro_task t = task_make(rs, gen);
-  taskq_entry *e = reserve_entry(p, timeout == 0 ? 0 : deadline_from(timeout));
+  const taskq_view *q = &p->queues[p->sub];
+  taskq_entry *e = taskq_reserve(q, p->tail);
+  if (SUIRO_UNLIKELY(!e)) e = reserve_entry(p, timeout == 0 ? 0 : deadline_from(timeout));
   if (SUIRO_UNLIKELY(!e)) {
     p->free_stack[p->nfree++] = local;
     if (ld_rlx(&p->hdr->closing)) return suiro_set_error(SUIRO_CLOSED, "submit: the pool is stopping");
@@ -170,7 +172,6 @@ suiro_status suiro_submit(suiro_pool *p, uint64_t fn, const void *arg, size_t le
   p->gen[local] = gen;
   p->outstanding[local] = 1;
   st_rlx(&pool_result(p, rs)->state, rs_state(gen, RS_NOWORKER, RS_PENDING));
-  const taskq_view *q = &p->queues[p->sub];
   taskq_publish(q, e, p->tail);
   p->tail++;
   taskq_set_tail(q, p->tail);
@@ -246,7 +247,8 @@ suiro_status suiro_submit_batch(suiro_pool *p, const suiro_task_spec *specs, siz
       continue;
     }
     /* Ring full: wait for room like a single submit would. */
-    taskq_entry *e = reserve_entry(p, deadline);
+    taskq_entry *e = taskq_reserve(q, p->tail);
+    if (!e) e = reserve_entry(p, deadline);
     if (!e) {
       if (ld_rlx(&p->hdr->closing)) st = suiro_set_error(SUIRO_CLOSED, "submit_batch: the pool is stopping");
       else st = suiro_set_error(timeout == 0 ? SUIRO_FULL : SUIRO_TIMEOUT,

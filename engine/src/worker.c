@@ -149,9 +149,8 @@ void suiro_out_reset(suiro_out *o) {
 
 int suiro_out_write(suiro_out *o, const void *data, size_t n) {
   if (!o || (!data && n)) return -1;
-  void *d = suiro_out_reserve(o, n);
-  if (!d) return -1;
-  memcpy(d, data, n);
+  if (SUIRO_UNLIKELY(n > o->cap - o->len) && !suiro_out_reserve(o, n)) return -1; /* grows it */
+  copy_small(o->buf + o->len, data, n);
   o->len += n;
   return 0;
 }
@@ -285,7 +284,7 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
       arg = malloc(len);
       arg_heap = 1;
     }
-    if (arg) memcpy(arg, e + 1, len);
+    if (arg) copy_small(arg, e + 1, len);
     else {
       spill_failed = 1;
       snprintf(spill_err, sizeof spill_err, "out of memory for a %zu-byte argument", len);
@@ -454,8 +453,14 @@ int worker_claim_and_run(suiro_pool *p, int waiting) {
   unsigned claimer = (unsigned)p->worker_slot + 1;
   uint64_t pos;
   const taskq_view *own = &p->queues[p->sub];
-  taskq_entry *e = taskq_claim_newest(own, claimer, p->tail, 64, &pos);
-  if (!e) e = taskq_claim(own, claimer, &pos);
+  taskq_entry *e = NULL;
+  /* Our queue holds entries only below our producer position (p->tail); once its claim hint has
+   * reached it, every one of them is taken (taskq.h): nothing to look at, the common case of a
+   * worker that runs the host's tasks and submits none. */
+  if (ld_rlx(&own->q->head) != p->tail) {
+    e = taskq_claim_newest(own, claimer, p->tail, 64, &pos);
+    if (!e) e = taskq_claim(own, claimer, &pos);
+  }
   if (e) {
     run_entry(p, p->sub, e, pos);
     return 1;
@@ -640,7 +645,7 @@ int suiro_worker_run(const char *token) {
        * machine has CPUs): step aside even though work remains, so the ones left run without
        * being time-sliced against each other. They wake us again when they need help (wake
        * policy in pool.c), and the host's monitor does when they block. */
-      if (SUIRO_UNLIKELY(pool_awake(h) > h->ncpu)) {
+      if (SUIRO_UNLIKELY(bits_more_than(ld_rlx(&h->awake_mask), h->ncpu))) { /* pool_awake > ncpu */
         if (__builtin_popcountll(atomic_fetch_and(&h->awake_mask, ~bit)) > h->ncpu) {
           uint32_t seq = ld_acq(&me->park);
           atomic_fetch_or(&h->parked_mask, bit);
