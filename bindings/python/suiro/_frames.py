@@ -92,12 +92,19 @@ def series_column(s, name="?"):
 
 
 def from_pandas(df):
-    names, cols = [], []
-    for i, name in enumerate(df.columns):
+    names = []
+    for name in df.columns:
         if not isinstance(name, str):
             raise TypeError("frame column names must be str, got %r (%s)" % (name, type(name).__name__))
         names.append(name)
-        cols.append(series_column(df.iloc[:, i], name))
+    dts = df.dtypes
+    if len(names) and all(isinstance(d, np.dtype) for d in dts) and len(set(dts)) == 1 and dts.iloc[0] in (np.float64, np.int64, np.int32):
+        # one numpy block (the common numeric frame): its transpose holds each column contiguously,
+        # taken without a Series per column (df.iloc per column cost ~30 us each)
+        block = df.to_numpy().T
+        cols = [np.ascontiguousarray(block[i]) for i in range(len(names))]
+        return Frame._make(names, cols, len(df))
+    cols = [series_column(df.iloc[:, i], name) for i, name in enumerate(names)]
     return Frame._make(names, cols, len(df))
 
 
@@ -141,6 +148,11 @@ def column_to_pandas(c):
 
 def to_pandas(frame):
     pd = _pd()
+    cs = frame.columns
+    if cs and all(type(c) is np.ndarray and c.ndim == 1 for c in cs) and len({c.dtype for c in cs}) == 1 \
+            and cs[0].dtype in (np.float64, np.int64) and not any(column_to_pandas(c) is not c for c in cs):
+        # one dtype, no NA markers: one 2-D block (a DataFrame from a dict of columns cost ~0.5 ms)
+        return pd.DataFrame(np.column_stack(cs) if len(cs) > 1 else cs[0].reshape(-1, 1), columns=list(frame.names))
     data = {}
     for name, col in zip(frame.names, frame.columns):
         data[name] = column_to_pandas(col)
