@@ -39,6 +39,7 @@ build = {
     cp lua/suiro/*.lua "$(LUADIR)/suiro/"
     cp build/lib/suiro/core.so "$(LIBDIR)/suiro/"
     if [ -f build/lib/suiro/mpi.so ]; then cp build/lib/suiro/mpi.so "$(LIBDIR)/suiro/"; fi
+    if [ -f build/lib/suiro/cluster.so ]; then cp build/lib/suiro/cluster.so "$(LIBDIR)/suiro/"; fi
     cp build/bin/suiro "$(BINDIR)/suiro"
   ]],
 }

@@ -51,6 +51,21 @@ check r_host_python_workers "py 6" "${clean[@]}" Rscript -e "
   library(suiro); p <- suiro_pool(1, launcher = suiro_python(python = '$py'))
   cat('py', suiro_collect(suiro_submit(p, suiro_call(.source = 'float(sum(v))', v = c(1, 2, 3))), timeout = 60), '\n')
   suiro_pool_stop(p)"
+# backend = "mpi" from the installed Python and R packages: the cluster tier is found next to the
+# rock's suiro command on PATH (lib/lua/5.4/suiro/cluster.so); two ranks, every node mapped
+if [[ -f "$root/build/lib/suiro/cluster.so" ]]; then
+  mpi_env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+  mpi=(timeout -k 5 90 mpirun --oversubscribe -np 2 --bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo
+    --mca oob_tcp_if_include lo)
+  printf '%s\n' 'import os, suiro' 'with suiro.pool(workers=1, backend="mpi") as p:' \
+    '    r = p.map(lambda x: int(os.environ["SUIRO_MPI_RANK"]), range(2000), template="i64").collect()' \
+    '    print("mpi ranks", *sorted(set(int(v) for v in r)))' >"$tmp/away/mpi.py"
+  check python_host_mpi_backend "mpi ranks 0 1" "${clean[@]}" "${mpi_env[@]}" "${mpi[@]}" "$py" "$tmp/away/mpi.py"
+  printf '%s\n' 'library(suiro); p <- suiro_pool(1, backend = "mpi")' \
+    'r <- suiro_collect(suiro_map(p, 1:2000, function(x) as.integer(Sys.getenv("SUIRO_MPI_RANK")), .template = "i32"))' \
+    'cat("mpi ranks", sort(unique(r)), "\n"); suiro_pool_stop(p)' >"$tmp/away/mpi.R"
+  check r_host_mpi_backend "mpi ranks 0 1" "${clean[@]}" "${mpi_env[@]}" "${mpi[@]}" -x R_LIBS Rscript "$tmp/away/mpi.R"
+fi
 # a missing package is named: a Lua host asking for Python workers of an interpreter without suiro
 check lua_host_names_missing_python_package "needs suiro's Python package for /usr/bin/python3" \
   env -i HOME="$HOME" PATH="/usr/bin:/bin" LUA_PATH="$tmp/rock/share/lua/5.4/?.lua;$tmp/rock/share/lua/5.4/?/init.lua;;" \

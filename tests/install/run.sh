@@ -60,6 +60,10 @@ check stock_lua "7" env LUA_PATH="$prefix/share/suiro/lua/?.lua;$prefix/share/su
   'local s = require "suiro"; local p <close> = s.pool { workers = 1 }; print(p:submit(function() return 7 end):collect(10))'
 # the MPI tier: installed next to core.so and found by the installed CLI (scripts/test builds it)
 check mpi_module "$prefix/lib/lua/5.4/suiro/mpi.so" "$prefix/bin/suiro" run - <<<'print(require("suiro.mpi").module_path())'
+# the same tier for Python and R hosts, next to it (their faces find it from bin/suiro on PATH)
+if [[ -f "$root/build/lib/suiro/cluster.so" ]]; then
+  check cluster_module "suiro_cluster" nm -D --defined-only "$prefix/lib/lua/5.4/suiro/cluster.so"
+fi
 # The rock: `luarocks make` of the checkout's rockspec into a temporary tree, then used from a
 # directory outside the checkout with no SUIRO_* variables, as a LuaRocks user would.
 rockspec=$(ls "$root"/suiro-*.rockspec | head -1)

@@ -29,16 +29,19 @@ def in_job():
 
 
 def library_path():
-    """SUIRO_CLUSTER_SO, the checkout's build/lib/suiro/cluster.so, or lib/suiro/cluster.so of
-    the installed suiro command (on PATH); None when none is there."""
+    """SUIRO_CLUSTER_SO, the checkout's build/lib/suiro/cluster.so, or the one installed with the
+    suiro command on PATH (lib/lua/5.4/suiro/cluster.so of its prefix or rock tree); None when
+    none is there."""
     env = os.environ.get("SUIRO_CLUSTER_SO")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
     places = [os.path.join(here, "..", "..", "..", "build", "lib", "suiro", "cluster.so")]
     exe = shutil.which("suiro")
-    if exe:
-        places.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(exe))), "lib", "suiro", "cluster.so"))
+    if exe:  # a checkout's build/bin/suiro, or an installed one (scripts/install, the rock)
+        prefix = os.path.dirname(os.path.dirname(os.path.realpath(exe)))
+        places += [os.path.join(prefix, "lib", "suiro", "cluster.so"),
+                   os.path.join(prefix, "lib", "lua", "5.4", "suiro", "cluster.so")]
     for p in places:
         if os.path.isfile(p):
             return os.path.normpath(p)

@@ -17,13 +17,18 @@ cluster_in_job <- function() {
 }
 
 # SUIRO_CLUSTER_SO, the checkout's build/lib/suiro/cluster.so (the package installed in
-# build/R-lib), or lib/suiro/cluster.so of the installed suiro command on PATH.
+# build/R-lib), or the one installed with the suiro command on PATH (lib/lua/5.4/suiro/ of its
+# prefix or rock tree).
 cluster_library <- function() {
   env <- Sys.getenv("SUIRO_CLUSTER_SO")
   if (nzchar(env)) return(env)
   places <- file.path(dirname(dirname(system.file(package = "suiro"))), "lib", "suiro", "cluster.so")
   exe <- Sys.which("suiro")
-  if (nzchar(exe)) places <- c(places, file.path(dirname(dirname(normalizePath(exe))), "lib", "suiro", "cluster.so"))
+  if (nzchar(exe)) { # a checkout's build/bin/suiro, or an installed one (scripts/install, the rock)
+    prefix <- dirname(dirname(normalizePath(exe)))
+    places <- c(places, file.path(prefix, "lib", "suiro", "cluster.so"),
+                file.path(prefix, "lib", "lua", "5.4", "suiro", "cluster.so"))
+  }
   for (p in places) if (file.exists(p)) return(normalizePath(p))
   NULL
 }
