@@ -30,7 +30,7 @@
 #include "lvalues.h"
 
 #define R cluster_r0
-#define host_name cluster_host_name
+#define node_name cluster_node_name
 
 static const char key_xpool, key_xtask, key_xmap;
 
@@ -191,7 +191,7 @@ static int l_task_collect(lua_State *L) {
     }
     if (R.lost[0]) { /* class host_lost, as the maps' */
       char text[800];
-      int n = snprintf(text, sizeof text, "host %s (rank %d): %s", host_name(t->host), t->host, R.lost);
+      int n = snprintf(text, sizeof text, "host %s (rank %d): %s", node_name(t->host), t->host, R.lost);
       lerror_push(L, "host_lost", 9, text, n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, "", 0, -1);
       return lua_error(L);
     }
@@ -268,7 +268,7 @@ static int l_task_gc(lua_State *L) {
 static int l_task_tostring(lua_State *L) {
   ltaskx *k = check_xtask(L, 1);
   static const char *states[] = { "pending", "collected", "released" };
-  if (k->t) lua_pushfstring(L, "suiro.task(%p, %s, host %s)", (void *)k, states[k->state], host_name(k->t->host));
+  if (k->t) lua_pushfstring(L, "suiro.task(%p, %s, host %s)", (void *)k, states[k->state], node_name(k->t->host));
   else lua_pushfstring(L, "suiro.task(%p, %s)", (void *)k, states[k->state]);
   return 1;
 }
@@ -363,7 +363,7 @@ static double map_timeout(lua_State *L, int arg, xmap *x) {
  * not on every wake of the wait (hundreds a second). */
 static void draw_progress(lua_State *L, xmap *x, int self, int final) {
   uint64_t done = cluster_map_progress(x);
-  if (cluster_progress_due(x, done, final)) lmap_progress(L, self, done, x->n, x->t0, &x->last_draw, x->hosts, final);
+  if (cluster_progress_due(x, done, final)) lmap_progress(L, self, done, x->n, x->t0, &x->last_draw, x->nodes, final);
 }
 
 /* Waits for the map to end: 1 done, 0 on timeout (it keeps running), -1 when its pool stopped. */
@@ -591,7 +591,7 @@ static int l_map_tostring(lua_State *L) {
   if (!x) lua_pushfstring(L, "suiro.map(%s)", u->collected ? "collected" : "freed");
   else
     lua_pushfstring(L, "suiro.map(%I elements, %s, %d hosts)", (lua_Integer)x->n,
-                    x->closed ? "closed" : x->finished ? "finished" : "running", x->hosts);
+                    x->closed ? "closed" : x->finished ? "finished" : "running", x->nodes);
   return 1;
 }
 
@@ -611,7 +611,7 @@ static int l_status(lua_State *L) {
   x->status_req = ++R.next_req;
   x->status_left = 0;
   for (int r = 1; r < x->nranks; r++) {
-    if (x->hosts[r].up != 1) continue;
+    if (x->nodes[r].up != 1) continue;
     msg *m = msg_new(MSG_STATUS, 0);
     if (!m) continue;
     m->h.pool = x->id;
@@ -628,7 +628,7 @@ static int l_status(lua_State *L) {
     lua_createtable(L, 0, 6);
     lua_pushinteger(L, r);
     lua_setfield(L, -2, "rank");
-    lua_pushstring(L, host_name(r));
+    lua_pushstring(L, node_name(r));
     lua_setfield(L, -2, "host");
     lua_pushinteger(L, R.pids[r]);
     lua_setfield(L, -2, "pid");
@@ -649,8 +649,8 @@ static int l_status(lua_State *L) {
       } else {
         lua_settop(L, top);
       }
-    } else if (x->hosts[r].up != 1) {
-      lua_pushstring(L, x->hosts[r].err[0] ? x->hosts[r].err : "its pool did not start");
+    } else if (x->nodes[r].up != 1) {
+      lua_pushstring(L, x->nodes[r].err[0] ? x->nodes[r].err : "its pool did not start");
       lua_setfield(L, -2, "error");
     } else {
       lua_pushliteral(L, "no answer within 10 s");
@@ -712,12 +712,12 @@ static int l_cpus(lua_State *L) {
   return 1;
 }
 
-/* core.hosts() -> { [rank] = host name } (0-based ranks as integer keys) */
+/* core.nodes() -> { [rank] = host name } (0-based ranks as integer keys) */
 static int l_hosts(lua_State *L) {
   if (R.started) pump(L);
   lua_createtable(L, 0, R.size);
   for (int r = 0; r < R.size; r++) {
-    lua_pushstring(L, host_name(r));
+    lua_pushstring(L, node_name(r));
     lua_rawseti(L, -2, r);
   }
   return 1;

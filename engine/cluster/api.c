@@ -40,7 +40,7 @@ static int a_start(volatile sig_atomic_t *interrupt, char *err, size_t cap) {
 
 static int a_rank(void) { return R.started ? R.rank : 0; }
 static int a_size(void) { return R.started ? R.size : 1; }
-static const char *a_node_name(int rank) { return R.started ? cluster_host_name(rank) : comm_host(); }
+static const char *a_node_name(int rank) { return R.started ? cluster_node_name(rank) : comm_host(); }
 static const char *a_mpi_version(void) { return comm_version(); }
 static const char *a_lost(void) { return R.lost[0] ? R.lost : comm_lost(); }
 
@@ -85,12 +85,12 @@ static int a_pool_node(void *xp, int rank, suiro_cluster_node *o) {
   if (!x || rank < 0 || rank >= x->nranks) return -1;
   memset(o, 0, sizeof *o);
   o->rank = rank;
-  o->up = x->hosts[rank].up;
-  o->workers = x->hosts[rank].workers;
+  o->up = x->nodes[rank].up;
+  o->workers = x->nodes[rank].workers;
   o->pid = R.pids ? R.pids[rank] : 0;
   o->cpus = R.cpus ? R.cpus[rank] : cluster_cpus();
   o->name = a_node_name(rank);
-  o->error = x->hosts[rank].up < 0 ? x->hosts[rank].err : NULL;
+  o->error = x->nodes[rank].up < 0 ? x->nodes[rank].err : NULL;
   return 0;
 }
 
@@ -202,7 +202,7 @@ static uint64_t a_map_done(void *xm) { return cluster_map_progress(xm); }
 
 static uint64_t a_map_size(void *xm) { return ((xmap *)xm)->n; }
 
-static int a_map_nodes(void *xm) { return ((xmap *)xm)->hosts; }
+static int a_map_nodes(void *xm) { return ((xmap *)xm)->nodes; }
 
 static int a_map_failure(void *xm, suiro_error_info *e) {
   xmap *x = xm;

@@ -1,7 +1,8 @@
 /* cluster.h — the MPI tier of the engine (engine/cluster/, built into build/lib/suiro/mpi.so with
  * Open MPI; libsuiro, the suiro command and the workers never link MPI).
  *
- * One suiro engine runs per host (an MPI rank, a "node"), each with its own shared-memory pool;
+ * One suiro engine runs per node (an MPI rank; older text says "host", which in the engine is the
+ * process that made a pool), each with its own shared-memory pool;
  * rank 0 runs the script, every other rank serves: it starts the pools rank 0 asks for and runs
  * the tasks and map ranges rank 0 deals it on them. MPI is used by one thread per process only,
  * the communication thread (comm.c); the rest talks to it through two queues.
@@ -215,19 +216,19 @@ void cluster_fix_element(const char *msg, size_t len, uint64_t base, char *out, 
  */
 #define CLUSTER_MAX_LOCAL_RANGES 2
 
-typedef struct xhost {
+typedef struct xnode {
   int up;              /* 1 started, -1 failed, 0 waiting for POOL_UP */
   int workers;
   char err[512];
   suiro_keyidx funcs;  /* content keys whose code this host's pool has */
-} xhost;
+} xnode;
 
 typedef struct xpool {
   uint32_t id;
   suiro_pool *const *local; /* rank 0's local pool, where the face keeps it (NULL once stopped) */
   const double *default_timeout; /* the face's pool timeout (seconds, -1 forever) */
   int nranks;
-  xhost *hosts;        /* [nranks]; 0 is this host */
+  xnode *nodes;        /* [nranks]; 0 is this node */
   int closed;
   uint64_t rr;         /* task placement */
   uint64_t status_req;
@@ -275,7 +276,7 @@ typedef struct xmap {
   /* dealing: under comm_lock */
   uint64_t cursor;         /* the first element not dealt yet */
   uint64_t min_chunk;
-  int hosts;               /* ranks taking part */
+  int nodes;               /* ranks taking part */
   int stop;
   int listed;              /* in R.maps */
   xdealt *dealt;           /* [ndealt]: every range dealt, sorted by b */
@@ -345,7 +346,7 @@ extern cluster_rank0 cluster_r0;
 int cluster_start(volatile sig_atomic_t *interrupt, char *err, size_t cap);
 /* Ends the job (once; atexit too): rank 0 stops its MPI pools and sends EXIT; then comm_stop. */
 void cluster_shutdown(int ending);
-const char *cluster_host_name(int rank);
+const char *cluster_node_name(int rank);
 int cluster_cpus(void);                 /* CPUs this process (and its workers) may use */
 /* What arrived is handled; rank 0's own map ranges advance. */
 void cluster_pump(void);

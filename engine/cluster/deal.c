@@ -79,7 +79,7 @@ static void on_term(int sig) {
   }
 }
 
-const char *cluster_host_name(int rank) {
+const char *cluster_node_name(int rank) {
   if (rank == R.rank) return comm_host();
   return R.names && R.names[rank] ? R.names[rank] : "?";
 }
@@ -94,7 +94,7 @@ typedef struct ship_ctx {
 } ship_ctx;
 
 static void ship_key_to(ship_ctx *c, int host, uint64_t key) {
-  xhost *h = &c->x->hosts[host];
+  xnode *h = &c->x->nodes[host];
   if (!keyset_add(&h->funcs, key)) return;
   void *code;
   size_t len;
@@ -256,7 +256,7 @@ static int deal(xmap *x, int rank, uint64_t *b, uint64_t *e) {
     x->dealt = d;
     x->capdealt = cap;
   }
-  uint64_t left = x->n - x->cursor, h2 = 2 * (uint64_t)(x->hosts > 0 ? x->hosts : 1);
+  uint64_t left = x->n - x->cursor, h2 = 2 * (uint64_t)(x->nodes > 0 ? x->nodes : 1);
   uint64_t c = (left + h2 - 1) / h2;
   if (c < x->min_chunk) c = x->min_chunk;
   if (c > left) c = left;
@@ -424,7 +424,7 @@ static void reject(xmap *x, const msg *m, const char *fmt, ...) {
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   int n = snprintf(text, sizeof text, "the map's results from host %s (rank %d) for elements %llu..%llu were refused: %s",
-                   cluster_host_name(m->peer), m->peer, (unsigned long long)m->h.a + 1, (unsigned long long)m->h.b, why);
+                   cluster_node_name(m->peer), m->peer, (unsigned long long)m->h.a + 1, (unsigned long long)m->h.b, why);
   set_fail(x, SUIRO_RESULT_ERROR, SUIRO_CLASS_REMOTE, strlen(SUIRO_CLASS_REMOTE), text,
            n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, "", 0, -1, -1, 0);
   stop_map(x, 1);
@@ -460,7 +460,7 @@ static void place(xmap *x, msg *m) {
     return;
   }
   if (seen.rank != m->peer) {
-    reject(x, m, "that range was dealt to host %s (rank %d)", cluster_host_name(seen.rank), seen.rank);
+    reject(x, m, "that range was dealt to host %s (rank %d)", cluster_node_name(seen.rank), seen.rank);
     msg_free(m);
     return;
   }
@@ -662,7 +662,7 @@ static void handle(msg *m) {
   case MSG_POOL_UP: {
     xpool *x = find_xpool(m->h.pool);
     if (x && m->peer > 0 && m->peer < x->nranks) {
-      xhost *h = &x->hosts[m->peer];
+      xnode *h = &x->nodes[m->peer];
       h->up = m->h.a ? 1 : -1;
       h->workers = (int)m->h.b;
       if (!m->h.a) snprintf(h->err, sizeof h->err, "%.*s", (int)m->h.len, (const char *)msg_payload(m));
@@ -704,7 +704,7 @@ static void handle(msg *m) {
     if (m->peer != t->host) { /* a task's result is taken only from the rank it was sent to */
       char text[400];
       int n = snprintf(text, sizeof text, "host %s (rank %d) sent a result for a task that runs on host %s (rank %d)",
-                       cluster_host_name(m->peer), m->peer, cluster_host_name(t->host), t->host);
+                       cluster_node_name(m->peer), m->peer, cluster_node_name(t->host), t->host);
       t->kind = SUIRO_RESULT_ERROR;
       t->slot = -1;
       t->pid = 0;
@@ -924,15 +924,15 @@ xpool *cluster_pool_new(suiro_pool *const *local, const double *default_timeout,
   x->local = local;
   x->default_timeout = default_timeout;
   x->nranks = R.size > 0 ? R.size : 1;
-  x->hosts = calloc((size_t)x->nranks, sizeof *x->hosts);
-  if (!x->hosts) {
+  x->nodes = calloc((size_t)x->nranks, sizeof *x->nodes);
+  if (!x->nodes) {
     free(x);
     return snprintf(err, cap, "out of memory"), NULL;
   }
   suiro_pool_stats st;
   suiro_pool_status(*local, &st, NULL, 0);
-  x->hosts[0].up = 1;
-  x->hosts[0].workers = st.workers;
+  x->nodes[0].up = 1;
+  x->nodes[0].workers = st.workers;
   x->next = R.pools;
   R.pools = x;
   if (R.size < 2) return x;
@@ -950,12 +950,12 @@ xpool *cluster_pool_new(suiro_pool *const *local, const double *default_timeout,
     cluster_pump();
     int waiting = 0;
     for (int r = 1; r < R.size; r++) {
-      if (x->hosts[r].up < 0) {
+      if (x->nodes[r].up < 0) {
         cluster_pool_close(x);
-        snprintf(err, cap, "host %s (rank %d): %s", cluster_host_name(r), r, x->hosts[r].err);
+        snprintf(err, cap, "host %s (rank %d): %s", cluster_node_name(r), r, x->nodes[r].err);
         return NULL;
       }
-      if (x->hosts[r].up == 0) waiting = r;
+      if (x->nodes[r].up == 0) waiting = r;
     }
     if (!waiting) break;
     if (R.lost[0]) {
@@ -965,8 +965,8 @@ xpool *cluster_pool_new(suiro_pool *const *local, const double *default_timeout,
     }
     if (interrupted() || suiro_now() > deadline) {
       cluster_pool_close(x);
-      if (interrupted()) snprintf(err, cap, "interrupted while host %s (rank %d) started its pool", cluster_host_name(waiting), waiting);
-      else snprintf(err, cap, "host %s (rank %d) did not start its pool within %.0f s", cluster_host_name(waiting), waiting,
+      if (interrupted()) snprintf(err, cap, "interrupted while host %s (rank %d) started its pool", cluster_node_name(waiting), waiting);
+      else snprintf(err, cap, "host %s (rank %d) did not start its pool within %.0f s", cluster_node_name(waiting), waiting,
                     start_timeout + 5);
       return NULL;
     }
@@ -1161,9 +1161,9 @@ xmap *cluster_map_new(xpool *xp, const suiro_plan_spec *s, const suiro_template 
   /* ranks taking part: every rank whose pool started */
   int hosts = 0;
   for (int r = 0; r < xp->nranks; r++)
-    if (xp->hosts[r].up == 1) hosts++;
-  x->hosts = hosts;
-  uint64_t w = (uint64_t)(xp->hosts[0].workers > 0 ? xp->hosts[0].workers : 1);
+    if (xp->nodes[r].up == 1) hosts++;
+  x->nodes = hosts;
+  uint64_t w = (uint64_t)(xp->nodes[0].workers > 0 ? xp->nodes[0].workers : 1);
   x->min_chunk = s->n / (32 * (uint64_t)(hosts > 0 ? hosts : 1) * w);
   if (x->min_chunk < 1) x->min_chunk = 1;
   x->t0 = suiro_now();
@@ -1186,7 +1186,7 @@ xmap *cluster_map_new(xpool *xp, const suiro_plan_spec *s, const suiro_template 
     comm_send_all(pm);
     msg_free(pm);
     for (int r = 1; r < xp->nranks; r++) {
-      if (xp->hosts[r].up != 1) continue;
+      if (xp->nodes[r].up != 1) continue;
       uint64_t b, e;
       comm_lock();
       msg *c = deal(x, r, &b, &e) ? chunk_msg(x, b, e) : nomore_msg(x->id);

@@ -310,7 +310,8 @@ function mpool:map_prepare(f, xs, opts)
   return pm
 end
 
---- pool:status(): the local pool's status, and hosts = { { host =, rank =, workers = {...} }, ... }
+--- pool:status(): the local pool's status, and nodes = { { node =, rank =, workers = {...} }, ... }
+--- (also as hosts, with host = the node's name)
 function mpool:status()
   local st = self._local:status()
   local hosts = { { host = self._host, rank = 0, pid = M.pid(), cpus = C and C.cpus() or nil, workers = st.workers,
@@ -324,7 +325,11 @@ function mpool:status()
       }
     end
   end
+  -- the tier's "host" is a node (the engine's host is the process that made a pool): the same
+  -- list as nodes, each with node = its name; hosts and host stay for the scripts that use them
+  for _, h in ipairs(hosts) do h.node = h.host end
   st.hosts = hosts
+  st.nodes = hosts
   st.backend = "mpi"
   return st
 end

@@ -51,6 +51,9 @@ test("three hosts, two workers each", function()
     assert(type(h.host) == "string" and h.host ~= "" and h.host ~= "?", "host name")
   end
   eq(pool:status().backend, "mpi", "backend")
+  local nodes = pool:status().nodes -- the tier's hosts are nodes (the same list; node = host)
+  eq(#nodes, 3, "nodes")
+  for i, nd in ipairs(nodes) do eq(nd.node, hosts[i].host, "node " .. i .. "'s name") end
 end)
 
 test("tasks go to every host", function()
