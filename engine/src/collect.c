@@ -161,6 +161,17 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
   if (any_done(c)) return SUIRO_OK;
   if (deadline == 0) return SUIRO_TIMEOUT;
   pool_hdr *h = p->hdr;
+  /* Host: the pre-spin (park.h), unless the latest submit woke a worker (that wait is long, and
+   * the spin below yields to the woken worker at once). Found here, the wait counts as none. */
+  if (p->is_host && p->woke_submitted != p->submitted) {
+    for (int i = 0; i < PRESPIN_LOOKS; i++) {
+      cpu_relax();
+      if (any_done(c)) {
+        spin_observe(&p->collect_spin, 0);
+        return SUIRO_OK;
+      }
+    }
+  }
   uint64_t t0 = suiro_ns();
   if (!p->is_host) {
     /* A worker waiting on nested results runs its own queued work meanwhile: this is what makes
@@ -198,7 +209,7 @@ static suiro_status wait_any(suiro_pool *p, struct done_ctx *c, uint64_t deadlin
    * (and after 50 us regardless, for stale records): a yield costs ~0.4 us here, too much to pay
    * on every slow R task (2 us) when nobody waits for our CPU. */
   int woke = t0 - p->woke_at < 200000;
-  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && pool_awake(h) < h->ncpu &&
+  if (!(woke && p->collect_spin.gap_ns > SPIN_CAP_NS) && !bits_more_than(ld_rlx(&h->awake_mask), h->ncpu - 1) &&
       spin_enter(&h->spinners, h->ncpu)) {
     uint64_t spin_end = t0 + spin_budget(&p->collect_spin);
     uint64_t next_yield = t0 + 2000;

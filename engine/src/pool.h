@@ -182,6 +182,7 @@ struct suiro_pool {
   pthread_mutex_t lock;    /* guards spawning, watchfds and worker records against the monitor */
   uint64_t submitted, collected, host_parks;
   uint64_t woke_at;        /* when this handle last woke a parked worker (suiro_ns) */
+  uint64_t woke_submitted; /* `submitted` at that wake: equal while the latest submit woke one */
 };
 
 /* Workers attached and not parked. A mask, not a counter: a worker that dies awake would leave a

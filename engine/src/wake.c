@@ -76,7 +76,10 @@ void pool_maybe_wake(suiro_pool *p, const taskq_view *q, uint64_t tail) {
   }
   int64_t backlog = (int64_t)(tail - ld_rlx(&q->q->head));
   if (backlog <= (int64_t)ld_rlx(&h->idle_spinners) + waking) return; /* they will find it */
-  if (pool_wake_one(p)) p->woke_at = suiro_ns();
+  if (pool_wake_one(p)) {
+    p->woke_at = suiro_ns();
+    p->woke_submitted = p->submitted;
+  }
 }
 
 /* Is the process sleeping or waiting (not running or runnable)? */

@@ -661,9 +661,14 @@ int suiro_worker_run(const char *token) {
       }
       continue;
     }
-    /* Idle: spin while it can pay, then park. */
-    uint64_t t0 = suiro_ns();
+    /* Idle: the pre-spin (park.h), then spin while it can pay, then park. */
     int found = 0;
+    for (int i = 0; i < PRESPIN_LOOKS && !found; i++) {
+      cpu_relax();
+      found = any_work(p);
+    }
+    if (found) continue;
+    uint64_t t0 = suiro_ns();
     if (spin_enter(&h->spinners, h->ncpu)) {
       atomic_fetch_add_explicit(&h->idle_spinners, 1, memory_order_relaxed);
       uint64_t end = t0 + spin_budget(&idle);
