@@ -125,6 +125,27 @@ else
   bad r_host_map_runs_on_every_node "$(tail -3 "$out/nodes.R.out" | tr '\n' ' ')"
 fi
 
+# a Python and an R host with Lua workers on every node (the resolved command goes to each rank)
+cat >"$out/luaw.py" <<'EOF2'
+import suiro
+with suiro.pool(workers=1, launcher=suiro.lua(exe="build/bin/suiro"), backend="mpi") as p:
+    print("ranks", *sorted(set(p.map("os.getenv", ["SUIRO_MPI_RANK"] * 3000).collect())))
+EOF2
+cat >"$out/luaw.R" <<'EOF2'
+library(suiro)
+p <- suiro_pool(1, launcher = suiro_lua(exe = "build/bin/suiro"), backend = "mpi")
+cat("ranks", sort(unique(unlist(suiro_collect(suiro_map(p, rep("SUIRO_MPI_RANK", 3000), "os.getenv"))))), "\n")
+suiro_pool_stop(p)
+EOF2
+for face in python r; do
+  if [[ $face == python ]]; then host=(/usr/bin/python3 "$out/luaw.py"); else host=(Rscript "$out/luaw.R"); fi
+  if mpirun3x "${host[@]}" >"$out/luaw.$face" 2>&1 && grep -q "^ranks 0 1 2 *$" "$out/luaw.$face"; then
+    ok "${face}_host_lua_workers_on_every_node"
+  else
+    bad "${face}_host_lua_workers_on_every_node" "$(tail -3 "$out/luaw.$face" | tr '\n' ' ')"
+  fi
+done
+
 # 3. the cluster checks
 mpirun3 tests/mpi/cluster.lua >"$out/cluster.out" 2>"$out/cluster.err"
 rc=$?

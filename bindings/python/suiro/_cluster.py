@@ -87,7 +87,8 @@ def attach(p, kw, where):
         spec = {k: kw[k] for k in ("workers", "max_workers", "ring_cap", "slot_size", "result_slots", "result_size",
                                    "respawn", "start_timeout") if kw.get(k) is not None}
         spec["exe"] = kw["exe"]
-        spec["argv"] = list(kw.get("argv") or [kw["exe"]])
+        if kw.get("argv"):  # else the engine's default command line, as for the local pool
+            spec["argv"] = list(kw["argv"])
         spec["env"] = {str(k): str(v) for k, v in kw["env"].items()}
         try:
             c._x = _core._cluster_pool(p, _core.wire_encode(spec), float(kw.get("start_timeout") or 10))

@@ -62,7 +62,7 @@ cluster_attach <- function(pool, spec, env, start_timeout) {
               "start_timeout")
     s <- Filter(Negate(is.null), spec[keys])
     s$exe <- spec$exe
-    s$argv <- as.list(spec$argv %||% spec$exe)
+    if (!is.null(spec$argv)) s$argv <- as.list(spec$argv) # else the engine's default, as locally
     s$env <- as.list(env)
     raw <- .Call(C_wire_encode, s, FALSE)
     xp <- tryCatch(.Call(C_cluster_pool, pool, raw, as.numeric(start_timeout %||% 10)), error = function(e) {
