@@ -37,49 +37,6 @@
 
 #include "suiro_py.h"
 
-/* ---- grants --------------------------------------------------------------------------------- */
-
-void sp_grants_init(sp_grants *g) {
-  g->n = 0;
-  g->cap = 8;
-  g->e = (void *)g->inl;
-}
-
-static int grants_add(sp_grants *g, suiro_buf *b, int own) {
-  if (g->n == g->cap) {
-    int cap = g->cap * 2;
-    void *ne = PyMem_Malloc(sizeof g->e[0] * (size_t)cap);
-    if (!ne) return -1;
-    memcpy(ne, g->e, sizeof g->e[0] * (size_t)g->n);
-    if ((void *)g->e != (void *)g->inl) PyMem_Free(g->e);
-    g->e = ne;
-    g->cap = cap;
-  }
-  g->e[g->n].b = b;
-  g->e[g->n].own = own;
-  g->n++;
-  return 0;
-}
-
-static void grants_free(sp_grants *g) {
-  if ((void *)g->e != (void *)g->inl) PyMem_Free(g->e);
-  sp_grants_init(g);
-}
-
-void sp_grants_sent(sp_grants *g) {
-  for (int i = 0; i < g->n; i++)
-    if (g->e[i].own) suiro_buf_unref(g->e[i].b);
-  grants_free(g);
-}
-
-void sp_grants_unsend(sp_grants *g) {
-  for (int i = 0; i < g->n; i++) {
-    suiro_buf_unsend(g->e[i].b);
-    if (g->e[i].own) suiro_buf_unref(g->e[i].b);
-  }
-  grants_free(g);
-}
-
 /* ---- encoder -------------------------------------------------------------------------------- */
 
 typedef struct seg {
@@ -417,22 +374,15 @@ static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int 
   if (e->o->zero_copy && (!e->in_frame || ndim == 1) && ndim >= 1 && bytes >= suiro_zc_floor && suiro_zc_active()) {
     int nd = ndim == 1 ? 0 : ndim;
     suiro_buf *b = owner && ((uintptr_t)v->buf & 7) == 0 ? sp_view_region_of(owner) : NULL;
-    if (b && suiro_zc_put(e->w, b, v->buf, bytes, type, order, nd, dims) == WIRE_OK) {
-      if (grants_add(e->o->grants, b, 0) < 0) return PyErr_NoMemory(), -1;
-      return 0;
-    }
-    b = suiro_buf_alloc(bytes);
-    if (b) {
-      memcpy(suiro_buf_data(b), v->buf, bytes);
-      if (suiro_zc_put(e->w, b, suiro_buf_data(b), bytes, type, order, nd, dims) == WIRE_OK) {
-        if (grants_add(e->o->grants, b, 1) < 0) {
-          suiro_buf_unsend(b);
-          suiro_buf_unref(b);
-          return PyErr_NoMemory(), -1;
-        }
-        return 0;
+    /* the REF goes into the message whose writer this is, so its grant is in that message's ledger */
+    suiro_msg *m = e->o->grants && e->w == suiro_msg_writer(e->o->grants) ? e->o->grants : NULL;
+    if (m) {
+      if (b && suiro_msg_put_ref(m, b, 0, v->buf, bytes, type, order, nd, dims) == WIRE_OK) return 0;
+      b = suiro_buf_alloc(bytes);
+      if (b) { /* own = 1: the message keeps the region's reference until it ends (dropped on failure) */
+        memcpy(suiro_buf_data(b), v->buf, bytes);
+        if (suiro_msg_put_ref(m, b, 1, suiro_buf_data(b), bytes, type, order, nd, dims) == WIRE_OK) return 0;
       }
-      suiro_buf_unref(b);
     }
     /* no region to be had: send a copy */
   }

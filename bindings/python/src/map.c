@@ -123,19 +123,17 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   s.stream = stream;
   /* the function */
   _Alignas(8) unsigned char fstack[512];
-  wire_writer fw;
-  wire_writer_init(&fw, fstack, sizeof fstack);
-  sp_grants g;
-  sp_grants_init(&g);
+  suiro_msg g;
+  suiro_msg_init(&g, fstack, sizeof fstack);
   sp_enc_opts o = { "map", po->lang != WIRE_LANG_PYTHON, sp_lang_name(po->lang),
                     po->lang == WIRE_LANG_LUA ? "lua workers" : po->lang == WIRE_LANG_R ? "r workers" : "python workers",
                     1, po, &g };
   const void *fbuf;
   size_t flen;
-  if (sp_encode_fn_list(&o, fn, &fw) < 0 || wire_writer_finish(&fw, &fbuf, &flen) != WIRE_OK) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "map: %s", wire_writer_error(&fw));
-    wire_writer_free(&fw);
-    sp_grants_unsend(&g);
+  if (sp_encode_fn_list(&o, fn, &g.w) < 0 || wire_writer_finish(&g.w, &fbuf, &flen) != WIRE_OK) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "map: %s", wire_writer_error(&g.w));
+    wire_writer_free(&g.w);
+    suiro_msg_free(&g);
     return NULL;
   }
   s.fn = fbuf;
@@ -255,11 +253,11 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
     Py_DECREF(mo);
     goto out;
   }
-  sp_grants_sent(&g);
+  suiro_msg_sent(&g);
   res = (PyObject *)mo;
 out:
-  if (!res) sp_grants_unsend(&g);
-  wire_writer_free(&fw);
+  if (!res) suiro_msg_free(&g);
+  wire_writer_free(&g.w);
   if (have_view) PyBuffer_Release(&view);
   PyMem_Free(numbers);
   PyMem_Free(vals);

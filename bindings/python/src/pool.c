@@ -451,7 +451,7 @@ static PyObject *kwargs_of(PyObject *const *args, Py_ssize_t nargs, PyObject *kw
   return d;
 }
 
-static void enc_opts(sp_enc_opts *o, PoolObject *po, const char *verb, sp_grants *g) {
+static void enc_opts(sp_enc_opts *o, PoolObject *po, const char *verb, suiro_msg *g) {
   o->verb = verb;
   o->foreign = po->lang != WIRE_LANG_PYTHON;
   o->foreign_lang = sp_lang_name(po->lang);
@@ -469,37 +469,35 @@ static PyObject *pool_submit(PoolObject *po, PyObject *const *args, size_t nargs
   PyObject *kwargs = NULL;
   if (kwnames && PyTuple_GET_SIZE(kwnames) && !(kwargs = kwargs_of(args, nargs, kwnames))) return NULL;
   _Alignas(8) unsigned char stack[512];
-  wire_writer w;
-  wire_writer_init(&w, stack, sizeof stack);
-  sp_grants g;
-  sp_grants_init(&g);
+  suiro_msg g;
+  suiro_msg_init(&g, stack, sizeof stack);
   sp_enc_opts o;
   enc_opts(&o, po, "submit", &g);
   const void *buf;
   size_t len;
-  if (sp_encode_task(&o, args[0], args + 1, nargs - 1, kwargs, &w) < 0 || wire_writer_finish(&w, &buf, &len) != WIRE_OK) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "submit: %s", wire_writer_error(&w));
+  if (sp_encode_task(&o, args[0], args + 1, nargs - 1, kwargs, &g.w) < 0 || wire_writer_finish(&g.w, &buf, &len) != WIRE_OK) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "submit: %s", wire_writer_error(&g.w));
     Py_XDECREF(kwargs);
-    sp_grants_unsend(&g);
-    wire_writer_free(&w);
+    suiro_msg_free(&g);
+    wire_writer_free(&g.w);
     return NULL;
   }
   Py_XDECREF(kwargs);
   if (sp_pool_lock(po) < 0) {
-    sp_grants_unsend(&g);
-    wire_writer_free(&w);
+    suiro_msg_free(&g);
+    wire_writer_free(&g.w);
     return NULL;
   }
   suiro_task t;
   suiro_status st = po->p ? submit_bytes(po, buf, len, &t) : SP_CLOSED;
   sp_pool_unlock(po);
-  wire_writer_free(&w);
+  wire_writer_free(&g.w);
   if (st != SUIRO_OK) {
-    sp_grants_unsend(&g);
+    suiro_msg_free(&g);
     if (PyErr_Occurred()) return NULL;
     return raise_status(st, "submit", "the pool's queue stayed full");
   }
-  sp_grants_sent(&g);
+  suiro_msg_sent(&g);
   return (PyObject *)task_make(po, t);
 }
 
@@ -515,7 +513,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
   size_t *offs = PyMem_Malloc(sizeof *offs * (size_t)(n + 1));
   suiro_task_spec *specs = PyMem_Malloc(sizeof *specs * (size_t)(n ? n : 1));
   suiro_task *ts = PyMem_Malloc(sizeof *ts * (size_t)(n ? n : 1));
-  sp_grants *gs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *gs);
+  suiro_msg *gs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *gs);
   unsigned char *bytes = NULL;
   size_t blen = 0, bcap = 0;
   Py_ssize_t encoded = 0, accepted = 0;
@@ -530,19 +528,17 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
     char verb[64];
     snprintf(verb, sizeof verb, "submit_batch: task %zd", i + 1);
     _Alignas(8) unsigned char stack[512];
-    wire_writer w;
-    wire_writer_init(&w, stack, sizeof stack);
-    sp_grants_init(&gs[i]);
+    suiro_msg_init(&gs[i], stack, sizeof stack); /* its writer ends below, its ledger when sent */
     sp_enc_opts o;
     enc_opts(&o, po, verb, &gs[i]);
     const void *buf;
     size_t len;
-    int rc = sp_encode_task(&o, fn, &PyTuple_GET_ITEM(targs, 0), PyTuple_GET_SIZE(targs), NULL, &w);
+    int rc = sp_encode_task(&o, fn, &PyTuple_GET_ITEM(targs, 0), PyTuple_GET_SIZE(targs), NULL, &gs[i].w);
     Py_DECREF(targs);
-    if (rc < 0 || wire_writer_finish(&w, &buf, &len) != WIRE_OK) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: %s", verb, wire_writer_error(&w));
-      sp_grants_unsend(&gs[i]);
-      wire_writer_free(&w);
+    if (rc < 0 || wire_writer_finish(&gs[i].w, &buf, &len) != WIRE_OK) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: %s", verb, wire_writer_error(&gs[i].w));
+      suiro_msg_free(&gs[i]);
+      wire_writer_free(&gs[i].w);
       goto fail;
     }
     encoded = i + 1;
@@ -551,7 +547,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
       while (cap < blen + len) cap *= 2;
       unsigned char *nb = PyMem_Realloc(bytes, cap);
       if (!nb) {
-        wire_writer_free(&w);
+        wire_writer_free(&gs[i].w);
         PyErr_NoMemory();
         goto fail;
       }
@@ -561,7 +557,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
     memcpy(bytes + blen, buf, len);
     offs[i] = blen;
     blen += len;
-    wire_writer_free(&w);
+    wire_writer_free(&gs[i].w);
   }
   offs[n] = blen;
   for (Py_ssize_t i = 0; i < n; i++) specs[i] = (suiro_task_spec){ SUIRO_FN_BINDING, bytes + offs[i], offs[i + 1] - offs[i] };
@@ -594,7 +590,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
   if (!po->p && accepted < n) st = SP_CLOSED;
   sp_pool_unlock(po);
   for (Py_ssize_t i = 0; i < accepted; i++) {
-    sp_grants_sent(&gs[i]);
+    suiro_msg_sent(&gs[i]);
     TaskObject *k = task_make(po, ts[i]);
     if (!k || PyList_Append(out, (PyObject *)k) < 0) {
       Py_XDECREF(k);
@@ -615,7 +611,7 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
   PyMem_Free(bytes);
   return out;
 fail:
-  for (Py_ssize_t i = accepted; i < encoded; i++) sp_grants_unsend(&gs[i]);
+  for (Py_ssize_t i = accepted; i < encoded; i++) suiro_msg_free(&gs[i]);
   Py_XDECREF(out); /* the tasks that went in are released by their finalizers */
   Py_DECREF(seq);
   PyMem_Free(offs);

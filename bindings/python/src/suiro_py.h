@@ -92,15 +92,9 @@ int sp_duration(const char *s, double *sec); /* module.c: 0, or -1 with ValueErr
 
 /* ---- codec (codec.c) ------------------------------------------------------------------------- */
 
-/* Regions granted to receivers while encoding one message: given back if it is never sent. */
-typedef struct sp_grants {
-  int n, cap;
-  struct { suiro_buf *b; int own; } *e;
-  struct { suiro_buf *b; int own; } inl[8];
-} sp_grants;
-void sp_grants_init(sp_grants *g);
-void sp_grants_sent(sp_grants *g);   /* the message went out: drop our own references */
-void sp_grants_unsend(sp_grants *g); /* it did not: take the grants back */
+/* A message's zero-copy grants live in its suiro_msg (suiro_face.h section 3): the encoder
+ * writes into suiro_msg_writer(grants) and records each REF there; suiro_msg_sent when the message
+ * went out, suiro_msg_free when it never will. */
 
 typedef struct sp_enc_opts {
   const char *verb;       /* "submit", "task result", ... (error messages) */
@@ -109,7 +103,7 @@ typedef struct sp_enc_opts {
   const char *foreign_dest; /* "lua workers", "a lua host" */
   int zero_copy;          /* large arrays may go by reference (a pool is there) */
   PoolObject *pool;       /* for publishing function code (NULL: functions by value refused) */
-  sp_grants *grants;
+  suiro_msg *grants;      /* zero_copy: the message being written (its writer is the w passed) */
 } sp_enc_opts;
 
 /* The task list [function, args...] (kwargs: see codec.c, "functions"). 0, or -1 with an

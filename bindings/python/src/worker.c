@@ -68,26 +68,24 @@ int sp_error_out(suiro_out *out, PyObject *unused, int64_t index) {
 
 static int write_result(suiro_out *out, PyObject *value) {
   _Alignas(8) unsigned char stack[512];
-  wire_writer w;
-  wire_writer_init(&w, stack, sizeof stack);
-  sp_grants g;
-  sp_grants_init(&g);
+  suiro_msg g;
+  suiro_msg_init(&g, stack, sizeof stack);
   sp_enc_opts o = { "task result", host_foreign, host_lang, host_dest, 1, NULL, &g };
   const void *buf;
   size_t len;
-  if (sp_encode_list(&o, &value, 1, SP_SEG_RESULT, 0, &w) < 0 || wire_writer_finish(&w, &buf, &len) != WIRE_OK) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "task result: %s", wire_writer_error(&w));
-    sp_grants_unsend(&g);
-    wire_writer_free(&w);
+  if (sp_encode_list(&o, &value, 1, SP_SEG_RESULT, 0, &g.w) < 0 || wire_writer_finish(&g.w, &buf, &len) != WIRE_OK) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "task result: %s", wire_writer_error(&g.w));
+    suiro_msg_free(&g);
+    wire_writer_free(&g.w);
     return sp_error_out(out, NULL, -1);
   }
   int rc = suiro_out_write(out, buf, len);
-  wire_writer_free(&w);
+  wire_writer_free(&g.w);
   if (rc != 0) {
-    sp_grants_unsend(&g);
+    suiro_msg_free(&g);
     return suiro_out_error(out, "out of memory for the result");
   }
-  sp_grants_sent(&g);
+  suiro_msg_sent(&g);
   return 0;
 }
 

@@ -156,30 +156,23 @@ void rs_encoder_init(rs_encoder *e, const rs_enc_opts *o) {
   e->o = *o;
   e->stage = NULL;
   e->stage_used = e->stage_cap = e->stage_need = 0;
-  e->grants = NULL;
-  e->ngrants = e->capgrants = 0;
   e->finished = 0;
   e->plen = 0;
   e->path[0] = 0;
   e->depth = 0;
   e->ncont = 0;
-  wire_writer_init(&e->w, e->stack, sizeof e->stack);
+  suiro_msg_init(&e->m, e->stack, sizeof e->stack);
 }
 
 void rs_encoder_cleanup(rs_encoder *e) {
-  if (!e->finished)
-    for (size_t i = 0; i < e->ngrants; i++) suiro_buf_unsend(e->grants[i]);
-  e->ngrants = 0;
-  free(e->grants);
-  e->grants = NULL;
-  e->capgrants = 0;
+  if (e->finished) suiro_msg_sent(&e->m);
+  else suiro_msg_free(&e->m); /* never sent: every grant given back */
   if (e->stage) suiro_buf_unref(e->stage);
   e->stage = NULL;
-  wire_writer_free(&e->w);
 }
 
 void rs_encoder_finish(rs_encoder *e, const void **buf, size_t *len) {
-  if (wire_writer_finish(&e->w, buf, len) != WIRE_OK) Rf_error("cannot encode: %s", wire_writer_error(&e->w));
+  if (wire_writer_finish(&e->m.w, buf, len) != WIRE_OK) Rf_error("cannot encode: %s", wire_writer_error(&e->m.w));
 }
 
 void rs_encoder_sent(rs_encoder *e) {
@@ -253,7 +246,7 @@ static void __attribute__((noreturn, format(printf, 2, 3))) efail(rs_encoder *e,
 }
 
 static void wcheck(rs_encoder *e) {
-  if (e->w.status != WIRE_OK) efail(e, "%s", wire_writer_error(&e->w));
+  if (e->m.w.status != WIRE_OK) efail(e, "%s", wire_writer_error(&e->m.w));
 }
 
 static const char *peer(rs_encoder *e) { return e->o.peer ? e->o.peer : "a foreign receiver"; }
@@ -313,20 +306,6 @@ void rs_enc_prescan(rs_encoder *e, SEXP x) {
   if (e->o.zc) prescan(e, x, 0);
 }
 
-static void add_grant(rs_encoder *e, suiro_buf *b) {
-  if (e->ngrants == e->capgrants) {
-    size_t cap = e->capgrants ? e->capgrants * 2 : 8;
-    suiro_buf **g = realloc(e->grants, cap * sizeof *g);
-    if (!g) {
-      suiro_buf_unsend(b);
-      efail(e, "out of memory");
-    }
-    e->grants = g;
-    e->capgrants = cap;
-  }
-  e->grants[e->ngrants++] = b;
-}
-
 /* Copies n elements of x (from element 0) to dst, without materialising ALTREP vectors. */
 static void copy_elements(SEXP x, void *dst, R_xlen_t n) {
   const void *src = DATAPTR_OR_NULL(x);
@@ -353,9 +332,8 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
   const void *d;
   size_t vb;
   if (rs_view_info(x, &b, &d, &vb) && vb == bytes) {
-    if (suiro_zc_put(&e->w, b, d, bytes, type, ndim ? WIRE_ORDER_F : WIRE_ORDER_C, ndim, dims) != WIRE_OK)
-      return e->w.status = WIRE_OK, 0; /* its region lost its name (the pool stopped): copy */
-    add_grant(e, b);
+    if (suiro_msg_put_ref(&e->m, b, 0, d, bytes, type, ndim ? WIRE_ORDER_F : WIRE_ORDER_C, ndim, dims) != WIRE_OK)
+      return e->m.w.status = WIRE_OK, 0; /* its region lost its name (the pool stopped): copy */
     return 1;
   }
   if (!suiro_zc_active()) return 0;
@@ -371,11 +349,10 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
   }
   char *dst = (char *)suiro_buf_data(e->stage) + e->stage_used;
   copy_elements(x, dst, XLENGTH(x));
-  if (suiro_zc_put(&e->w, e->stage, dst, bytes, type, ndim ? WIRE_ORDER_F : WIRE_ORDER_C, ndim, dims) != WIRE_OK) {
-    e->w.status = WIRE_OK;
+  if (suiro_msg_put_ref(&e->m, e->stage, 0, dst, bytes, type, ndim ? WIRE_ORDER_F : WIRE_ORDER_C, ndim, dims) != WIRE_OK) {
+    e->m.w.status = WIRE_OK;
     return 0;
   }
-  add_grant(e, e->stage);
   e->stage_used += align8(bytes);
   e->stage_need = e->stage_need > align8(bytes) ? e->stage_need - align8(bytes) : 0;
   return 1;
@@ -383,7 +360,7 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
 
 /* ---- encoding: vectors ---------------------------------------------------------------------------- */
 
-static void put_cstr(rs_encoder *e, const char *s) { wire_put_str(&e->w, s, strlen(s)); }
+static void put_cstr(rs_encoder *e, const char *s) { wire_put_str(&e->m.w, s, strlen(s)); }
 
 /* The UTF-8 bytes of a CHARSXP (translated when marked latin1 or native non-UTF-8). */
 static const char *char_utf8(SEXP c, size_t *len) {
@@ -399,16 +376,16 @@ static const char *char_utf8(SEXP c, size_t *len) {
 
 static void put_strs(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
-  wire_put_strs(&e->w, (uint64_t)n);
+  wire_put_strs(&e->m.w, (uint64_t)n);
   const void *vmax = vmaxget();
   for (R_xlen_t i = 0; i < n; i++) {
     SEXP c = STRING_ELT(x, i);
     if (c == NA_STRING) {
-      wire_strs_add_na(&e->w);
+      wire_strs_add_na(&e->m.w);
     } else {
       size_t len;
       const char *s = char_utf8(c, &len);
-      wire_strs_add(&e->w, s, len);
+      wire_strs_add(&e->m.w, s, len);
     }
     if ((i & 1023) == 1023) vmaxset(vmax);
   }
@@ -418,7 +395,7 @@ static void put_strs(rs_encoder *e, SEXP x) {
 
 static void put_bool_array(rs_encoder *e, SEXP x, int nd, const uint64_t *dims) {
   R_xlen_t n = XLENGTH(x);
-  uint8_t *d = nd ? wire_put_ndarray(&e->w, WIRE_T_BOOL, WIRE_ORDER_F, nd, dims) : wire_put_array(&e->w, WIRE_T_BOOL, (uint64_t)n);
+  uint8_t *d = nd ? wire_put_ndarray(&e->m.w, WIRE_T_BOOL, WIRE_ORDER_F, nd, dims) : wire_put_array(&e->m.w, WIRE_T_BOOL, (uint64_t)n);
   wcheck(e);
   const int *s = LOGICAL_RO(x);
   for (R_xlen_t i = 0; i < n; i++) d[i] = s[i] == NA_LOGICAL ? WIRE_NA_BOOL : (uint8_t)(s[i] != 0);
@@ -428,7 +405,7 @@ static void put_bool_array(rs_encoder *e, SEXP x, int nd, const uint64_t *dims) 
 static void put_numeric(rs_encoder *e, SEXP x, int type, int nd, const uint64_t *dims) {
   if (try_ref(e, x, type, nd, dims)) return;
   R_xlen_t n = XLENGTH(x);
-  void *d = nd ? wire_put_ndarray(&e->w, type, WIRE_ORDER_F, nd, dims) : wire_put_array(&e->w, type, (uint64_t)n);
+  void *d = nd ? wire_put_ndarray(&e->m.w, type, WIRE_ORDER_F, nd, dims) : wire_put_array(&e->m.w, type, (uint64_t)n);
   wcheck(e);
   if (n) copy_elements(x, d, n);
 }
@@ -451,17 +428,17 @@ static void enc_bare(rs_encoder *e, SEXP x, int column) {
   case LGLSXP:
     if (n == 1 && !column) {
       int v = LOGICAL_ELT(x, 0);
-      wire_put_bool(&e->w, v == NA_LOGICAL ? WIRE_NA_BOOL : v != 0);
+      wire_put_bool(&e->m.w, v == NA_LOGICAL ? WIRE_NA_BOOL : v != 0);
     } else {
       put_bool_array(e, x, 0, NULL);
     }
     break;
   case INTSXP:
-    if (n == 1 && !column && INTEGER_ELT(x, 0) != NA_INTEGER) wire_put_i64(&e->w, INTEGER_ELT(x, 0));
+    if (n == 1 && !column && INTEGER_ELT(x, 0) != NA_INTEGER) wire_put_i64(&e->m.w, INTEGER_ELT(x, 0));
     else put_numeric(e, x, WIRE_T_I32, 0, NULL);
     break;
   case REALSXP:
-    if (n == 1 && !column) wire_put_f64(&e->w, REAL_ELT(x, 0));
+    if (n == 1 && !column) wire_put_f64(&e->m.w, REAL_ELT(x, 0));
     else put_numeric(e, x, WIRE_T_F64, 0, NULL);
     break;
   case CPLXSXP: put_numeric(e, x, WIRE_T_C128, 0, NULL); break;
@@ -470,7 +447,7 @@ static void enc_bare(rs_encoder *e, SEXP x, int column) {
       size_t len;
       const void *vmax = vmaxget();
       const char *s = char_utf8(STRING_ELT(x, 0), &len);
-      wire_put_str(&e->w, s, len);
+      wire_put_str(&e->m.w, s, len);
       vmaxset(vmax);
     } else {
       put_strs(e, x);
@@ -479,11 +456,11 @@ static void enc_bare(rs_encoder *e, SEXP x, int column) {
   case RAWSXP:
     if (column || zc_candidate(e, x, (size_t)n)) {
       if (!column && try_ref(e, x, WIRE_T_U8, 0, NULL)) break;
-      void *d = wire_put_array(&e->w, WIRE_T_U8, (uint64_t)n);
+      void *d = wire_put_array(&e->m.w, WIRE_T_U8, (uint64_t)n);
       wcheck(e);
       if (n) memcpy(d, RAW_RO(x), (size_t)n);
     } else {
-      wire_put_bytes(&e->w, RAW_RO(x), (size_t)n);
+      wire_put_bytes(&e->m.w, RAW_RO(x), (size_t)n);
     }
     break;
   default: efail(e, "a %s cannot be sent", Rf_type2char(TYPEOF(x)));
@@ -500,7 +477,7 @@ static void enc_i64(rs_encoder *e, SEXP x, int column) {
     double d = REAL_ELT(x, 0);
     memcpy(&v, &d, 8);
     if (v == INT64_MIN || v > 9007199254740992LL || v < -9007199254740992LL) {
-      wire_put_i64(&e->w, v);
+      wire_put_i64(&e->m.w, v);
       wcheck(e);
       return;
     }
@@ -514,7 +491,7 @@ static void enc_factor(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x), nl = XLENGTH(lev);
   for (R_xlen_t k = 0; k < nl; k++)
     if (STRING_ELT(lev, k) == NA_STRING) efail(e, "factor level %.0f is NA, which the wire cannot hold", (double)k + 1);
-  int32_t *codes = wire_put_factor(&e->w, (uint64_t)n, Rf_inherits(x, "ordered"), (uint64_t)nl);
+  int32_t *codes = wire_put_factor(&e->m.w, (uint64_t)n, Rf_inherits(x, "ordered"), (uint64_t)nl);
   wcheck(e);
   const int *s = INTEGER_RO(x);
   for (R_xlen_t i = 0; i < n; i++) {
@@ -527,7 +504,7 @@ static void enc_factor(rs_encoder *e, SEXP x) {
   for (R_xlen_t k = 0; k < nl; k++) {
     size_t len;
     const char *sl = char_utf8(STRING_ELT(lev, k), &len);
-    wire_strs_add(&e->w, sl, len);
+    wire_strs_add(&e->m.w, sl, len);
   }
   vmaxset(vmax);
   wcheck(e);
@@ -536,11 +513,11 @@ static void enc_factor(rs_encoder *e, SEXP x) {
 static void enc_date(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
   if (TYPEOF(x) == INTSXP) {
-    void *d = wire_put_date(&e->w, WIRE_T_I32, (uint64_t)n);
+    void *d = wire_put_date(&e->m.w, WIRE_T_I32, (uint64_t)n);
     wcheck(e);
     if (n) memcpy(d, INTEGER_RO(x), (size_t)n * 4);
   } else {
-    void *d = wire_put_date(&e->w, WIRE_T_F64, (uint64_t)n);
+    void *d = wire_put_date(&e->m.w, WIRE_T_F64, (uint64_t)n);
     wcheck(e);
     if (n) memcpy(d, REAL_RO(x), (size_t)n * 8);
   }
@@ -552,7 +529,7 @@ static void enc_timestamp(rs_encoder *e, SEXP x) {
   const char *tzs = "";
   size_t tzl = 0;
   if (TYPEOF(tz) == STRSXP && XLENGTH(tz) >= 1 && STRING_ELT(tz, 0) != NA_STRING) tzs = char_utf8(STRING_ELT(tz, 0), &tzl);
-  double *d = wire_put_timestamp(&e->w, WIRE_T_F64, WIRE_UNIT_S, (wire_str){ tzs, tzl }, (uint64_t)n);
+  double *d = wire_put_timestamp(&e->m.w, WIRE_T_F64, WIRE_UNIT_S, (wire_str){ tzs, tzl }, (uint64_t)n);
   wcheck(e);
   if (TYPEOF(x) == REALSXP) {
     if (n) memcpy(d, REAL_RO(x), (size_t)n * 8);
@@ -656,8 +633,8 @@ static void enc_typed(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
   if (!strcmp(form, "scalar")) {
     if (n != 1) efail(e, "suiro_typed: a scalar has one element, got %.0f", (double)n);
-    if (type == WIRE_T_I64) wire_put_i64(&e->w, data_i64(x, 0));
-    else if (type == WIRE_T_F64) wire_put_f64(&e->w, REAL_ELT(x, 0));
+    if (type == WIRE_T_I64) wire_put_i64(&e->m.w, data_i64(x, 0));
+    else if (type == WIRE_T_F64) wire_put_f64(&e->m.w, REAL_ELT(x, 0));
     else efail(e, "suiro_typed: scalars are i64 or f64");
   } else if (!strcmp(form, "array") || !strcmp(form, "ndarray")) {
     void *d;
@@ -679,14 +656,14 @@ static void enc_typed(rs_encoder *e, SEXP x) {
       if (prod != (double)n)
         efail(e, "suiro_typed: a shape of %.0f elements for %.0f values", prod, (double)n);
       int order = !strcmp(typed_str(x, sym_suiro_order, "F"), "C") ? WIRE_ORDER_C : WIRE_ORDER_F;
-      d = wire_put_ndarray(&e->w, type, order, nd, dims);
+      d = wire_put_ndarray(&e->m.w, type, order, nd, dims);
     } else {
-      d = wire_put_array(&e->w, type, (uint64_t)n);
+      d = wire_put_array(&e->m.w, type, (uint64_t)n);
     }
     wcheck(e);
     fill_typed(e, x, type, d, n);
   } else if (!strcmp(form, "date")) {
-    void *d = wire_put_date(&e->w, type, (uint64_t)n);
+    void *d = wire_put_date(&e->m.w, type, (uint64_t)n);
     wcheck(e);
     fill_typed(e, x, type, d, n);
   } else if (!strcmp(form, "timestamp")) {
@@ -694,14 +671,14 @@ static void enc_typed(rs_encoder *e, SEXP x) {
     int u = !strcmp(unit, "s") ? WIRE_UNIT_S : !strcmp(unit, "ms") ? WIRE_UNIT_MS : !strcmp(unit, "us") ? WIRE_UNIT_US : WIRE_UNIT_NS;
     SEXP tz = Rf_getAttrib(x, rs_sym_tzone);
     const char *tzs = TYPEOF(tz) == STRSXP && XLENGTH(tz) == 1 ? CHAR(STRING_ELT(tz, 0)) : "";
-    void *d = wire_put_timestamp(&e->w, type, u, (wire_str){ tzs, strlen(tzs) }, (uint64_t)n);
+    void *d = wire_put_timestamp(&e->m.w, type, u, (wire_str){ tzs, strlen(tzs) }, (uint64_t)n);
     wcheck(e);
     fill_typed(e, x, type, d, n);
   } else if (!strcmp(form, "range")) {
     if (n != 3) efail(e, "suiro_typed: a range is c(start, step, n)");
     int64_t cnt = data_i64(x, 2);
     if (cnt < 0 || cnt > ((int64_t)1 << 48) - 1) efail(e, "suiro_typed: a range of %.0f elements (0 .. 2^48-1)", (double)cnt);
-    wire_put_range(&e->w, data_i64(x, 0), data_i64(x, 1), (uint64_t)cnt);
+    wire_put_range(&e->m.w, data_i64(x, 0), data_i64(x, 1), (uint64_t)cnt);
   } else if (!strcmp(form, "strs")) {
     put_strs(e, x);
   } else {
@@ -723,7 +700,7 @@ static int names_ok(SEXP nm, R_xlen_t n) {
 
 static void enc_dict_of(rs_encoder *e, SEXP x, SEXP nm) {
   R_xlen_t n = XLENGTH(x);
-  wire_put_dict(&e->w, (uint64_t)n);
+  wire_put_dict(&e->m.w, (uint64_t)n);
   e->ncont++;
   wcheck(e);
   size_t at = e->plen;
@@ -731,7 +708,7 @@ static void enc_dict_of(rs_encoder *e, SEXP x, SEXP nm) {
   for (R_xlen_t i = 0; i < n; i++) {
     size_t len;
     const char *k = char_utf8(STRING_ELT(nm, i), &len);
-    wire_put_str(&e->w, k, len);
+    wire_put_str(&e->m.w, k, len);
     rs_enc_path_push(e, "[['%s']]", k);
     enc(e, VECTOR_ELT(x, i));
     rs_enc_path_pop(e, at);
@@ -741,7 +718,7 @@ static void enc_dict_of(rs_encoder *e, SEXP x, SEXP nm) {
 
 static void enc_list_items(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
-  wire_put_list(&e->w, (uint64_t)n);
+  wire_put_list(&e->m.w, (uint64_t)n);
   e->ncont++;
   wcheck(e);
   size_t at = e->plen;
@@ -754,14 +731,14 @@ static void enc_list_items(rs_encoder *e, SEXP x) {
 
 /* The rich form of an object with attributes: FUNC(R, 0) "base::structure" [bare value, DICT]. */
 static void enc_structure(rs_encoder *e, SEXP x) {
-  wire_put_func(&e->w, WIRE_LANG_R, 0, 3);
+  wire_put_func(&e->m.w, WIRE_LANG_R, 0, 3);
   e->ncont++;
   put_cstr(e, "base::structure");
   wcheck(e);
   if (TYPEOF(x) == VECSXP) enc_list_items(e, x);
   else enc_bare(e, x, 0);
   int na = attr_count(x);
-  wire_put_dict(&e->w, (uint64_t)na);
+  wire_put_dict(&e->m.w, (uint64_t)na);
   e->ncont++;
   size_t at = e->plen;
   for (SEXP a = ATTRIB(x); a != R_NilValue; a = CDR(a)) {
@@ -784,10 +761,10 @@ static void enc_serialized(rs_encoder *e, SEXP x) {
   }
   PROTECT(x);
   SEXP raw = PROTECT(rs_serialize(x));
-  wire_put_func(&e->w, WIRE_LANG_R, 0, 2);
+  wire_put_func(&e->m.w, WIRE_LANG_R, 0, 2);
   e->ncont++;
   put_cstr(e, "base::unserialize");
-  wire_put_bytes(&e->w, RAW_RO(raw), (size_t)XLENGTH(raw));
+  wire_put_bytes(&e->m.w, RAW_RO(raw), (size_t)XLENGTH(raw));
   UNPROTECT(2);
   wcheck(e);
 }
@@ -836,7 +813,7 @@ static void enc_frame(rs_encoder *e, SEXP x) {
   for (SEXP a = ATTRIB(x); a != R_NilValue; a = CDR(a))
     if (TAG(a) != R_NamesSymbol && TAG(a) != R_RowNamesSymbol && TAG(a) != R_ClassSymbol)
       efail(e, "a data frame with attribute '%s' cannot be sent to %s", CHAR(PRINTNAME(TAG(a))), peer(e));
-  wire_put_frame(&e->w, (uint64_t)(nc + keep_rn), (uint64_t)nrow);
+  wire_put_frame(&e->m.w, (uint64_t)(nc + keep_rn), (uint64_t)nrow);
   wcheck(e);
   size_t at = e->plen;
   if (keep_rn) {
@@ -849,7 +826,7 @@ static void enc_frame(rs_encoder *e, SEXP x) {
   for (R_xlen_t i = 0; i < nc; i++) {
     size_t len;
     const char *k = char_utf8(STRING_ELT(nm, i), &len);
-    wire_put_str(&e->w, k, len);
+    wire_put_str(&e->m.w, k, len);
     rs_enc_path_push(e, "$%s", k);
     SEXP col = VECTOR_ELT(x, i);
     if (XLENGTH(col) != nrow && !Rf_inherits(col, "suiro_wire_ref"))
@@ -898,10 +875,10 @@ static void enc_call_spec(rs_encoder *e, SEXP x) {
   size_t len;
   if (TYPEOF(source) == STRSXP) {
     const char *s = char_utf8(STRING_ELT(source, 0), &len);
-    wire_put_call(&e->w, WIRE_CALL_SOURCE, (wire_str){ s, len });
+    wire_put_call(&e->m.w, WIRE_CALL_SOURCE, (wire_str){ s, len });
   } else if (TYPEOF(target) == STRSXP) {
     const char *s = char_utf8(STRING_ELT(target, 0), &len);
-    wire_put_call(&e->w, WIRE_CALL_NAME, (wire_str){ s, len });
+    wire_put_call(&e->m.w, WIRE_CALL_NAME, (wire_str){ s, len });
   } else {
     efail(e, "a call spec needs a target name or source");
   }
@@ -909,7 +886,7 @@ static void enc_call_spec(rs_encoder *e, SEXP x) {
   wcheck(e);
   size_t at = e->plen;
   R_xlen_t na = TYPEOF(args) == VECSXP ? XLENGTH(args) : 0;
-  wire_put_list(&e->w, (uint64_t)na);
+  wire_put_list(&e->m.w, (uint64_t)na);
   e->ncont++;
   for (R_xlen_t i = 0; i < na; i++) {
     rs_enc_path_push(e, " argument %.0f", (double)i + 1);
@@ -918,11 +895,11 @@ static void enc_call_spec(rs_encoder *e, SEXP x) {
   }
   R_xlen_t nn = TYPEOF(named) == VECSXP ? XLENGTH(named) : 0;
   SEXP nnm = Rf_getAttrib(named, R_NamesSymbol);
-  wire_put_dict(&e->w, (uint64_t)nn);
+  wire_put_dict(&e->m.w, (uint64_t)nn);
   e->ncont++;
   for (R_xlen_t i = 0; i < nn; i++) {
     const char *k = char_utf8(STRING_ELT(nnm, i), &len);
-    wire_put_str(&e->w, k, len);
+    wire_put_str(&e->m.w, k, len);
     rs_enc_path_push(e, " argument '%s'", k);
     enc(e, VECTOR_ELT(named, i));
     rs_enc_path_pop(e, at);
@@ -958,7 +935,7 @@ static void enc_error_obj(rs_encoder *e, SEXP x) {
   const char *tb = str1(list_get(x, "traceback"), "");
   SEXP idx = list_get(x, "index");
   int64_t index = idx == R_NilValue || Rf_asReal(idx) != Rf_asReal(idx) ? -1 : (int64_t)Rf_asReal(idx) - 1;
-  wire_put_error(&e->w, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) }, (wire_str){ tb, strlen(tb) },
+  wire_put_error(&e->m.w, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) }, (wire_str){ tb, strlen(tb) },
                  index < -1 ? -1 : index);
   wcheck(e);
 }
@@ -981,13 +958,13 @@ static void enc_descriptor(rs_encoder *e, SEXP x) {
     if (r.ndim > WIRE_MAX_NDIM) efail(e, "a reference of too many dimensions");
     for (int k = 0; k < r.ndim; k++) dims[k] = (uint64_t)(TYPEOF(shape) == INTSXP ? INTEGER_ELT(shape, k) : REAL_ELT(shape, k));
     r.dims = dims;
-    wire_put_ref(&e->w, &r);
+    wire_put_ref(&e->m.w, &r);
   } else {
     const char *lang = str1(list_get(x, "lang"), "lua");
     int l = !strcmp(lang, "lua") ? WIRE_LANG_LUA : !strcmp(lang, "python") ? WIRE_LANG_PYTHON : WIRE_LANG_R;
     SEXP cap = list_get(x, "captured");
     R_xlen_t nc = TYPEOF(cap) == VECSXP ? XLENGTH(cap) : 0;
-    wire_put_func(&e->w, l, u64_of(list_get(x, "key")), (uint64_t)nc + 1);
+    wire_put_func(&e->m.w, l, u64_of(list_get(x, "key")), (uint64_t)nc + 1);
     e->ncont++;
     enc(e, list_get(x, "name"));
     size_t at = e->plen;
@@ -1071,7 +1048,7 @@ portable:
 static void enc(rs_encoder *e, SEXP x) {
   if (++e->depth > WIRE_MAX_DEPTH) efail(e, "nested more than %d levels deep", WIRE_MAX_DEPTH);
   switch (TYPEOF(x)) {
-  case NILSXP: wire_put_nil(&e->w); break;
+  case NILSXP: wire_put_nil(&e->m.w); break;
   case LGLSXP: case INTSXP: case REALSXP: case CPLXSXP: case STRSXP: case RAWSXP:
     if (IS_S4_OBJECT(x)) {
       if (!e->o.rich) efail(e, "an S4 object cannot be sent to %s", peer(e));

@@ -144,7 +144,7 @@ static int wanted(SEXP nm, SEXP free) {
 /* Writes the environment child of a FUNC(R) item: the variables of the local environments the
  * code uses (free: names it does not bind itself; R_NilValue: all). */
 static void write_env(rs_encoder *e, SEXP env, SEXP free) {
-  wire_writer *w = &e->w;
+  wire_writer *w = &e->m.w;
   if (env == R_GlobalEnv || env == R_EmptyEnv) {
     wire_put_nil(w);
     return;
@@ -221,16 +221,16 @@ static int has_names(SEXP args) {
 
 static void write_argnames(rs_encoder *e, SEXP args) {
   if (!has_names(args)) {
-    wire_put_nil(&e->w);
+    wire_put_nil(&e->m.w);
     return;
   }
   SEXP nm = Rf_getAttrib(args, R_NamesSymbol);
   R_xlen_t n = XLENGTH(nm);
-  wire_put_strs(&e->w, (uint64_t)n);
+  wire_put_strs(&e->m.w, (uint64_t)n);
   for (R_xlen_t i = 0; i < n; i++) {
     SEXP c = STRING_ELT(nm, i);
     const char *s = c == NA_STRING ? "" : Rf_translateCharUTF8(c);
-    wire_strs_add(&e->w, s, strlen(s));
+    wire_strs_add(&e->m.w, s, strlen(s));
   }
 }
 
@@ -238,7 +238,7 @@ static int is_call_spec(SEXP fn) { return TYPEOF(fn) == VECSXP && Rf_inherits(fn
 
 /* The function item of an R task (rpool.c, rmap.c). nargs_named: names of what follows. */
 void rs_write_fn_item(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *verb) {
-  wire_writer *w = &e->w;
+  wire_writer *w = &e->m.w;
   int t = TYPEOF(fn);
   if (t == STRSXP) {
     if (XLENGTH(fn) != 1 || STRING_ELT(fn, 0) == NA_STRING)
@@ -312,7 +312,7 @@ void rs_write_task(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *ver
   R_xlen_t n = args == R_NilValue ? 0 : XLENGTH(args);
   if (is_call_spec(fn)) {
     if (n) Rf_error("%s: a suiro_call() carries its own arguments; pass them to suiro_call()", verb);
-    wire_put_list(&e->w, 1);
+    wire_put_list(&e->m.w, 1);
     e->ncont++;
     rs_enc_value(e, fn, verb);
     return;
@@ -325,14 +325,14 @@ void rs_write_task(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *ver
     if (has_names(args))
       Rf_error("%s: named arguments to %s workers need a call spec: suiro_call(\"%s\", ..., name = value)", verb, lang,
                CHAR(STRING_ELT(fn, 0)));
-    wire_put_list(&e->w, (uint64_t)n + 1);
+    wire_put_list(&e->m.w, (uint64_t)n + 1);
     e->ncont++;
     const char *name = Rf_translateCharUTF8(STRING_ELT(fn, 0));
-    wire_put_str(&e->w, name, strlen(name));
+    wire_put_str(&e->m.w, name, strlen(name));
     write_args(e, args, verb);
     return;
   }
-  wire_put_list(&e->w, (uint64_t)n + 1);
+  wire_put_list(&e->m.w, (uint64_t)n + 1);
   e->ncont++;
   rs_write_fn_item(e, rp, fn, args, verb);
   write_args(e, args, verb);

@@ -178,7 +178,7 @@ static SEXP map_run(void *p) {
   suiro_plan_spec_init(&s);
   /* the function: LIST [function item, extras...] */
   R_xlen_t ne = XLENGTH(j->extras);
-  wire_put_list(&j->e.w, (uint64_t)ne + 1);
+  wire_put_list(&j->e.m.w, (uint64_t)ne + 1);
   if (rp->lang == WIRE_LANG_R) {
     rs_enc_prescan(&j->e, j->extras);
     rs_write_fn_item(&j->e, rp, j->f, j->extras, j->verb);
@@ -187,7 +187,7 @@ static SEXP map_run(void *p) {
       Rf_error("%s: %s workers map a \"module.fn\" name, not an R function", j->verb,
                rp->lang == WIRE_LANG_LUA ? "lua" : "python");
     const char *nm = Rf_translateCharUTF8(STRING_ELT(j->f, 0));
-    wire_put_str(&j->e.w, nm, strlen(nm));
+    wire_put_str(&j->e.m.w, nm, strlen(nm));
   }
   SEXP enm = Rf_getAttrib(j->extras, R_NamesSymbol);
   for (R_xlen_t i = 0; i < ne; i++) {
@@ -226,9 +226,9 @@ static SEXP map_run(void *p) {
     SEXP el = t == VECSXP ? x : PROTECT(Rf_coerceVector(x, VECSXP));
     rs_enc_prescan(&j->ev, el);
     for (R_xlen_t i = 0; i < n; i++) {
-      wire_writer_reset(&j->ev.w);
+      wire_writer_reset(&j->ev.m.w);
       j->ev.depth = 0;
-      wire_put_list(&j->ev.w, 1);
+      wire_put_list(&j->ev.m.w, 1);
       rs_enc_path_push(&j->ev, "%s: element %.0f", j->verb, (double)i + 1);
       rs_enc_value(&j->ev, VECTOR_ELT(el, i), NULL);
       rs_enc_path_pop(&j->ev, 0);
@@ -764,7 +764,7 @@ static int store(runner *r, uint64_t i, SEXP v) {
     rs_encoder_init(e, &o);
     r->enc_live = 1;
     /* encoding may signal an R error: suiro_run_map reports it for element i, rs_map_runner cleans up */
-    wire_put_list(&e->w, 1);
+    wire_put_list(&e->m.w, 1);
     rs_enc_prescan(e, v);
     rs_enc_value(e, v, "result");
     const void *buf;

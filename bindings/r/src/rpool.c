@@ -848,7 +848,7 @@ static SEXP batch_run(void *p) {
     SEXP a = VECTOR_ELT(j->arglists, i);
     if (TYPEOF(a) != VECSXP) Rf_error("suiro_submit_batch: args[[%.0f]] must be a list of arguments", (double)i + 1);
     snprintf(what, sizeof what, "suiro_submit_batch: args[[%.0f]]", (double)i + 1);
-    wire_writer_reset(&j->e.w);
+    wire_writer_reset(&j->e.m.w);
     j->e.depth = 0;
     rs_write_task(&j->e, j->rp, j->fn, a, what);
     const void *buf;

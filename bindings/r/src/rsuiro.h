@@ -77,14 +77,12 @@ typedef struct rs_enc_opts {
 
 /* Growable wire writers that are freed by a cleanup even when R unwinds (rs_with_writer). */
 typedef struct rs_encoder {
-  wire_writer w;
+  suiro_msg m;        /* the writer (m.w) and the grants written into it (suiro_face.h section 3) */
   _Alignas(8) unsigned char stack[512];
   rs_enc_opts o;
   /* zero-copy staging: private vectors are copied into one region per message */
   suiro_buf *stage;
   size_t stage_used, stage_cap, stage_need;
-  suiro_buf **grants; /* regions granted to the message (undone if it is never sent) */
-  size_t ngrants, capgrants;
   int finished;       /* the message was sent: grants belong to it */
   /* where in the value the encoder is, for messages: kept as segments (a format and its
    * arguments) and rendered only when something cannot be sent */

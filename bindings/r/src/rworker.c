@@ -368,7 +368,7 @@ static SEXP run_task_body(void *p) {
   PROTECT(result);
   j->e->o.rich = rich;
   j->e->o.peer = rich ? "R" : "a host of another language";
-  wire_put_list(&j->e->w, 1);
+  wire_put_list(&j->e->m.w, 1);
   rs_enc_prescan(j->e, result);
   rs_enc_value(j->e, result, "result");
   UNPROTECT(2); /* result, the decoder's table */
@@ -423,11 +423,11 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   if (R_ToplevelExec(run_task, &j)) {
     const void *buf;
     size_t blen;
-    if (wire_writer_finish(&e.w, &buf, &blen) == WIRE_OK) {
+    if (wire_writer_finish(&e.m.w, &buf, &blen) == WIRE_OK) {
       if (suiro_out_write(out, buf, blen) == 0) rs_encoder_sent(&e);
       else rc = suiro_out_error(out, "out of memory for the result");
     } else {
-      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&e.w));
+      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&e.m.w));
     }
   } else {
     char *cls, *msg, *tb;
