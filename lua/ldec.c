@@ -401,6 +401,23 @@ void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, l
   d->func_ud = ud;
 }
 
+/* The same over a reader that has already read part of the buffer (suiro_exec read the task list
+ * and its function item): decoding continues where it stopped, with nref containers counted. */
+void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, const wire_reader *r, lua_Integer nref, lcodec_func_fn func,
+                        void *ud) {
+  d->L = L;
+  d->describe = 0;
+  d->refs = 0;
+  d->nref = nref;
+  d->func = func;
+  d->func_ud = ud;
+  d->r = *r;
+  if (d->r.shared) {
+    lua_newtable(L);
+    d->refs = lua_gettop(L);
+  }
+}
+
 int lcodec_dec_item(lcodec_dec *d, wire_item *it) {
   int st = wire_next(&d->r, it);
   if (st == WIRE_ERR) dec_fail(d);

@@ -133,6 +133,8 @@ struct lcodec_dec {
 };
 /* Starts decoding buf; pushes a table on the Lua stack when the buffer has back-references. */
 void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
+void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, const wire_reader *r, lua_Integer nref, lcodec_func_fn func,
+                        void *ud); /* continues a reader that read nref containers already */
 int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when malformed) */
 void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
 void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */

@@ -15,6 +15,10 @@
  * nested wait runs the inner task to completion before the outer one continues).
  * Results go back as a list of the returned values; an error as an ERROR value with the
  * message, the worker's traceback and class "remote".
+ * The engine reads the task (suiro_exec, engine/src/exec.c): the list, the function item, the
+ * protocol's refusals and the cache of names and code keys; this file keeps the callbacks that
+ * need Lua (resolve, load bytecode, bind and call, encode, the pending error), all of them run
+ * inside one lua_pcall per task (l_protect).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 #include "larray.h"
 #include "lsuiro.h"
 #include "lvalues.h"
+#include "suiro_face.h"
 
 #define REFS "suiro.refs"      /* "mod.fn" -> function */
 #define SOURCES "suiro.sources" /* source text -> compiled chunk */
@@ -32,89 +37,24 @@
 
 static lua_State *WL;          /* the worker's Lua state */
 
-/* ---- prototype cache: key -> the loaded closure, in C so the hot path does no table lookups -- */
+/* ---- compiled code: what by_code gives the engine's cache (exec.c keeps it by key) ----------- */
 
 typedef struct proto {
-  uint64_t key;
   int ref;          /* registry reference of the cached closure */
   int nups;
   int env_up;       /* index of its _ENV upvalue, 0 if none */
   int bc_ref;       /* registry reference of the bytecode (for fresh closures) */
 } proto;
 
-static proto *protos;          /* at their index in proto_keys */
-static size_t protos_cap;
-static suiro_keyidx proto_keys;
-
-static proto *proto_find(uint64_t key) {
-  ptrdiff_t i = suiro_keyidx_find(&proto_keys, key);
-  return i < 0 ? NULL : &protos[i];
-}
-
-static proto *proto_insert(lua_State *L, uint64_t key) {
-  if (proto_keys.n == protos_cap) {
-    size_t cap = protos_cap ? protos_cap * 2 : 64;
-    proto *t = realloc(protos, cap * sizeof *t);
-    if (!t) luaL_error(L, "out of memory");
-    protos = t;
-    protos_cap = cap;
-  }
-  ptrdiff_t i = suiro_keyidx_add(&proto_keys, key);
-  if (i < 0) luaL_error(L, "out of memory");
-  protos[i] = (proto){ .key = key };
-  return &protos[i];
-}
-
-/* The cache entry for prototype `key`, loading its blob from the pool on first sight. A copy:
- * the cache array moves when it grows, and decoding a task's captured values or arguments can
- * load further prototypes (a helper function captured as an upvalue), so a pointer into it must
- * not be held across a decode (ASan caught one use after free). */
-static proto proto_get(lua_State *L, uint64_t key) {
-  proto *pr = proto_find(key);
-  if (pr) return *pr;
-  suiro_pool *p = suiro_current_pool();
-  void *blob = NULL;
-  size_t len = 0;
-  if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
-    luaL_error(L, "cannot load the task's function (prototype %016llx): %s", (unsigned long long)key,
-               suiro_last_error());
-  const char *b = blob;
-  uint32_t nups = 0;
-  size_t off = 4;
-  int env_up = 0;
-  if (len < 4) goto bad;
-  memcpy(&nups, b, 4);
-  for (uint32_t i = 1; i <= nups; i++) {
-    uint16_t l;
-    if (off + 2 > len) goto bad;
-    memcpy(&l, b + off, 2);
-    off += 2;
-    if (off + l > len) goto bad;
-    if (l == 4 && memcmp(b + off, "_ENV", 4) == 0) env_up = (int)i;
-    off += l;
-  }
-  lua_pushlstring(L, b + off, len - off);
-  if (luaL_loadbufferx(L, b + off, len - off, "=task", "b") != LUA_OK) {
-    free(blob);
-    lua_error(L);
-  }
-  free(blob);
-  pr = proto_insert(L, key);
-  pr->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  pr->bc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  pr->nups = (int)nups;
-  pr->env_up = env_up;
-  return *pr;
-bad:
-  free(blob);
-  luaL_error(L, "the task's function (prototype %016llx) is damaged", (unsigned long long)key);
-  return (proto){ 0 };
-}
+static suiro_exec_cache code_cache; /* this worker's (names and code keys) */
+static const suiro_exec_ops lua_ops;
 
 /* ---- per-task state ---------------------------------------------------------------------------- */
 
 typedef struct task_ctx {
-  int env;      /* stack index of this task's environment (0: not made yet) */
+  lua_State *L;
+  int env;          /* stack index of this task's environment (nil until made) */
+  wire_writer *w;   /* the results are encoded here, inside the protected call */
 } task_ctx;
 
 /* Pushes this task's environment: a fresh table over the globals, made on first need. Its stack
@@ -140,7 +80,11 @@ static void resolve_ref(lua_State *L, const char *name, size_t len) {
   lua_pop(L, 1);
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.resolve");
   lua_pushlstring(L, name, len);
-  lua_call(L, 1, 1); /* raises with a clear message */
+  lua_call(L, 1, 1); /* nil when there is no such function; raises when a module failed */
+  if (lua_isnil(L, -1)) {
+    lua_pushlstring(L, name, len);
+    luaL_error(L, "cannot find function \"%s\"", lua_tostring(L, -1));
+  }
   lua_pushlstring(L, name, len);
   lua_pushvalue(L, -2);
   lua_rawset(L, -4);
@@ -158,7 +102,9 @@ static const char resolve_src[] =
   "  if k == 0 then v = _G else\n"
   "    local mod = table.concat(parts, '.', 1, k)\n"
   "    local ok, m = pcall(require, mod)\n"
-  "    if ok then v = m elseif k < #parts then errs[#errs + 1] = tostring(m) end\n"
+  "    if ok then v = m elseif k < #parts and tostring(m):find(\"module '\" .. mod .. \"' not found\", 1, true) ~= 1 then\n"
+  "      errs[#errs + 1] = tostring(m)\n"
+  "    end\n"
   "  end\n"
   "  for i = k + 1, #parts do\n"
   "    if type(v) ~= 'table' then v = nil break end\n"
@@ -171,7 +117,8 @@ static const char resolve_src[] =
   "    return v\n"
   "  end\n"
   "end\n"
-  "error(('cannot find function \"%s\"%s'):format(name, #errs > 0 and (': ' .. errs[1]) or ''), 0)\n";
+  "if #errs > 0 then error(('cannot find function \"%s\": %s'):format(name, errs[1]), 0) end\n"
+  "return nil\n";
 
 /* Value-mode FUNC: a function inside arguments or upvalues gets a closure of its own. */
 static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *ud) {
@@ -185,7 +132,10 @@ static void decode_func_value(lua_State *L, lcodec_dec *d, wire_item *it, void *
     for (uint64_t k = 1; k < it->n; k++) { lcodec_dec_child(d); lua_pop(L, 1); }
     return;
   }
-  proto pr = proto_get(L, (uint64_t)it->i);
+  void *got;
+  char err[400];
+  if (suiro_exec_code(&lua_ops, c, (uint64_t)it->i, &got, err, sizeof err) != 1) luaL_error(L, "%s", err);
+  proto pr = *(proto *)got; /* a copy: decoding the captured values may load further code */
   if ((uint64_t)pr.nups + 1 != it->n)
     luaL_error(L, "cannot decode value: function captures %d values, got %d", pr.nups, (int)it->n - 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, pr.bc_ref);
@@ -241,12 +191,6 @@ static int msgh(lua_State *L) {
   return 1;
 }
 
-typedef struct run_args {
-  const void *arg;
-  size_t len;
-  wire_writer *w;   /* the results are encoded here, inside the protected call */
-} run_args;
-
 static lpool *self_pool; /* this worker's pool handle (for functions in results) */
 
 /* Calls a call spec (decoded table at `spec`); leaves its results from `at` upwards. */
@@ -298,27 +242,112 @@ static void call_spec(lua_State *L, int spec) {
   lua_call(L, (int)n + extra_named, LUA_MULTRET);
 }
 
-/* Decodes the payload, binds and calls the function, encodes its results into ra->w. */
-static int run_task(lua_State *L) {
-  run_args *ra = lua_touserdata(L, 1);
+/* ---- the callbacks of suiro_exec (suiro_face.h section 2): the engine reads the task ----------- */
+
+/* Finishes the results encoded into c->w and writes them out (no raise). */
+static int put_results(task_ctx *c, suiro_out *out) {
+  const void *buf;
+  size_t blen;
+  if (wire_writer_finish(c->w, &buf, &blen) != WIRE_OK)
+    suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(c->w));
+  else if (suiro_out_write(out, buf, blen) != 0)
+    suiro_out_error(out, "out of memory for the result");
+  return 0;
+}
+
+typedef struct body_call {
+  int (*body)(void *ctx);
+  void *ctx;
+  task_ctx *c;
+} body_call;
+
+/* The protected frame every callback of one task runs in: slot 1 is the task's environment. */
+static int protected_body(lua_State *L) {
+  body_call *bc = lua_touserdata(L, 1);
   lua_settop(L, 0);
-  task_ctx c;
-  lua_pushnil(L); /* slot 1: this task's environment, made on first need */
-  c.env = 1;
+  lua_pushnil(L);
+  bc->c->env = 1;
+  lua_pushinteger(L, bc->body(bc->ctx));
+  return 1;
+}
+
+static int l_protect(void *ud, int (*body)(void *ctx), void *ctx) {
+  task_ctx *c = ud;
+  lua_State *L = c->L;
+  body_call bc = { body, ctx, c };
+  lua_pushcfunction(L, msgh);
+  int h = lua_gettop(L);
+  lua_pushcfunction(L, protected_body);
+  lua_pushlightuserdata(L, &bc);
+  if (lua_pcall(L, 1, 1, h) != LUA_OK) return -1; /* the error object stays on top for l_fail */
+  int rc = (int)lua_tointeger(L, -1);
+  lua_pop(L, 2);
+  return rc;
+}
+
+/* A name: resolved with require; the engine caches the registry reference. */
+static int l_by_name(void *ud, suiro_wire_str name, void **fn) {
+  lua_State *L = ((task_ctx *)ud)->L;
+  lua_getfield(L, LUA_REGISTRYINDEX, "suiro.resolve");
+  lua_pushlstring(L, name.ptr, name.len);
+  lua_call(L, 1, 1); /* raises when a module failed to load */
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  *fn = (void *)(intptr_t)luaL_ref(L, LUA_REGISTRYINDEX);
+  return 1;
+}
+
+/* Code: the upvalue names (u32 count, then u16 length + bytes each) and the bytecode. */
+static int l_by_code(void *ud, uint64_t key, const void *code, size_t len, void **fn) {
+  (void)key;
+  lua_State *L = ((task_ctx *)ud)->L;
+  const char *b = code;
+  uint32_t nups = 0;
+  size_t off = 4;
+  int env_up = 0;
+  if (len < 4) return 0;
+  memcpy(&nups, b, 4);
+  if (nups > 255) return 0; /* a Lua function has at most 255 upvalues */
+  for (uint32_t i = 1; i <= nups; i++) {
+    uint16_t l;
+    if (off + 2 > len) return 0;
+    memcpy(&l, b + off, 2);
+    off += 2;
+    if (off + l > len) return 0;
+    if (l == 4 && memcmp(b + off, "_ENV", 4) == 0) env_up = (int)i;
+    off += l;
+  }
+  lua_pushlstring(L, b + off, len - off);
+  int st = luaL_loadbufferx(L, b + off, len - off, "=task", "b");
+  if (st == LUA_ERRMEM) lua_error(L);
+  if (st != LUA_OK) {
+    lua_pop(L, 2); /* the message and the bytecode */
+    return 0;
+  }
+  proto *pr = lua_newuserdatauv(L, sizeof *pr, 0); /* kept alive by a registry reference */
+  int self = luaL_ref(L, LUA_REGISTRYINDEX);
+  (void)self;
+  pr->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  pr->bc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  pr->nups = (int)nups;
+  pr->env_up = env_up;
+  *fn = pr;
+  return 1;
+}
+
+static int l_run(void *ud, void *fnp, const suiro_wire_item *fi, suiro_wire_reader *r, uint64_t nargs, suiro_out *out) {
+  task_ctx *c = ud;
+  lua_State *L = c->L;
   lcodec_dec d;
-  lcodec_dec_init(&d, L, ra->arg, ra->len, decode_func_value, &c);
-  wire_item it;
-  if (lcodec_dec_item(&d, &it) != WIRE_OK || it.tag != WIRE_LIST || it.n < 1)
-    return luaL_error(L, "malformed task: expected a list [function, arguments...]");
-  lcodec_dec_remember(&d);
-  uint64_t nargs = it.n - 1;
-  wire_item f;
-  lcodec_dec_item(&d, &f);
+  lcodec_dec_init_at(&d, L, r, 1, decode_func_value, c); /* the task list was container 0 */
+  wire_item f = *fi;
   proto pr = { 0 }; /* nups 0 unless the task is a cached closure */
   int fn = 0;
   if (f.tag == WIRE_FUNC && f.i != 0) {
     /* task mode: the cached closure, with this task's captured values bound */
-    pr = proto_get(L, (uint64_t)f.i);
+    pr = *(proto *)fnp;
     if ((uint64_t)pr.nups + 1 != f.n)
       return luaL_error(L, "malformed task: function captures %d values, got %d", pr.nups, (int)f.n - 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, pr.ref);
@@ -333,29 +362,19 @@ static int run_task(lua_State *L) {
         lcodec_dec_child(&d);
         if (i == pr.env_up && lua_isnil(L, -1)) {
           lua_pop(L, 1);
-          push_env(L, &c);
+          push_env(L, c);
         }
         lua_setupvalue(L, fn, i);
       }
     }
     lua_pushvalue(L, fn);
-  } else if (f.tag == WIRE_STR) {
-    resolve_ref(L, f.data, (size_t)f.n);
-  } else if (f.tag == WIRE_FUNC) {
+  } else if (f.tag == WIRE_FUNC) { /* by name inside a FUNC item: a C function of a module */
     lcodec_dec_value(&d, &f);
-  } else if (f.tag == WIRE_CALL) {
-    lcodec_dec_value(&d, &f);
-    int spec = lua_gettop(L);
-    call_spec(L, spec);
-    int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
-    lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "task result", .returning = 1 };
-    lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, ra->w);
-    return 0;
-  } else {
-    return luaL_error(L, "malformed task: expected a function, got %s", wire_tag_name(f.tag));
+  } else { /* STR: the engine resolved it */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, (lua_Integer)(intptr_t)fnp);
   }
   int fn_at = lua_gettop(L);
-  luaL_checkstack(L, (int)(nargs < 1000000 ? nargs : 1000000) + 8, "too many arguments");
+  luaL_checkstack(L, (int)nargs + 8, "too many arguments"); /* nargs <= SUIRO_EXEC_MAX_ARGS */
   for (uint64_t i = 0; i < nargs; i++) lcodec_dec_child(&d);
   lua_call(L, (int)nargs, LUA_MULTRET);
   int nr = lua_gettop(L) - fn_at + 1;
@@ -365,9 +384,44 @@ static int run_task(lua_State *L) {
       lua_setupvalue(L, fn, i);
     }
   lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "task result", .returning = 1 };
-  lcodec_encode_values(&cx, fn_at, nr, ra->w);
-  return 0;
+  lcodec_encode_values(&cx, fn_at, nr, c->w);
+  return put_results(c, out);
 }
+
+static int l_run_call(void *ud, const suiro_wire_item *spec_item, suiro_wire_reader *r, suiro_out *out) {
+  task_ctx *c = ud;
+  lua_State *L = c->L;
+  lcodec_dec d;
+  lcodec_dec_init_at(&d, L, r, 1, decode_func_value, c);
+  wire_item f = *spec_item;
+  lcodec_dec_value(&d, &f);
+  int spec = lua_gettop(L);
+  call_spec(L, spec);
+  int nr = lua_gettop(L) - spec - 3; /* named, function and args sit between spec and results */
+  lcodec_ctx cx = { .L = L, .pool = self_pool, .verb = "task result", .returning = 1 };
+  lcodec_encode_values(&cx, lua_gettop(L) - nr + 1, nr, c->w);
+  return put_results(c, out);
+}
+
+static int encode_error(lua_State *L, suiro_out *out, int errobj);
+
+static int l_fail(void *ud, suiro_out *out, int64_t index) {
+  (void)index;
+  lua_State *L = ((task_ctx *)ud)->L;
+  return encode_error(L, out, lua_gettop(L));
+}
+
+static const suiro_exec_ops lua_ops = {
+  .lang = WIRE_LANG_LUA,
+  .lang_name = "lua",
+  .cache = &code_cache,
+  .protect = l_protect,
+  .by_name = l_by_name,
+  .by_code = l_by_code,
+  .run = l_run,
+  .run_call = l_run_call,
+  .fail = l_fail,
+};
 
 /* Encodes LIST [ERROR, raised] into the writer at index 1 (protected: the raised value may not
  * cross, and then the plain ERROR goes instead). */
@@ -426,7 +480,7 @@ static int encode_error(lua_State *L, suiro_out *out, int errobj) {
 /* Decodes the single value of a stand-alone buffer (functions allowed) and pushes it. Functions
  * among the values get the environment at env_idx (0: a fresh one, made if needed). */
 void lworker_decode_one(lua_State *L, const void *buf, size_t len, int env_idx) {
-  task_ctx c;
+  task_ctx c = { L, 0, NULL };
   if (env_idx) lua_pushvalue(L, env_idx);
   else lua_pushnil(L); /* an environment slot for functions among the values */
   c.env = lua_gettop(L);
@@ -454,22 +508,8 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  run_args ra = { arg, len, &w };
-  lua_pushcfunction(L, msgh);
-  lua_pushcfunction(L, run_task);
-  lua_pushlightuserdata(L, &ra);
-  int rc = 0;
-  if (lua_pcall(L, 1, 0, top + 1) != LUA_OK) {
-    rc = encode_error(L, out, lua_gettop(L));
-  } else {
-    const void *buf;
-    size_t blen;
-    if (wire_writer_finish(&w, &buf, &blen) == WIRE_OK) {
-      if (suiro_out_write(out, buf, blen) != 0) rc = suiro_out_error(out, "out of memory for the result");
-    } else {
-      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&w));
-    }
-  }
+  task_ctx c = { L, 0, &w };
+  int rc = suiro_exec(arg, len, out, &lua_ops, &c);
   wire_writer_free(&w);
   lua_settop(L, top);
   return rc;

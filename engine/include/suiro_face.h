@@ -63,7 +63,7 @@ extern "C" {
  *   a FUNC of another language            "a <lang> function cannot run on a <lang> worker (...)"
  *   a name the face does not find         "cannot find function \"<name>\""
  *   code that is not stored under its key "cannot load the task's function (key <hex>): ..."
- *   code the face cannot load             "the task's function (key <hex>) is damaged: ..."
+ *   code the face cannot load             "the task's function (key <hex>) is damaged: its code does not load"
  *
  * The reader the face receives has read the task list (container ordinal 0, the only container
  * read so far) and the function item's header (`f`). A FUNC item is container ordinal 1: a face

@@ -168,8 +168,7 @@ static int code_load(const suiro_exec_ops *ops, void *ud, uint64_t key, void **f
   drop_held(c);
   if (rc < 0) return -1;
   if (rc == 0) {
-    say(err, cap, "the task's function (key %016llx) is damaged: its code does not load as %s code",
-        (unsigned long long)key, worker_name(ops));
+    say(err, cap, "the task's function (key %016llx) is damaged: its code does not load", (unsigned long long)key);
     return 0;
   }
   if (code_keep(c, key, f) < 0) {

@@ -1659,7 +1659,7 @@ PyObject *sp_decode_list(const void *buf, size_t len, int flags, suiro_buf *regi
 
 /* ---- resolving functions in workers ------------------------------------------------------------------ */
 
-static PyObject *name_cache, *key_cache;
+static PyObject *name_cache;
 
 PyObject *sp_resolve_name(const char *name, size_t len) {
   PyObject *s = str_of(name, len);
@@ -1682,32 +1682,15 @@ PyObject *sp_resolve_name(const char *name, size_t len) {
   return f;
 }
 
+/* A FUNC item's code: from the worker's cache of suiro_exec (engine/src/exec.c), which fetches it
+ * by key, checks it and unpickles it (worker.c's by_code) on first sight. */
 PyObject *sp_function_from_key(uint64_t key) {
-  PyObject *k = PyLong_FromUnsignedLongLong(key);
-  if (!k) return NULL;
-  if (!key_cache && !(key_cache = PyDict_New())) return Py_DECREF(k), NULL;
-  PyObject *got = PyDict_GetItemWithError(key_cache, k);
-  if (got) {
-    Py_DECREF(k);
-    return Py_NewRef(got);
-  }
-  suiro_pool *p = suiro_current_pool();
-  void *code = NULL;
-  size_t len = 0;
-  if (!p || suiro_fn_fetch(p, key, &code, &len) != SUIRO_OK) {
-    Py_DECREF(k);
-    char hex[17]; /* PyErr_Format has no %llx: the key in hex by C's printf */
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
-    return PyErr_Format(PyExc_RuntimeError, "cannot load the task's function (key %s): %s", hex,
-                        p ? suiro_last_error() : "not in a worker");
-  }
-  PyObject *b = PyBytes_FromStringAndSize(code, (Py_ssize_t)len);
-  free(code);
-  PyObject *f = b ? PyObject_CallOneArg(SP.pickle_loads, b) : NULL;
-  Py_XDECREF(b);
-  if (f && PyDict_SetItem(key_cache, k, f) < 0) Py_CLEAR(f);
-  Py_DECREF(k);
-  return f;
+  void *fn;
+  char err[400];
+  int rc = suiro_exec_code(&sp_exec_ops, NULL, key, &fn, err, sizeof err);
+  if (rc == 1) return Py_NewRef((PyObject *)fn);
+  if (rc == 0) PyErr_SetString(PyExc_RuntimeError, err);
+  return NULL;
 }
 
 /* ---- tasks in workers ---------------------------------------------------------------------------- */
@@ -1716,7 +1699,41 @@ static char memo_name[256];
 static size_t memo_len;
 static PyObject *memo_fn;
 
-/* Decodes a task list: *fn the callable (or a suiro.Call for call specs), *args a tuple. */
+/* The rest of a task after suiro_exec read its list and function item f (fn: what the engine's
+ * cache gave for a STR; FUNC items are decoded here, their code from the same cache): *fn the
+ * callable (or a suiro.Call for a call spec), *args a tuple of the nargs arguments. */
+int sp_decode_task_at(const wire_reader *r, const wire_item *fi, PyObject *fn_in, uint64_t nargs, PyObject **fn,
+                      PyObject **args) {
+  *fn = *args = NULL;
+  dec d;
+  d.r = *r;
+  d.flags = SP_DEC_TRUSTED; /* from this worker's host */
+  d.region = NULL;
+  d.refs = NULL;
+  if (remember(&d, Py_None) < 0) return -1; /* the task list: container 0 */
+  wire_item f = *fi;
+  if (f.tag == WIRE_STR) *fn = Py_NewRef(fn_in);
+  else if (f.tag == WIRE_FUNC) *fn = dec_func(&d, &f);
+  else *fn = dec_value(&d, &f); /* CALL */
+  if (!*fn) goto fail;
+  *args = PyTuple_New((Py_ssize_t)nargs);
+  if (!*args) goto fail;
+  for (uint64_t i = 0; i < nargs; i++) {
+    PyObject *x = dec_child(&d);
+    if (!x) goto fail;
+    PyTuple_SET_ITEM(*args, (Py_ssize_t)i, x);
+  }
+  if (dec_finish(&d) < 0) goto fail;
+  return 0;
+fail:
+  Py_CLEAR(d.refs);
+  Py_CLEAR(*fn);
+  Py_CLEAR(*args);
+  return -1;
+}
+
+/* Decodes a task list: *fn the callable (or a suiro.Call for call specs), *args a tuple. The map
+ * runner's function (map.c); workers' tasks go through suiro_exec. */
 int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, PyObject **kwargs) {
   *fn = *args = *kwargs = NULL;
   dec d;

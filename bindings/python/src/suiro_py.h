@@ -140,6 +140,9 @@ static inline int sp_result_trust(const PoolObject *po) { return po && po->lang 
 /* Worker side: the callable a FUNC / STR item names (new reference). */
 PyObject *sp_resolve_name(const char *name, size_t len);
 PyObject *sp_function_from_key(uint64_t key);
+extern const suiro_exec_ops sp_exec_ops; /* worker.c: the worker's callbacks for suiro_exec */
+int sp_decode_task_at(const wire_reader *r, const wire_item *f, PyObject *fn_in, uint64_t nargs, PyObject **fn,
+                      PyObject **args);
 
 /* ---- views (view.c) -------------------------------------------------------------------------- */
 

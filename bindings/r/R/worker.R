@@ -18,17 +18,23 @@ worker_main <- function() {
 }
 
 # "pkg::fn", "pkg:::fn" or a plain name seen from the global environment.
-resolve_function <- function(name) {
-  f <- if (grepl(":::", name, fixed = TRUE)) {
-    p <- strsplit(name, ":::", fixed = TRUE)[[1]]
-    get(p[2], envir = asNamespace(p[1]), inherits = FALSE)
-  } else if (grepl("::", name, fixed = TRUE)) {
-    p <- strsplit(name, "::", fixed = TRUE)[[1]]
-    getExportedValue(p[1], p[2])
+# must = FALSE (the worker's task names): NULL when there is no such function, so the engine
+# gives its one message for every language; errors only when a package fails otherwise
+resolve_function <- function(name, must = TRUE) {
+  internal <- grepl(":::", name, fixed = TRUE)
+  f <- if (internal || grepl("::", name, fixed = TRUE)) {
+    p <- strsplit(name, if (internal) ":::" else "::", fixed = TRUE)[[1]]
+    if (!must && (length(p) != 2L || !nzchar(p[1]) || !requireNamespace(p[1], quietly = TRUE))) NULL
+    else if (internal) get0(p[2], envir = asNamespace(p[1]), inherits = FALSE, ifnotfound = NULL)
+    else if (!must && !(p[2] %in% getNamespaceExports(p[1]))) NULL
+    else getExportedValue(p[1], p[2])
   } else {
     get0(name, envir = globalenv(), mode = "function", ifnotfound = NULL)
   }
-  if (!is.function(f)) stop(sprintf("cannot find function \"%s\"", name), call. = FALSE)
+  if (!is.function(f)) {
+    if (!must) return(NULL)
+    stop(sprintf("cannot find function \"%s\"", name), call. = FALSE)
+  }
   f
 }
 

@@ -1714,6 +1714,26 @@ void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_op
   R_ProtectWithIndex(d->refs, &d->refs_pi); /* the caller unprotects one */
 }
 
+/* The same over a reader that has already read part of its buffer (suiro_exec read the task list
+ * and its function item): decoding continues where it stopped; no container is counted yet (the
+ * caller counts those it consumed with rs_dec_count_container). */
+void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *o) {
+  if (!o->region) rs_views_new_message();
+  d->o = *o;
+  d->refs = R_NilValue;
+  d->have_refs = 0;
+  d->ncont = 0;
+  d->open = NULL;
+  d->open_cap = 0;
+  d->interruptible = 1;
+  d->r = *r;
+  if (d->r.shared) {
+    d->have_refs = 1;
+    d->refs = Rf_allocVector(VECSXP, 0);
+  }
+  R_ProtectWithIndex(d->refs, &d->refs_pi); /* the caller unprotects one */
+}
+
 SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o) {
   rs_decoder dd, *d = &dd;
   rs_decoder_init(d, buf, len, o);

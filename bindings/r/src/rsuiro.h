@@ -154,6 +154,7 @@ typedef struct rs_decoder {
   int interruptible; /* long loops may R_CheckUserInterrupt (0 while a region reference is held) */
 } rs_decoder;
 void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o);
+void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *o); /* continues a reader */
 int rs_dec_next(rs_decoder *d, wire_item *it);  /* WIRE_OK or signals an R error */
 SEXP rs_dec_item(rs_decoder *d, wire_item *it); /* the value of an item just read (children too) */
 SEXP rs_dec_next_value(rs_decoder *d);          /* next item's value */

@@ -13,6 +13,9 @@
  * (rfunc.c: code by key, environment, argument names), a "pkg::fn" STR, or a CALL spec (a name,
  * or source text evaluated with the named arguments as variables and the positional ones as
  * `...`). Code fetched by key is cached for the worker's life.
+ * The engine reads the task (suiro_exec, engine/src/exec.c: the list, the function item, the
+ * protocol's refusals, the cache of names and code keys); this file keeps the callbacks that need
+ * R, all run inside one R_ToplevelExec per task (r_protect).
  *
  * Results are encoded rich (every R object crosses) when the task came from R (a FUNC(R) item,
  * or an R host: SUIRO_HOST_LANG=r), and strictly (the portable mapping) otherwise.
@@ -96,42 +99,16 @@ static void note_clear(void) {
   noted_cond = noted_calls = NULL;
 }
 
-/* ---- the code cache: key -> closure (with the global environment) or expression ------------- */
+/* ---- the code cache: exec.c keeps key -> closure (with the global environment) or expression -- */
 
-static SEXP *codes; /* preserved, at their index in code_keys */
-static size_t codes_cap;
-static suiro_keyidx code_keys;
+static suiro_exec_cache code_cache; /* this worker's (names and code keys) */
+static const suiro_exec_ops r_ops;
 
 static SEXP code_get(uint64_t key) {
-  ptrdiff_t have = suiro_keyidx_find(&code_keys, key);
-  if (have >= 0) return codes[have];
-  suiro_pool *p = suiro_current_pool();
-  void *blob = NULL;
-  size_t len = 0;
-  if (!p || suiro_fn_fetch(p, key, &blob, &len) != SUIRO_OK)
-    Rf_error("cannot load the task's function (key %016llx): %s", (unsigned long long)key, suiro_last_error());
-  if (suiro_fn_key(blob, len) != key) { /* another process stored other bytes under the key first */
-    free(blob);
-    Rf_error("cannot load the task's function (key %016llx): the code stored under its key does not match it",
-             (unsigned long long)key);
-  }
-  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
-  memcpy(RAW(raw), blob, len);
-  free(blob);
-  SEXP obj = PROTECT(rs_unserialize(raw));
-  if (code_keys.n == codes_cap) {
-    size_t cap = codes_cap ? codes_cap * 2 : 64;
-    SEXP *t = realloc(codes, cap * sizeof *t);
-    if (!t) Rf_error("out of memory");
-    codes = t;
-    codes_cap = cap;
-  }
-  ptrdiff_t i = suiro_keyidx_add(&code_keys, key);
-  if (i < 0) Rf_error("out of memory");
-  R_PreserveObject(obj);
-  codes[i] = obj;
-  UNPROTECT(2);
-  return obj;
+  void *fn;
+  char err[400];
+  if (suiro_exec_code(&r_ops, NULL, key, &fn, err, sizeof err) != 1) Rf_error("%s", err);
+  return (SEXP)fn;
 }
 
 /* ---- environments and calls --------------------------------------------------------------------- */
@@ -301,32 +278,105 @@ SEXP rs_runner_function(rs_decoder *d, wire_item *f, SEXP *names, int *rich) {
   Rf_error("malformed map: expected a function, got %s", wire_tag_name(f->tag));
 }
 
-/* ---- running a task ----------------------------------------------------------------------------- */
+/* ---- the callbacks of suiro_exec (suiro_face.h section 2): the engine reads the task ----------- */
 
 typedef struct task_job {
-  const void *arg;
-  size_t len;
   rs_encoder *e;
 } task_job;
 
-static SEXP run_task_body(void *p) {
-  task_job *j = p;
+typedef struct r_body {
+  int (*body)(void *ctx);
+  void *ctx;
+  int rc;
+} r_body;
+
+static SEXP r_body_run(void *p) {
+  r_body *b = p;
+  b->rc = b->body(b->ctx);
+  return R_NilValue;
+}
+
+static void r_body_handled(void *p) { R_withCallingErrorHandler(r_body_run, p, on_task_error, NULL); }
+
+/* One R_ToplevelExec per task: an R error never unwinds through the engine. */
+static int r_protect(void *ud, int (*body)(void *ctx), void *ctx) {
+  (void)ud;
+  r_body b = { body, ctx, -1 };
+  if (!R_ToplevelExec(r_body_handled, &b)) return -1;
+  return b.rc;
+}
+
+static int r_by_name(void *ud, suiro_wire_str name, void **fn) {
+  (void)ud;
+  SEXP rf = PROTECT(rs_call_fn("suiro", "resolve_function"));
+  SEXP nm = PROTECT(Rf_ScalarString(PROTECT(rs_mkstr_utf8(name.ptr, name.len, "function name"))));
+  SEXP call = PROTECT(Rf_lang3(rf, nm, Rf_ScalarLogical(0)));
+  SEXP f = Rf_eval(call, R_GlobalEnv);
+  int found = f != R_NilValue;
+  if (found) {
+    R_PreserveObject(f); /* the engine's cache holds it for the worker's life */
+    *fn = f;
+  }
+  UNPROTECT(4);
+  return found;
+}
+
+static SEXP unserialize_body(void *raw) { return rs_unserialize((SEXP)raw); }
+static SEXP unserialize_failed(SEXP cond, void *flag) {
+  (void)cond;
+  *(int *)flag = 1;
+  return R_NilValue;
+}
+
+static int r_by_code(void *ud, uint64_t key, const void *code, size_t len, void **fn) {
+  (void)ud;
+  (void)key;
+  const char *foreign = rs_task_foreign();
+  if (foreign) /* refused before the bytes are unserialized */
+    Rf_error("a task from %s cannot carry an R function: R code is accepted only from R processes of the pool "
+             "family (send a \"pkg::fn\" name or a call spec)", foreign);
+  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
+  memcpy(RAW(raw), code, len);
+  int damaged = 0;
+  SEXP obj = PROTECT(R_tryCatchError(unserialize_body, raw, unserialize_failed, &damaged));
+  if (!damaged) {
+    R_PreserveObject(obj);
+    *fn = obj;
+  }
+  UNPROTECT(2);
+  return !damaged;
+}
+
+static void result_out(rs_encoder *e, SEXP result, int rich, suiro_out *out) {
+  e->o.rich = rich;
+  e->o.peer = rich ? "R" : "a host of another language";
+  wire_put_list(&e->m.w, 1);
+  rs_enc_prescan(e, result);
+  rs_enc_value(e, result, "result");
+  const void *buf;
+  size_t blen;
+  if (wire_writer_finish(&e->m.w, &buf, &blen) != WIRE_OK)
+    suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&e->m.w));
+  else if (suiro_out_write(out, buf, blen) == 0)
+    rs_encoder_sent(e);
+  else
+    suiro_out_error(out, "out of memory for the result");
+}
+
+static int r_run(void *ud, void *fnp, const suiro_wire_item *fi, suiro_wire_reader *r, uint64_t nargs, suiro_out *out) {
+  task_job *j = ud;
   rs_dec_opts o = { 0, NULL, "task", suiro_current_pool(), rs_task_foreign() };
   rs_decoder dd, *d = &dd;
-  rs_decoder_init(d, j->arg, j->len, &o);
-  wire_item it;
-  rs_dec_next(d, &it);
-  if (it.tag != WIRE_LIST || it.n < 1) Rf_error("malformed task: expected a list [function, arguments...]");
-  rs_dec_count_container(d);
-  uint64_t nargs = it.n - 1;
-  wire_item f;
-  rs_dec_next(d, &f);
+  rs_decoder_init_at(d, r, &o);
+  rs_dec_count_container(d); /* the task list */
+  wire_item f = *fi;
   SEXP result;
   int rich = host_is_r;
-  if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_R && d->o.foreign)
-    Rf_error("a task from %s cannot carry an R function: R code is accepted only from R processes of the pool "
-             "family (send a \"pkg::fn\" name or a call spec)", d->o.foreign);
-  if (f.tag == WIRE_FUNC && f.flag == WIRE_LANG_R && f.n == 3) {
+  if (f.tag == WIRE_FUNC) {
+    if (d->o.foreign)
+      Rf_error("a task from %s cannot carry an R function: R code is accepted only from R processes of the pool "
+               "family (send a \"pkg::fn\" name or a call spec)", d->o.foreign);
+    if (f.n != 3) Rf_error("malformed task: an R function item has %d children, not 3", (int)f.n);
     rich = 1;
     SEXP names;
     SEXP obj = PROTECT(func_r(d, &f, &names));
@@ -349,33 +399,57 @@ static SEXP run_task_body(void *p) {
       result = call_with(obj, args, names, R_NilValue);
     }
     UNPROTECT(3);
-  } else if (f.tag == WIRE_STR) {
-    SEXP fn = PROTECT(rs_resolve_fn(f.data, (size_t)f.n));
+  } else { /* STR: the engine resolved it */
     SEXP args = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)nargs));
     for (uint64_t i = 0; i < nargs; i++) SET_VECTOR_ELT(args, (R_xlen_t)i, rs_dec_next_value(d));
-    result = call_with(fn, args, R_NilValue, R_NilValue);
-    UNPROTECT(2);
-  } else if (f.tag == WIRE_CALL) {
-    SEXP spec = PROTECT(rs_dec_item(d, &f));
-    result = run_call_spec(spec);
+    result = call_with((SEXP)fnp, args, R_NilValue, R_NilValue);
     UNPROTECT(1);
-  } else if (f.tag == WIRE_FUNC) {
-    Rf_error("a %s function cannot run on R workers (send a \"pkg::fn\" name or a call spec)",
-             f.flag == WIRE_LANG_LUA ? "lua" : f.flag == WIRE_LANG_PYTHON ? "python" : "foreign");
-  } else {
-    Rf_error("malformed task: expected a function, got %s", wire_tag_name(f.tag));
   }
   PROTECT(result);
-  j->e->o.rich = rich;
-  j->e->o.peer = rich ? "R" : "a host of another language";
-  wire_put_list(&j->e->m.w, 1);
-  rs_enc_prescan(j->e, result);
-  rs_enc_value(j->e, result, "result");
+  result_out(j->e, result, rich, out);
   UNPROTECT(2); /* result, the decoder's table */
-  return R_NilValue;
+  return 0;
 }
 
-static void run_task(void *p) { R_withCallingErrorHandler(run_task_body, p, on_task_error, NULL); }
+static int r_run_call(void *ud, const suiro_wire_item *spec_item, suiro_wire_reader *r, suiro_out *out) {
+  task_job *j = ud;
+  rs_dec_opts o = { 0, NULL, "task", suiro_current_pool(), rs_task_foreign() };
+  rs_decoder dd, *d = &dd;
+  rs_decoder_init_at(d, r, &o);
+  rs_dec_count_container(d); /* the task list */
+  wire_item f = *spec_item;
+  SEXP spec = PROTECT(rs_dec_item(d, &f));
+  SEXP result = PROTECT(run_call_spec(spec));
+  result_out(j->e, result, host_is_r, out);
+  UNPROTECT(3); /* result, spec, the decoder's table */
+  return 0;
+}
+
+static void error_parts(char **cls, char **msg, char **tb);
+
+static int r_fail(void *ud, suiro_out *out, int64_t index) {
+  (void)ud;
+  char *cls, *msg, *tb;
+  error_parts(&cls, &msg, &tb);
+  int rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
+                          (wire_str){ tb, strlen(tb) }, index);
+  free(cls);
+  free(msg);
+  free(tb);
+  return rc;
+}
+
+static const suiro_exec_ops r_ops = {
+  .lang = WIRE_LANG_R,
+  .lang_name = "r",
+  .cache = &code_cache,
+  .protect = r_protect,
+  .by_name = r_by_name,
+  .by_code = r_by_code,
+  .run = r_run,
+  .run_call = r_run_call,
+  .fail = r_fail,
+};
 
 /* The failure of the last top-level error: class, message, traceback. */
 static void error_parts(char **cls, char **msg, char **tb) {
@@ -417,27 +491,9 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   rs_encoder e;
   rs_enc_opts o = { 0, 1, "the host" };
   rs_encoder_init(&e, &o);
-  task_job j = { arg, len, &e };
+  task_job j = { &e };
   const void *vmax = vmaxget();
-  int rc = 0;
-  if (R_ToplevelExec(run_task, &j)) {
-    const void *buf;
-    size_t blen;
-    if (wire_writer_finish(&e.m.w, &buf, &blen) == WIRE_OK) {
-      if (suiro_out_write(out, buf, blen) == 0) rs_encoder_sent(&e);
-      else rc = suiro_out_error(out, "out of memory for the result");
-    } else {
-      rc = suiro_out_error(out, "cannot encode the result: %s", wire_writer_error(&e.m.w));
-    }
-  } else {
-    char *cls, *msg, *tb;
-    error_parts(&cls, &msg, &tb);
-    rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
-                        (wire_str){ tb, strlen(tb) }, -1);
-    free(cls);
-    free(msg);
-    free(tb);
-  }
+  int rc = suiro_exec(arg, len, out, &r_ops, &j);
   rs_encoder_cleanup(&e);
   vmaxset(vmax);
   rs_views_after_task();
