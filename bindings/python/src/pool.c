@@ -517,6 +517,9 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
   unsigned char *bytes = NULL;
   size_t blen = 0, bcap = 0;
   Py_ssize_t encoded = 0, accepted = 0;
+  /* The writers' first buffer, shared: one message is written at a time, and an ended message
+   * re-initialises its writer in it (suiro_face.h section 3), so it must outlive them all. */
+  _Alignas(8) unsigned char stack[512];
   if (!out || !offs || !specs || !ts || !gs) {
     PyErr_NoMemory();
     goto fail;
@@ -527,7 +530,6 @@ static PyObject *pool_submit_batch(PoolObject *po, PyObject *args) {
     if (!targs) goto fail;
     char verb[64];
     snprintf(verb, sizeof verb, "submit_batch: task %zd", i + 1);
-    _Alignas(8) unsigned char stack[512];
     suiro_msg_init(&gs[i], stack, sizeof stack); /* its writer ends below, its ledger when sent */
     sp_enc_opts o;
     enc_opts(&o, po, verb, &gs[i]);
