@@ -120,6 +120,8 @@ size_t suiro_wire_type_size(int type);
 const char *suiro_wire_type_name(int type);
 /* "nil", "list", ... ; NULL when unknown. */
 const char *suiro_wire_tag_name(int tag);
+/* The tag in a user's words ("a function", "a string vector"), for messages; never NULL. */
+const char *suiro_wire_tag_desc(int tag);
 
 typedef struct suiro_wire_str {
   const char *ptr;

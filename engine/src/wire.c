@@ -59,6 +59,16 @@ const char *suiro_wire_tag_name(int tag) {
   return tag >= 1 && tag <= WIRE_TAG_MAX ? names[tag] : NULL;
 }
 
+const char *suiro_wire_tag_desc(int tag) {
+  static const char *const descs[] = { NULL, "nil", "a logical", "an integer", "an integer",
+                                       "a number", "a string", "raw bytes", "an array", "an n-d array",
+                                       "a string vector", "a list", "a dict", "a data frame",
+                                       "a factor", "a date vector", "a timestamp vector", "an error value",
+                                       "a call spec", "a shared-memory array", "a function",
+                                       "a back-reference", "a range" };
+  return tag >= 1 && tag <= WIRE_TAG_MAX ? descs[tag] : "an unknown value";
+}
+
 static inline uint64_t ld64(const unsigned char *p) {
   uint64_t v;
   memcpy(&v, p, 8);
@@ -106,46 +116,46 @@ static int dims_count(int ndim, const uint64_t *dims, uint64_t *count) {
 /* Whether an item with this tag and element count may come next in container l; on failure
  * writes the reason to msg. TOP and LIST accept anything. */
 static int slot_ok(const suiro_wire_level *l, int tag, uint64_t count, char *msg, size_t cap) {
-  const char *name = suiro_wire_tag_name(tag);
+  const char *name = suiro_wire_tag_desc(tag); /* words of the user, not tag names */
   switch (l->kind) {
   case K_DICT:
     if (!(l->left & 1) && tag != WIRE_STR) {
-      snprintf(msg, cap, "dict key is %s, not str", name);
+      snprintf(msg, cap, "a dict key is %s (keys are strings)", name);
       return 0;
     }
     return 1;
   case K_FRAME:
     if (!(l->left & 1)) {
       if (tag != WIRE_STR) {
-        snprintf(msg, cap, "frame column name is %s, not str", name);
+        snprintf(msg, cap, "a data frame column name is %s (names are strings)", name);
         return 0;
       }
     } else if (!is_column(tag)) {
-      snprintf(msg, cap, "frame column is %s (columns are array, strs, factor, date, timestamp or "
-                         "a typed 1-d ref)", name);
+      snprintf(msg, cap, "a data frame column is %s (columns are vectors: numbers, logicals, strings, "
+                         "factor, dates, timestamps)", name);
       return 0;
     } else if (tag == WIRE_REF && count == NOT_A_COLUMN) {
-      snprintf(msg, cap, "frame column is an untyped or n-d ref (a column ref is typed and 1-d)");
+      snprintf(msg, cap, "a data frame column is an untyped or n-d shared-memory array (a column is typed and 1-d)");
       return 0;
     } else if (count != l->arg) {
-      snprintf(msg, cap, "frame column has %llu rows, the frame has %llu",
+      snprintf(msg, cap, "a data frame column has %llu rows, the frame has %llu",
                (unsigned long long)count, (unsigned long long)l->arg);
       return 0;
     }
     return 1;
   case K_FUNC:
     if (l->left == l->arg && tag != WIRE_STR && (l->flag || tag != WIRE_NIL)) {
-      snprintf(msg, cap, "function name is %s, not str%s", name, l->flag ? " (key 0: by name)" : " or nil");
+      snprintf(msg, cap, "a function's name is %s (a string%s)", name, l->flag ? ": it is called by name" : ", or nil");
       return 0;
     }
     return 1;
   case K_CALL:
     if (l->left == 2 && tag != WIRE_LIST) {
-      snprintf(msg, cap, "call arguments are %s, not list", name);
+      snprintf(msg, cap, "a call spec's arguments are %s (they are a list)", name);
       return 0;
     }
     if (l->left == 1 && tag != WIRE_DICT) {
-      snprintf(msg, cap, "call named arguments are %s, not dict", name);
+      snprintf(msg, cap, "a call spec's named arguments are %s (they are a dict)", name);
       return 0;
     }
     return 1;

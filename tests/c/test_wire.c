@@ -1345,25 +1345,26 @@ TEST(malformed_structure) {
   expect_err(mk(3, H(WIRE_LIST, 0, 3), H(WIRE_NIL, 0, 0), H(WIRE_NIL, 0, 0)),
              "wire: list of 3 items cannot fit in the 16 bytes that remain at byte 8");
   expect_err(mk(3, H(WIRE_DICT, 0, 1), H(WIRE_I48, 0, 1), H(WIRE_NIL, 0, 0)),
-             "wire: dict key is i64, not str at byte 16");
+             "wire: a dict key is an integer (keys are strings) at byte 16");
   expect_ok(mk(3, H(WIRE_DICT, 0, 1), H(WIRE_STR, 0, 0), H(WIRE_NIL, 0, 0)));
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(2), H(WIRE_STR, 0, 0), H(WIRE_ARRAY, WIRE_T_U8, 1)),
              "wire: truncated: array of 1 u8 elements needs 8 bytes, 0 remain at byte 32");
   expect_err(mk(5, H(WIRE_FRAME, 0, 1), W(2), H(WIRE_STR, 0, 0), H(WIRE_ARRAY, WIRE_T_U8, 1), W(0)),
-             "wire: frame column has 1 rows, the frame has 2 at byte 32");
+             "wire: a data frame column has 1 rows, the frame has 2 at byte 32");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(0), H(WIRE_STR, 0, 0), H(WIRE_LIST, 0, 0)),
-             "wire: frame column is list (columns are array, strs, factor, date, timestamp or a typed 1-d ref) at byte 32");
+             "wire: a data frame column is a list (columns are vectors: numbers, logicals, strings, factor, dates, "
+             "timestamps) at byte 32");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(0), H(WIRE_NIL, 0, 0), H(WIRE_STRS, 0, 0)),
-             "wire: frame column name is nil, not str at byte 24");
+             "wire: a data frame column name is nil (names are strings) at byte 24");
   expect_err(mk(4, H(WIRE_FRAME, 0, 1), W(UINT64_C(1) << 48), H(WIRE_STR, 0, 0), H(WIRE_STRS, 0, 0)),
              "wire: frame row count 281474976710656 exceeds 2^48-1 at byte 16");
   expect_ok(mk(4, H(WIRE_FRAME, 0, 1), W(0), H(WIRE_STR, 0, 0), H(WIRE_STRS, 0, 0)));
   /* calls */
   expect_ok(mk(5, H(WIRE_CALL, 0, 0), H(WIRE_STR, 0, 1), W('f'), H(WIRE_LIST, 0, 0), H(WIRE_DICT, 0, 0)));
   expect_err(mk(5, H(WIRE_CALL, 0, 0), H(WIRE_STR, 0, 1), W('f'), H(WIRE_DICT, 0, 0), H(WIRE_LIST, 0, 0)),
-             "wire: call arguments are dict, not list at byte 32");
+             "wire: a call spec's arguments are a dict (they are a list) at byte 32");
   expect_err(mk(5, H(WIRE_CALL, 0, 0), H(WIRE_STR, 0, 1), W('f'), H(WIRE_LIST, 0, 0), H(WIRE_NIL, 0, 0)),
-             "wire: call named arguments are nil, not dict at byte 40");
+             "wire: a call spec's named arguments are nil (they are a dict) at byte 40");
   expect_err(mk(4, H(WIRE_CALL, 0, 0), H(WIRE_STR, 0, 0), H(WIRE_LIST, 0, 0), H(WIRE_DICT, 0, 0)),
              "wire: call with an empty target name at byte 16");
   expect_ok(mk(4, H(WIRE_CALL, 1, 0), H(WIRE_STR, 0, 0), H(WIRE_LIST, 0, 0), H(WIRE_DICT, 0, 0)));
@@ -1432,7 +1433,7 @@ TEST(malformed_funcs_and_backrefs) {
   expect_err(SHARED(mk(2, H(WIRE_LIST, 0, 1), H(WIRE_BACKREF, 1, 0))),
              "wire: nonzero aux byte in backref at byte 17");
   expect_err(SHARED(mk(3, H(WIRE_DICT, 0, 1), H(WIRE_BACKREF, 0, 0), H(WIRE_NIL, 0, 0))),
-             "wire: dict key is backref, not str at byte 16");
+             "wire: a dict key is a back-reference (keys are strings) at byte 16");
   /* frames and calls are not in the ordinal space; lists and dicts inside calls are */
   b = SHARED(mk(5, H(WIRE_CALL, 1, 0), H(WIRE_STR, 0, 0), H(WIRE_LIST, 0, 1), H(WIRE_BACKREF, 0, 0),
                 H(WIRE_DICT, 0, 0)));
@@ -1443,9 +1444,9 @@ TEST(malformed_funcs_and_backrefs) {
   /* functions */
   expect_ok(mk(3, H(WIRE_FUNC, WIRE_LANG_LUA, 1), W(7), H(WIRE_NIL, 0, 0)));
   expect_err(mk(3, H(WIRE_FUNC, WIRE_LANG_LUA, 1), W(0), H(WIRE_NIL, 0, 0)),
-             "wire: function name is nil, not str (key 0: by name) at byte 24");
+             "wire: a function's name is nil (a string: it is called by name) at byte 24");
   expect_err(mk(3, H(WIRE_FUNC, WIRE_LANG_LUA, 1), W(7), H(WIRE_I48, 0, 0)),
-             "wire: function name is i64, not str or nil at byte 24");
+             "wire: a function's name is an integer (a string, or nil) at byte 24");
   expect_err(mk(3, H(WIRE_FUNC, 4, 1), W(7), H(WIRE_NIL, 0, 0)),
              "wire: function language 4 (1 Lua, 2 Python, 3 R) at byte 9");
   expect_err(mk(2, H(WIRE_FUNC, WIRE_LANG_R, 0), W(7)),
@@ -1572,7 +1573,7 @@ TEST(writer_misuse) {
   suiro_wire_put_list(&w, 2), suiro_wire_put_nil(&w);
   writer_err(&w, "unfinished list at depth 1: 1 items still to come");
   suiro_wire_put_dict(&w, 1), suiro_wire_put_i64(&w, 1);
-  writer_err(&w, "dict key is i64, not str");
+  writer_err(&w, "a dict key is an integer (keys are strings)");
   suiro_wire_put_strs(&w, 2), suiro_wire_strs_add(&w, "a", 1);
   writer_err(&w, "unfinished strs: 1 strings still to add");
   suiro_wire_put_list(&w, 2), suiro_wire_put_strs(&w, 1), suiro_wire_put_nil(&w);
@@ -1582,9 +1583,9 @@ TEST(writer_misuse) {
   suiro_wire_put_frame(&w, 1, 3), suiro_wire_put_str(&w, "x", 1), suiro_wire_put_array(&w, WIRE_T_F64, 2);
   writer_err(&w, "frame column has 2 rows, the frame has 3");
   suiro_wire_put_frame(&w, 1, 0), suiro_wire_put_str(&w, "x", 1), suiro_wire_put_nil(&w);
-  writer_err(&w, "frame column is nil");
+  writer_err(&w, "a data frame column is nil");
   suiro_wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR("f")), suiro_wire_put_dict(&w, 0);
-  writer_err(&w, "call arguments are dict, not list");
+  writer_err(&w, "a call spec's arguments are a dict (they are a list)");
   suiro_wire_put_call(&w, WIRE_CALL_NAME, WIRE_CSTR(""));
   writer_err(&w, "call with an empty target name");
   suiro_wire_put_bool(&w, 2);
@@ -1639,7 +1640,7 @@ TEST(writer_misuse) {
   suiro_wire_put_list(&w, 1), suiro_wire_put_backref(&w, 1);
   writer_err(&w, "back-reference to container 1, only 1 so far");
   suiro_wire_put_func(&w, WIRE_LANG_LUA, 0, 1), suiro_wire_put_nil(&w);
-  writer_err(&w, "function name is nil, not str (key 0: by name)");
+  writer_err(&w, "a function's name is nil (a string: it is called by name)");
   suiro_wire_put_func(&w, WIRE_LANG_LUA, 5, 0);
   writer_err(&w, "function with 0 children");
   suiro_wire_put_func(&w, 9, 5, 1);
