@@ -10,6 +10,8 @@
  *   2. a worker's task         suiro_exec: the [function, args...] dispatch and the code cache
  *   3. outgoing messages       suiro_msg: a wire writer that remembers the grants written into it
  *   4. map runners             suiro_run_map: attach, claim, elements, completion, cancel, failure
+ *   5. waiting                 suiro_wait_sliced: a host's long wait in slices, with its lock and
+ *                              interrupt hooks
  *
  * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
  * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
@@ -228,6 +230,46 @@ suiro_msg *suiro_runner_msg(suiro_runner *r);
 /* Stores the message as element r->current's result and ends it (sent, or freed): 0, or -1 with
  * suiro_last_error (the writer's error, or the map's heap is full). */
 int suiro_runner_put(suiro_runner *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * 5. Waiting (a host's collect, collect_any, collect_all, map wait, submit into a full queue)
+ *
+ * A face waits through suiro_wait_sliced so that every language waits alike: a long wait is cut
+ * into slices, between which the face may look for an interrupt (Ctrl-C), and around which it
+ * may let go of what a waiting thread must not hold (Python's GIL and its pool lock). `step` is
+ * the engine call being waited for (suiro_collect(p, t, &r, slice), ...); it is called with a
+ * slice of seconds and returns SUIRO_TIMEOUT while the wait goes on. The order:
+ *
+ *   timeout 0             step(0) once.
+ *   held  (seconds, >= 0) the first part of the wait, with everything held (a quick result then
+ *                         costs no hand-over of the face's locks).
+ *   block (seconds, > 0)  then step(block) inside release(ud, 0) / reacquire(ud, 0).
+ *   slice (seconds, > 0)  then slices of at most `slice`: before each, interrupted(ud) (nonzero
+ *                         ends the wait: the face has its error pending; it may also raise, as
+ *                         R_CheckUserInterrupt longjmps: nothing is held across it); with
+ *                         use_eventfd, the slice is a poll of the pool's event fd inside
+ *                         release(ud, 1) / reacquire(ud, 1) (a deeper release: Python drops its
+ *                         pool lock too, so other threads use the pool meanwhile) and step(0)
+ *                         after it; without, step(slice) inside release(ud, 0) / reacquire(ud, 0).
+ *
+ * reacquire returns 0, or nonzero when the wait cannot go on (the pool was stopped meanwhile):
+ * suiro_wait_sliced then returns SUIRO_WAIT_STOPPED. Any hook may be NULL (R: no locks). Returns
+ * step's first status other than SUIRO_TIMEOUT, SUIRO_TIMEOUT when the deadline passed (a
+ * negative timeout: none), SUIRO_WAIT_STOPPED as above or when interrupted.
+ */
+#define SUIRO_WAIT_STOPPED (-1)
+
+typedef struct suiro_wait_hooks {
+  double held, block, slice;
+  int use_eventfd;
+  void (*release)(void *ud, int deep);
+  int (*reacquire)(void *ud, int deep);
+  int (*interrupted)(void *ud);
+} suiro_wait_hooks;
+
+typedef suiro_status (*suiro_wait_step)(void *ctx, double slice);
+int suiro_wait_sliced(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx, const suiro_wait_hooks *h,
+                      void *ud);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -12,7 +12,6 @@
  * may be called again; a task dropped uncollected is released (its result slot recycled).
  */
 #include <math.h>
-#include <poll.h>
 #include <string.h>
 
 #include "suiro_py.h"
@@ -172,44 +171,46 @@ int sp_pool_check(PoolObject *po, const char *verb) {
   return -1;
 }
 
-/* The first 50 us are waited for with the GIL held: a quick result (the common case) then costs
- * no GIL hand-over, and no other thread waits longer than a GIL switch interval would make it. */
-#define SP_GIL_SPIN 50e-6
+/* A host's wait (suiro_wait_sliced, suiro_face.h section 5): the first 50 us with the GIL held
+ * (a quick result, the common case, then costs no GIL hand-over, and no other thread waits longer
+ * than a GIL switch interval would make it); then 2 ms blocked without the GIL; then slices of
+ * 50 ms polling the pool's event fd without the GIL and the pool lock (other threads use the pool
+ * meanwhile), signals checked between them. */
+typedef struct sp_waiter {
+  PoolObject *po;
+  PyThreadState *ts;
+  int raised, closed;
+} sp_waiter;
+
+static void sp_wait_release(void *ud, int deep) {
+  sp_waiter *w = ud;
+  if (deep) sp_pool_unlock(w->po);
+  w->ts = PyEval_SaveThread();
+}
+
+static int sp_wait_reacquire(void *ud, int deep) {
+  sp_waiter *w = ud;
+  PyEval_RestoreThread(w->ts);
+  if (!deep) return 0;
+  if (sp_pool_lock(w->po) < 0) return w->raised = 1;
+  if (!w->po->p) return w->closed = 1;
+  return 0;
+}
+
+static int sp_wait_interrupted(void *ud) {
+  sp_waiter *w = ud;
+  return PyErr_CheckSignals() < 0 ? (w->raised = 1) : 0;
+}
+
+static const suiro_wait_hooks sp_wait_hooks = { 50e-6, 0.002, 0.05, 1, sp_wait_release, sp_wait_reacquire,
+                                                sp_wait_interrupted };
 
 int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx) {
-  if (timeout == 0) return step(ctx, 0);
-  if (po->worker) return step(ctx, timeout); /* helps: runs other tasks meanwhile */
-  double t0 = suiro_now(), deadline = timeout < 0 ? INFINITY : t0 + timeout;
-  suiro_status st = step(ctx, timeout < 0 || timeout > SP_GIL_SPIN ? SP_GIL_SPIN : timeout);
-  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
-  if (st != SUIRO_TIMEOUT) return st;
-  double first = 0.002, left = deadline - suiro_now();
-  if (left < first) first = left > 0 ? left : 0;
-  Py_BEGIN_ALLOW_THREADS
-  st = step(ctx, first);
-  Py_END_ALLOW_THREADS
+  if (po->worker && timeout != 0) return step(ctx, timeout); /* helps: runs other tasks meanwhile */
+  sp_waiter w = { po, NULL, 0, 0 };
+  int st = suiro_wait_sliced(po->p, timeout, step, ctx, &sp_wait_hooks, &w);
+  if (st == SUIRO_WAIT_STOPPED) return w.closed && !w.raised ? SP_CLOSED : -1;
   if (st == SUIRO_ERR && PyErr_Occurred()) return -1; /* a signal handler raised (interrupt check) */
-  while (st == SUIRO_TIMEOUT) {
-    if (PyErr_CheckSignals() < 0) return -1;
-    double now = suiro_now();
-    if (now >= deadline) return SUIRO_TIMEOUT;
-    int fd = suiro_pool_eventfd(po->p); /* arm, then look, then sleep */
-    st = step(ctx, 0);
-    if (st != SUIRO_TIMEOUT) break;
-    double slice = deadline - now;
-    if (slice > 0.05) slice = 0.05;
-    int ms = (int)(slice * 1000 + 0.999);
-    sp_pool_unlock(po);
-    Py_BEGIN_ALLOW_THREADS
-    struct pollfd pf = { fd, POLLIN, 0 };
-    poll(&pf, 1, ms);
-    Py_END_ALLOW_THREADS
-    if (sp_pool_lock(po) < 0) return -1;
-    if (!po->p) return SP_CLOSED;
-    suiro_pool_event_ack(po->p);
-    st = step(ctx, 0);
-  }
-  if (st == SUIRO_ERR && PyErr_Occurred()) return -1;
   return st;
 }
 

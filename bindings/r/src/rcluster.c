@@ -149,19 +149,24 @@ SEXP C_cluster_map(SEXP xp, SEXP staged, SEXP seeded, SEXP seed, SEXP stream) {
   return v;
 }
 
+typedef struct cluster_wait {
+  void *x;
+  int r; /* map_wait's answer: 1 ended, -1 its pool stopped */
+} cluster_wait;
+
+static suiro_status step_cluster_map(void *ctx, double slice) {
+  cluster_wait *c = ctx;
+  c->r = A->map_wait(c->x, slice);
+  if (c->r != 0) return SUIRO_OK;
+  return A->lost() ? SUIRO_ERR : SUIRO_TIMEOUT;
+}
+
 /* 1 ended, 0 still running, -1 its pool stopped; waits at most timeout seconds (sliced) */
 SEXP C_cluster_map_wait(SEXP xm, SEXP timeout) {
-  void *x = ptr_of(xm, "the map");
-  double t = Rf_asReal(timeout), deadline = t < 0 ? -1 : suiro_now() + t;
-  for (;;) {
-    double left = deadline < 0 ? 0.1 : deadline - suiro_now();
-    if (left > 0.1) left = 0.1;
-    int r = A->map_wait(x, left > 0 ? left : 0);
-    if (r != 0) return Rf_ScalarInteger(r);
-    if (A->lost()) Rf_error("suiro_collect: %s", A->lost());
-    if (deadline >= 0 && suiro_now() >= deadline) return Rf_ScalarInteger(0);
-    R_CheckUserInterrupt();
-  }
+  cluster_wait c = { ptr_of(xm, "the map"), 0 };
+  suiro_status st = rs_wait(NULL, Rf_asReal(timeout), step_cluster_map, &c);
+  if (st == SUIRO_ERR) Rf_error("suiro_collect: %s", A->lost());
+  return Rf_ScalarInteger(st == SUIRO_OK ? c.r : 0);
 }
 
 SEXP C_cluster_map_done(SEXP xm) {

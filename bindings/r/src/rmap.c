@@ -475,21 +475,15 @@ static void raise_if_failed(rmap *mp) {
   rs_signal_error_info(&c);
 }
 
+static suiro_status step_map(void *ctx, double slice) { return suiro_map_wait(((rmap *)ctx)->m, slice); }
+
 /* Waits for the run: 1 done, 0 timed out (still running). */
 static int map_wait(rmap *mp, double timeout) {
-  double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
-  for (;;) {
-    double left = deadline - suiro_now();
-    double slice = timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    suiro_status st = suiro_map_wait(mp->m, slice);
-    if (st == SUIRO_OK) {
-      mp->started = 0;
-      return 1;
-    }
-    if (st != SUIRO_TIMEOUT) Rf_error("suiro_collect: %s", suiro_last_error());
-    if (timeout >= 0 && suiro_now() >= deadline) return 0;
-    R_CheckUserInterrupt();
-  }
+  suiro_status st = rs_wait(NULL, timeout, step_map, mp);
+  if (st == SUIRO_TIMEOUT) return 0;
+  if (st != SUIRO_OK) Rf_error("suiro_collect: %s", suiro_last_error());
+  mp->started = 0;
+  return 1;
 }
 
 SEXP C_map_collect(SEXP self, SEXP timeout) {

@@ -442,15 +442,33 @@ static rtask *task_of(SEXP x, const char *verb, int argi) {
 
 SEXP C_task_pool(SEXP task) { return R_ExternalPtrProtected(task); }
 
+static int rs_wait_interrupted(void *ud) {
+  (void)ud;
+  R_CheckUserInterrupt();
+  return 0;
+}
+
+static const suiro_wait_hooks rs_wait_hooks = { 0, RS_CHECK_INTERRUPT_SLICE, RS_CHECK_INTERRUPT_SLICE, 0, NULL, NULL,
+                                                rs_wait_interrupted };
+
+suiro_status rs_wait(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx) {
+  return (suiro_status)suiro_wait_sliced(p, timeout, step, ctx, &rs_wait_hooks, NULL);
+}
+
+typedef struct collect_one {
+  suiro_pool *p;
+  suiro_task t;
+  suiro_result *res;
+} collect_one;
+
+static suiro_status step_collect(void *ctx, double slice) {
+  collect_one *c = ctx;
+  return suiro_collect(c->p, c->t, c->res, slice);
+}
+
 suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, double timeout) {
-  double deadline = timeout < 0 ? INFINITY : suiro_now() + timeout;
-  for (;;) {
-    double left = deadline - suiro_now();
-    double slice = timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    suiro_status st = suiro_collect(p, t, res, slice);
-    if (st != SUIRO_TIMEOUT || (timeout >= 0 && suiro_now() >= deadline)) return st;
-    R_CheckUserInterrupt();
-  }
+  collect_one c = { p, t, res };
+  return rs_wait(p, timeout, step_collect, &c);
 }
 
 /* A collected result: its value, or the condition of a failure. */
@@ -538,6 +556,18 @@ static void tasks_of(SEXP tasks, const char *verb, suiro_task *out, rtask **ks, 
   *rpp = rp;
 }
 
+typedef struct collect_any_step {
+  suiro_pool *p;
+  const suiro_task *ts;
+  size_t n, *idx;
+  suiro_result *r;
+} collect_any_step;
+
+static suiro_status step_collect_any(void *ctx, double slice) {
+  collect_any_step *c = ctx;
+  return suiro_collect_any(c->p, c->ts, c->n, c->idx, c->r, slice);
+}
+
 SEXP C_collect_any(SEXP tasks, SEXP timeout) {
   if (TYPEOF(tasks) != VECSXP) Rf_error("suiro_collect_any: argument 1 must be a list of tasks");
   R_xlen_t n = XLENGTH(tasks);
@@ -547,17 +577,10 @@ SEXP C_collect_any(SEXP tasks, SEXP timeout) {
   rpool *rp;
   tasks_of(tasks, "suiro_collect_any", ts, ks, &rp);
   double t = rs_timeout_arg(timeout, rp->timeout, "suiro_collect_any");
-  double deadline = t < 0 ? INFINITY : suiro_now() + t;
   size_t idx = 0;
   suiro_result r;
-  suiro_status st;
-  for (;;) {
-    double left = deadline - suiro_now();
-    double slice = t < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    st = suiro_collect_any(rp->p, ts, (size_t)n, &idx, &r, slice);
-    if (st != SUIRO_TIMEOUT || (t >= 0 && suiro_now() >= deadline)) break;
-    R_CheckUserInterrupt();
-  }
+  collect_any_step c = { rp->p, ts, (size_t)n, &idx, &r };
+  suiro_status st = rs_wait(rp->p, t, step_collect_any, &c);
   if (st != SUIRO_OK) return rs_outcome(st, "suiro_collect_any");
   ks[idx]->state = 1;
   SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
@@ -628,6 +651,18 @@ static int all_sink(void *ctx, size_t i, const suiro_result *r) {
   return 0;
 }
 
+typedef struct collect_all_step {
+  suiro_pool *p;
+  const suiro_task *ts;
+  size_t n;
+  void *sink_ctx;
+} collect_all_step;
+
+static suiro_status step_collect_all(void *ctx, double slice) {
+  collect_all_step *c = ctx;
+  return suiro_collect_all(c->p, c->ts, c->n, all_sink, c->sink_ctx, slice);
+}
+
 typedef struct all_job {
   all_ctx c;
   SEXP tasks;
@@ -650,18 +685,11 @@ static SEXP all_run(void *p) {
   rpool *rp;
   tasks_of(tasks, "suiro_collect_all", ts, ks, &rp);
   double t = rs_timeout_arg(j->timeout, rp->timeout, "suiro_collect_all");
-  double deadline = t < 0 ? INFINITY : suiro_now() + t;
   j->c.out = out;
   j->c.ks = ks;
   j->c.foreign = rs_lang_origin(rp->lang);
-  suiro_status st;
-  for (;;) {
-    double left = deadline - suiro_now();
-    double slice = t < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    st = suiro_collect_all(rp->p, ts, (size_t)n, all_sink, &j->c, slice); /* a timeout consumes nothing */
-    if (st != SUIRO_TIMEOUT || (t >= 0 && suiro_now() >= deadline)) break;
-    R_CheckUserInterrupt();
-  }
+  collect_all_step c = { rp->p, ts, (size_t)n, &j->c };
+  suiro_status st = rs_wait(rp->p, t, step_collect_all, &c); /* a timeout consumes nothing */
   if (st != SUIRO_OK) {
     UNPROTECT(1);
     return rs_outcome(st, "suiro_collect_all");
@@ -732,6 +760,23 @@ typedef struct submit_job {
   int pending;
 } submit_job;
 
+/* Sending into a full queue waits (a worker frees room), unless every result slot is taken by
+ * tasks nobody collects yet: then FULL ends the wait. */
+typedef struct submit_step {
+  rpool *rp;
+  const void *buf;
+  size_t len;
+  suiro_task *t;
+  double gcs;
+} submit_step;
+
+static suiro_status step_submit(void *ctx, double slice) {
+  submit_step *c = ctx;
+  suiro_status st = suiro_submit(c->rp->p, SUIRO_FN_BINDING, c->buf, c->len, c->t, slice);
+  if (st == SUIRO_FULL && !slots_exhausted(c->rp, &c->gcs)) return SUIRO_TIMEOUT;
+  return st;
+}
+
 /* Encodes and sends the task; 0 once sent (*t is the task), else the early outcome in j->out. */
 static int submit_send(submit_job *j, suiro_task *t) {
   rs_enc_prescan(&j->e, j->args);
@@ -739,19 +784,11 @@ static int submit_send(submit_job *j, suiro_task *t) {
   const void *buf;
   size_t len;
   rs_encoder_finish(&j->e, &buf, &len);
-  double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
-  double gcs = 0;
-  for (;;) {
-    double left = deadline - suiro_now();
-    double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    suiro_status st = suiro_submit(j->rp->p, SUIRO_FN_BINDING, buf, len, t, slice);
-    if (st == SUIRO_OK) break;
-    /* not sent: the cleanup takes the grants back */
-    if (st != SUIRO_TIMEOUT && st != SUIRO_FULL) return j->out = rs_outcome(st, j->verb), 1;
-    if (j->timeout >= 0 && suiro_now() >= deadline) return j->out = rs_sentinel("full"), 1;
-    if (st == SUIRO_FULL && slots_exhausted(j->rp, &gcs)) return j->out = rs_sentinel("full"), 1;
-    R_CheckUserInterrupt();
-  }
+  submit_step c = { j->rp, buf, len, t, 0 };
+  suiro_status st = rs_wait(j->rp->p, j->timeout, step_submit, &c);
+  /* not sent: the cleanup takes the grants back */
+  if (st == SUIRO_TIMEOUT || st == SUIRO_FULL) return j->out = rs_sentinel("full"), 1;
+  if (st != SUIRO_OK) return j->out = rs_outcome(st, j->verb), 1;
   rs_encoder_sent(&j->e); /* the task's message owns its grants now */
   return 0;
 }
@@ -836,7 +873,21 @@ typedef struct batch_job {
   size_t n, accepted;
   int handed;             /* task objects made for the accepted ones */
   SEXP out;
+  double gcs;             /* slots_exhausted's clock */
 } batch_job;
+
+/* Sends what the queue takes, then waits for room for the rest; FULL ends the wait when every
+ * result slot is taken by tasks nobody collects yet (the rest would wait for collects). */
+static suiro_status step_batch(void *ctx, double slice) {
+  batch_job *j = ctx;
+  size_t got = 0;
+  suiro_status st = suiro_submit_batch(j->rp->p, j->specs + j->accepted, j->n - j->accepted, j->ts + j->accepted, &got,
+                                       slice);
+  j->accepted += got;
+  if (st == SUIRO_TIMEOUT && j->accepted == j->n) return SUIRO_OK;
+  if (st == SUIRO_FULL && !slots_exhausted(j->rp, &j->gcs)) return SUIRO_TIMEOUT;
+  return st;
+}
 
 static SEXP batch_run(void *p) {
   batch_job *j = p;
@@ -873,19 +924,7 @@ static SEXP batch_run(void *p) {
   j->ts = (suiro_task *)R_alloc((size_t)n ? (size_t)n : 1, sizeof *j->ts);
   j->n = (size_t)n;
   rs_encoder_sent(&j->e); /* from here the cleanup revokes message by message */
-  double deadline = j->timeout < 0 ? INFINITY : suiro_now() + j->timeout;
-  double gcs = 0;
-  while (j->accepted < j->n) {
-    size_t got = 0;
-    double left = deadline - suiro_now();
-    double slice = j->timeout < 0 || left > RS_CHECK_INTERRUPT_SLICE ? RS_CHECK_INTERRUPT_SLICE : (left > 0 ? left : 0);
-    suiro_status st = suiro_submit_batch(j->rp->p, j->specs + j->accepted, j->n - j->accepted, j->ts + j->accepted, &got, slice);
-    j->accepted += got;
-    if (st == SUIRO_OK) break;
-    if ((st != SUIRO_TIMEOUT && st != SUIRO_FULL) || (j->timeout >= 0 && suiro_now() >= deadline)) break;
-    if (st == SUIRO_FULL && slots_exhausted(j->rp, &gcs)) break; /* the rest would wait for collects */
-    R_CheckUserInterrupt();
-  }
+  if (j->n) rs_wait(j->rp->p, j->timeout, step_batch, j); /* the tasks accepted are what counts */
   j->out = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)j->accepted));
   for (size_t i = 0; i < j->accepted; i++) SET_VECTOR_ELT(j->out, (R_xlen_t)i, task_new(j->pool, j->rp, j->ts[i]));
   j->handed = 1;

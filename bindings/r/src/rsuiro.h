@@ -56,7 +56,11 @@ rpool *rs_pool_of(SEXP pool, const char *verb, int must_run); /* errors naming t
 SEXP rs_pool_new_sexp(rpool *rp, SEXP info);
 void rs_pool_unref(rpool *rp);
 void rs_pool_retire_slab(rpool *rp);
-/* Waits in slices so that R can be interrupted; returns the engine's status. */
+/* R's waits (suiro_wait_sliced, suiro_face.h section 5): slices of RS_CHECK_INTERRUPT_SLICE with
+ * R_CheckUserInterrupt between them (it may longjmp: the engine holds nothing then); no locks.
+ * p may be NULL (it is used only for an event fd, which R's waits do not poll). */
+suiro_status rs_wait(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx);
+/* suiro_collect through rs_wait: returns the engine's status. */
 suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, double timeout);
 /* Signals the condition for a failed result (never returns). index: element index or -1. */
 void rs_signal_failure(const suiro_result *r, int64_t index) __attribute__((noreturn));
