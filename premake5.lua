@@ -166,8 +166,8 @@ project "embed_example"
 
 -- The Lua binding as a module for stock lua5.4: build/lib/suiro/core.so (require "suiro.core").
 local lua_inc = "/usr/include/lua5.4"
-local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/lenc.c", root .. "/lua/ldec.c", root .. "/lua/lrecord.c",
-                      root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
+local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/ltask.c", root .. "/lua/lenc.c", root .. "/lua/ldec.c",
+                      root .. "/lua/lrecord.c", root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lmap.c",
                       root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/engine/conf/conf.c",
                       root .. "/lua/linit.c", root .. "/lua/lbuf.c" }

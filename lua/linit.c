@@ -9,7 +9,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_newtable(L);
   lua_pushstring(L, suiro_version());
   lua_setfield(L, -2, "version");
-  lpool_open(L);                   /* pools and tasks: lpool.c */
+  lpool_open(L);                   /* pools: lpool.c, tasks: ltask.c */
   lsuiro_newmt(L, LSUIRO_CALL, &lsuiro_key_call);
   lua_setfield(L, -2, "call_mt");  /* call specs: made in init.lua */
   lerror_open(L);

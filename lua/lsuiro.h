@@ -57,8 +57,8 @@ typedef struct lpool {
   int owner;    /* 1: created here (stop on close/gc); 0: a worker's current pool */
   int closed;
   double default_timeout; /* seconds for collect when none is given (<0: forever) */
-  struct batch_guard *slab; /* where single tasks keep their state (lpool.c); user value 2 */
-  const void *fn_ptr;       /* the last function sent (lcodec.c), pinned in the registry */
+  struct batch_guard *slab; /* where single tasks keep their state (ltask.c); user value 2 */
+  const void *fn_ptr;       /* the last function sent (lfunc.c), pinned in the registry */
   uint64_t fn_key;
   char name[64];            /* the name option ("" when none): status().name, tostring */
   char lang[8];             /* the workers' language: "lua", "python", "r" ("" in a worker) */
@@ -70,7 +70,7 @@ void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb);
 typedef struct ltask {
   suiro_task t;
   int own;      /* the state of a task with a finalizer of its own */
-  int *state;   /* 0 outstanding, 1 collected, 2 released: &own, or its guard's entry (lpool.c) */
+  int *state;   /* 0 outstanding, 1 collected, 2 released: &own, or its guard's entry (ltask.c) */
   lpool *lp;    /* its pool, kept alive by user value 1 (the pool, or the guard holding it) */
 } ltask;
 
@@ -93,6 +93,14 @@ double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what);
 lpool *lpool_check(lua_State *L, int idx);
 void lpool_push_current(lua_State *L);
 void lpool_forget_current(lua_State *L);
+/* Pushes `nil, why` for a timeout, "closed", "peer_gone" or "full" (returns 2); raises otherwise,
+ * naming verb. */
+int lpool_push_outcome(lua_State *L, suiro_status st, const char *verb);
+
+/* ltask.c: the task metatables and the method tables (called by lpool_open with the pool
+ * metatable on top and its own methods); ltask_funcs are module functions (task_pool). */
+void ltask_open(lua_State *L, const luaL_Reg *pool_methods);
+extern const luaL_Reg ltask_pool_methods[], ltask_funcs[];
 
 /* lenc.c, ldec.c — Lua values <-> wire. Errors are raised as Lua errors naming the path
  * ("submit: argument 2.conn: userdata (FILE*) cannot be sent"). */
