@@ -318,7 +318,7 @@ static void dec_value(dec *d, wire_item *it) {
     d->func(L, d, it, d->func_ud);
     return;
   case WIRE_RANGE:
-    lmap_push_range(L, it->i, it->step, it->n);
+    lrange_push(L, it->i, it->step, it->n);
     return;
   case WIRE_BACKREF:
     if (!d->refs) luaL_error(L, "cannot decode value: unexpected back-reference at byte %d", (int)it->pos);

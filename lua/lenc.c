@@ -656,7 +656,7 @@ static void enc_value(enc *e, int idx) {
     }
     int64_t rstart, rstep;
     uint64_t rn;
-    if (lmap_torange(L, idx, &rstart, &rstep, &rn)) {
+    if (lrange_to(L, idx, &rstart, &rstep, &rn)) {
       wire_put_range(e->w, rstart, rstep, rn);
       return;
     }

@@ -6,7 +6,7 @@
  *   m:collect([timeout]), m:cancel(), m:results(), m:progress(), m:ready()
  *   local pm = pool:map_prepare(f, xs, opts); pm:run([new_xs])
  *
- * Inputs: a suiro.array (elements are numbers), a suiro.range (never materialised) or a Lua
+ * Inputs: a suiro.array (elements are numbers), a suiro.range (lrange.c, never materialised) or a Lua
  * table of any values that cross (each element encoded on its own so a runner decodes only its
  * elements). Results: a typed output area for templates ("f64" -> suiro.array, "f64[3]" -> an
  * n x 3 array, "{a: f64, b: i32}" -> columns), else one encoded value per element.
@@ -24,7 +24,7 @@
 #include "lvalues.h"
 #include "suiro_face.h"
 
-const char lmap_key_map, lmap_key_range;
+const char lmap_key_map;
 
 typedef struct lmap {
   suiro_map *m;
@@ -43,85 +43,6 @@ typedef struct lmap {
   double last_draw;
   suiro_template tpl;
 } lmap;
-
-/* ---- suiro.range ------------------------------------------------------------------------------ */
-
-typedef struct lrange { int64_t start, step; uint64_t n; } lrange;
-
-static int l_range(lua_State *L) {
-  lua_Integer a = luaL_checkinteger(L, 1), b = luaL_checkinteger(L, 2), step = luaL_optinteger(L, 3, 1);
-  if (step == 0) return luaL_error(L, "suiro.range: step must not be 0");
-  uint64_t n = 0;
-  if (!((step > 0 && b < a) || (step < 0 && b > a))) {
-    /* |b - a| / |step| + 1 in unsigned arithmetic: no signed overflow, whatever the ends */
-    uint64_t span = step > 0 ? (uint64_t)b - (uint64_t)a : (uint64_t)a - (uint64_t)b;
-    uint64_t st = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
-    uint64_t q = span / st;
-    if (q >= WIRE_MAX_COUNT)
-      return luaL_error(L, "suiro.range: %I to %I by %I has more than 2^48 - 1 elements", a, b, step);
-    n = q + 1;
-  }
-  lrange *r = lua_newuserdatauv(L, sizeof *r, 0);
-  r->start = a;
-  r->step = step;
-  r->n = n;
-  lsuiro_setmt(L, &lmap_key_range);
-  return 1;
-}
-
-void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n) {
-  lrange *r = lua_newuserdatauv(L, sizeof *r, 0);
-  r->start = start;
-  r->step = step;
-  r->n = n;
-  lsuiro_setmt(L, &lmap_key_range);
-}
-
-int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n) {
-  lrange *r = lsuiro_testud(L, idx, &lmap_key_range);
-  if (!r) return 0;
-  *start = r->start;
-  *step = r->step;
-  *n = r->n;
-  return 1;
-}
-
-static lrange *checkrange(lua_State *L, int i) { return lsuiro_checkud(L, i, &lmap_key_range, "suiro.range"); }
-
-static int l_range_len(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)checkrange(L, 1)->n);
-  return 1;
-}
-
-static int l_range_index(lua_State *L) {
-  lrange *r = checkrange(L, 1);
-  if (lua_type(L, 2) == LUA_TNUMBER) {
-    lua_Integer i = lua_tointeger(L, 2);
-    if (i < 1 || (uint64_t)i > r->n) return 0;
-    lua_pushinteger(L, (lua_Integer)((uint64_t)r->start + (uint64_t)(i - 1) * (uint64_t)r->step));
-    return 1;
-  }
-  const char *k = luaL_checkstring(L, 2);
-  if (!strcmp(k, "start")) lua_pushinteger(L, r->start);
-  else if (!strcmp(k, "step")) lua_pushinteger(L, r->step);
-  else if (!strcmp(k, "stop"))
-    lua_pushinteger(L, r->n ? (lua_Integer)((uint64_t)r->start + (r->n - 1) * (uint64_t)r->step) : r->start - r->step);
-  else lua_pushnil(L);
-  return 1;
-}
-
-static int l_range_eq(lua_State *L) {
-  lrange *a = lsuiro_testud(L, 1, &lmap_key_range), *b = lsuiro_testud(L, 2, &lmap_key_range);
-  lua_pushboolean(L, a && b && a->n == b->n && (a->n == 0 || (a->start == b->start && (a->n == 1 || a->step == b->step))));
-  return 1;
-}
-
-static int l_range_tostring(lua_State *L) {
-  lrange *r = checkrange(L, 1);
-  lua_Integer stop = r->n ? (lua_Integer)((uint64_t)r->start + (r->n - 1) * (uint64_t)r->step) : r->start - r->step;
-  lua_pushfstring(L, "suiro.range(%I, %I, %I)", (lua_Integer)r->start, stop, (lua_Integer)r->step);
-  return 1;
-}
 
 /* ---- staging ---------------------------------------------------------------------------------- */
 
@@ -219,7 +140,9 @@ void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);
-  lrange *rg = a ? NULL : lsuiro_testud(L, 3, &lmap_key_range);
+  int64_t r_start = 0, r_step = 0; /* a suiro.range's (lrange.c) */
+  uint64_t r_n = 0;
+  int rg = !a && lrange_to(L, 3, &r_start, &r_step, &r_n);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
   lbuf *fn = lbuf_push(L);      /* 5 */
   lbuf *data = lbuf_push(L);    /* 6 */
@@ -241,9 +164,9 @@ void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
     s.in_data = a->data;
   } else if (rg) {
     s.in_kind = SUIRO_IN_RANGE;
-    s.start = rg->start;
-    s.step = rg->step;
-    s.n = rg->n;
+    s.start = r_start;
+    s.step = r_step;
+    s.n = r_n;
   } else if (lua_type(L, 3) == LUA_TTABLE) {
     uint64_t n = table_count(L, 3);
     s.n = n;
@@ -997,14 +920,10 @@ static const luaL_Reg map_methods[] = {
   { "free", l_map_gc },          { NULL, NULL },
 };
 
-/* Registers suiro.map and suiro.range; adds core.map_new and core.range to the table on top. */
+/* Registers suiro.map; adds core.map_new and core.random to the table on top. */
 void lmap_open(lua_State *L) {
   static const luaL_Reg map_meta[] = {
     { "__gc", l_map_gc }, { "__close", l_map_gc }, { "__tostring", l_map_tostring }, { NULL, NULL },
-  };
-  static const luaL_Reg range_meta[] = {
-    { "__len", l_range_len }, { "__index", l_range_index }, { "__tostring", l_range_tostring },
-    { "__eq", l_range_eq }, { NULL, NULL },
   };
   lsuiro_newmt(L, "suiro.map", &lmap_key_map);
   luaL_newlib(L, map_methods);
@@ -1013,13 +932,8 @@ void lmap_open(lua_State *L) {
   lua_setfield(L, -2, "__index");
   luaL_setfuncs(L, map_meta, 0);
   lua_pop(L, 1);
-  lsuiro_newmt(L, "suiro.range", &lmap_key_range);
-  luaL_setfuncs(L, range_meta, 0);
-  lua_pop(L, 1);
   lua_pushcfunction(L, l_map_new);
   lua_setfield(L, -2, "map_new");
-  lua_pushcfunction(L, l_range);
-  lua_setfield(L, -2, "range");
   lua_pushcfunction(L, l_random);
   lua_setfield(L, -2, "random");
   lua_getfield(L, LUA_REGISTRYINDEX, "suiro.map_methods");

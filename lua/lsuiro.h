@@ -229,7 +229,7 @@ int lworker_msgh(lua_State *L);
 struct lpool *lworker_self_pool(void);
 int lworker_fail(lua_State *L, suiro_out *out, int errobj);
 
-/* lmap.c — pool:map, suiro.range, suiro.random; the runner of map tasks (in workers) */
+/* lmap.c — pool:map, suiro.random; the runner of map tasks (in workers) */
 void lmap_open(lua_State *L);
 /* Stages core.map's function (stack 2) and input (stack 3; the spec table at 4) into s; pushes
  * the three buffers s points into (keep them while s is in use). */
@@ -246,8 +246,11 @@ void lmap_push_results(lua_State *L, const suiro_template *t, uint64_t n, lmap_c
 void lmap_progress(lua_State *L, int self, uint64_t done, uint64_t n, double t0, double *last_draw, int hosts,
                    int final);
 int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
-void lmap_push_range(lua_State *L, int64_t start, int64_t step, uint64_t n);
-int lmap_torange(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n); /* 1 if a range */
+
+/* lrange.c — suiro.range: pushes one; reads the one at idx (returns 1 if it is a range, else 0). */
+void lrange_open(lua_State *L);
+void lrange_push(lua_State *L, int64_t start, int64_t step, uint64_t n);
+int lrange_to(lua_State *L, int idx, int64_t *start, int64_t *step, uint64_t *n);
 
 /* engine/conf/conf.c (suiro_conf.h) — a parsed template (suiro.parse.template's table at idx) as
  * the engine's description; the Lua face links the config readers. */
