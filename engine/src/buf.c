@@ -141,21 +141,41 @@ static void evict_locked(size_t need_bytes) {
 }
 
 /* ---- the pool family ------------------------------------------------------------------------
- * Names this process accepts: its own ("/suiro_<pid>_<start>_", its pools and its own regions)
- * and, in a worker, its pool host's (the pool, its workers' regions). The worker sets the latter
- * when it attaches (worker.c). */
-static char worker_family[SUIRO_NAME_MAX]; /* "/suiro_<host pid>_<host start>_", or "" */
+ * A family is a tree of processes: a host, its pools' workers, the pools those workers start, and
+ * so on down. Every name in the tree carries the root host's identity ("/suiro_<pid>_<id>_", its
+ * family root): a worker names its own regions after its pool, and the pools it hosts after its
+ * root (pool.c), so what a worker may read, its own pools' workers may read when it passes it on,
+ * and a host reads what comes back up from any depth. Names this process accepts: its own
+ * identity's and, in a worker, its family root's. The worker sets the latter when it attaches
+ * (worker.c), from its pool's name. */
+static char worker_family[SUIRO_NAME_MAX]; /* "/suiro_<root pid>_<root id>_", or "" */
 static char worker_prefix[SUIRO_NAME_MAX + 16]; /* a worker's own regions: "<pool name>d<pid>_" */
 
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_id) {
+/* The family root at the head of a pool's name: 0, or -1 when the name has no such head. */
+static int name_root(const char *name, char *out, size_t cap, int *pid, uint64_t *id) {
+  unsigned p;
+  unsigned long long i;
+  int n = 0;
+  if (sscanf(name, "/suiro_%x_%llx_%n", &p, &i, &n) != 2 || n == 0) return -1;
+  if (out) snprintf(out, cap, "%.*s", n, name);
+  if (pid) *pid = (int)p;
+  if (id) *id = (uint64_t)i;
+  return 0;
+}
+
+void buf_set_worker(const char *pool_name) {
   pthread_mutex_lock(&lock);
-  if (pool_name) {
-    snprintf(worker_family, sizeof worker_family, "/suiro_%x_%llx_", (unsigned)host_pid, (unsigned long long)host_id);
+  worker_family[0] = worker_prefix[0] = 0;
+  if (pool_name && name_root(pool_name, worker_family, sizeof worker_family, NULL, NULL) == 0)
     snprintf(worker_prefix, sizeof worker_prefix, "%sd%x_", pool_name, (unsigned)getpid());
-  } else {
-    worker_family[0] = worker_prefix[0] = 0;
-  }
   pthread_mutex_unlock(&lock);
+}
+
+int buf_family_root(int *pid, uint64_t *id) {
+  pthread_mutex_lock(&lock);
+  int nested = worker_family[0] && name_root(worker_family, NULL, 0, pid, id) == 0;
+  pthread_mutex_unlock(&lock);
+  return nested;
 }
 
 static int in_family(const char *name) {

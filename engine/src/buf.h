@@ -22,7 +22,10 @@ void buf_set_env(const buf_env *env);
 void buf_pool_stopped(const char *pool_name, int last_pool);
 /* Data bytes as mapped here (not the shared header's word). */
 size_t buf_mapped_bytes(const suiro_buf *b);
-/* A worker's family (its pool host's names) and the prefix of its own regions; NULL clears. */
-void buf_set_worker(const char *pool_name, int host_pid, uint64_t host_id);
+/* A worker's family (the root in its pool's name) and the prefix of its own regions; NULL clears. */
+void buf_set_worker(const char *pool_name);
+/* In a worker: 1 with the identity of its family's root (the pools it hosts are named after it);
+ * else 0 (this process is a root: its pools carry its own identity). */
+int buf_family_root(int *pid, uint64_t *id);
 
 #endif

@@ -81,8 +81,17 @@ static void pools_at_exit(void) {
       if (pid > 0 && p->watchfds[w] >= 0) kill(pid, SIGKILL);
     }
   }
+  /* the pools' own names: a worker's pools are named after its family's root, not after it */
+  char names[POOL_MAX_HOSTS][SUIRO_NAME_MAX];
+  int nn = 0;
+  for (int i = 0; i < POOL_MAX_HOSTS; i++) {
+    suiro_pool *p = hosts[i];
+    if (p && p->hdr && p->region && !handle_inherited(p) && p->hdr->host_pid == getpid())
+      snprintf(names[nn++], SUIRO_NAME_MAX, "%s", suiro_region_name(p->region) + 1);
+  }
   pthread_mutex_unlock(&hosts_lock);
   if (!any) return;
+  for (int i = 0; i < nn; i++) region_unlink_prefix(names[i]);
   int pid;
   uint64_t start;
   region_identity(&pid, &start);
@@ -305,7 +314,11 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   suiro_region *r;
   /* Reserved now: the header, the worker records and the host's queue; each worker reserves its
    * own queue when it attaches, each submitter its result slots as it first uses them. */
-  suiro_status st = region_create_owned(size, off_queues + qstride, pid, start, "", &r);
+  /* A worker's pools carry its family's root (buf.c): its workers then read what it may read. */
+  int owner_pid = pid;
+  uint64_t owner_id = start;
+  buf_family_root(&owner_pid, &owner_id);
+  suiro_status st = region_create_owned(size, off_queues + qstride, owner_pid, owner_id, "", &r);
   if (st != SUIRO_OK) {
     free(p);
     return st;

@@ -501,6 +501,7 @@ static int any_work(suiro_pool *p) {
 
 static int watched_pid;
 static uint64_t watched_start, watched_id;
+static char watched_pool[SUIRO_NAME_MAX]; /* the pool's name: its names go with a dead host */
 
 /* The host watch: a pidfd of the host when the kernel has them; else (fd -1) the host's
  * /proc entry looked at every 100 ms, a pid whose start time changed being a host gone. */
@@ -516,6 +517,8 @@ static void *watch_host(void *arg) {
        * pools, regions and anchor behind; its workers are the first to know, so they remove it all
        * (only once its anchor's lock is free, i.e. it is really gone; unlinking twice is harmless). */
       region_reap_owner(watched_pid, watched_id);
+      /* a pool hosted by a worker is named after its family's root, not its host (buf.c) */
+      if (watched_pool[0]) region_unlink_prefix(watched_pool + 1);
       suiro_exit_now(0);
     }
   }
@@ -624,7 +627,8 @@ int suiro_worker_run(const char *token) {
     return 2;
   }
   pool_install_buf_env();
-  buf_set_worker(name, h->host_pid, h->host_id);
+  buf_set_worker(name);
+  snprintf(watched_pool, sizeof watched_pool, "%s", name);
   st_rlx(&me->pid, (int32_t)getpid());
   st_rlx(&me->depth, 0);
   st_rlx(&me->cpu, -1);
@@ -719,7 +723,7 @@ int suiro_worker_run(const char *token) {
     spin_observe(&idle, suiro_ns() - t0);
   }
   current = NULL;
-  buf_set_worker(NULL, 0, 0);
+  buf_set_worker(NULL);
   leave(p, SUIRO_WORKER_EXITED);
   pool_detach(p);
   suiro_region_close(r, 0);

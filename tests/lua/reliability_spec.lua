@@ -459,3 +459,29 @@ describe("integers and options are range-checked (17)", function()
     assert.are.equal("nil nil yes\n", out)
   end)
 end)
+
+describe("a worker's own pools share its family's trust (issue 18 item 9)", function()
+  it("passes shared arrays and spilled messages three pools deep, down and back up", function()
+    local p <close> = suiro.pool { workers = 1 }
+    -- each level sends an 80 KB array (a shared region) and a 4 KB string (over a queue slot)
+    -- to a pool of its own, and returns what came back with its own additions
+    local function level(depth, a, s)
+      local suiro = require "suiro"
+      if depth == 0 then return a:sum(), #s, suiro.array("f64", 10000) + 1 end
+      local q <close> = suiro.pool { workers = 1 }
+      local out = {}
+      for i = 1, 3 do -- the second and later sends reuse regions
+        local sum, len, back = q:submit(level, depth - 1, a, s .. "x"):collect(30)
+        out[i] = { sum, len, back:sum() }
+      end
+      return out[3][1], out[3][2], suiro.array("f64", 10000) + (out[1][3] / 10000 + 1)
+    end
+    local a = suiro.array("f64", 10000) + 2
+    for _ = 1, 2 do
+      local sum, len, back = p:submit(level, 3, a, ("s"):rep(4096)):collect(60)
+      assert.are.equal(20000, sum)
+      assert.are.equal(4096 + 3, len)
+      assert.are.equal(10000 * 4, back:sum()) -- 1 at the bottom, +1 at each of the three levels above
+    end
+  end)
+end)
