@@ -38,6 +38,15 @@ lua_exe <- function() {
   exe
 }
 
+# The environment entry that puts this R's own bin directory first on PATH, for a Lua or Python
+# host that starts R workers as `Rscript` from PATH. R CMD check --as-cran puts stub `R` and
+# `Rscript` scripts first on PATH (_R_CHECK_R_ON_PATH_), which only print that R should not be
+# called directly: a host started under check would find the stub and its R workers would never
+# start. Outside check this changes nothing but makes the R that runs the tests run the workers.
+rscript_path_env <- function() {
+  paste0("PATH=", shQuote(paste(R.home("bin"), Sys.getenv("PATH"), sep = .Platform$path.sep)))
+}
+
 # A pool stopped when the calling test ends.
 local_pool <- function(..., env = parent.frame()) {
   p <- suiro_pool(..., env = worker_env())

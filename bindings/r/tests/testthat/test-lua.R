@@ -116,7 +116,7 @@ test_that("a Lua host runs R workers: call specs, values, frames, errors", {
     'print("df", suiro.wire.encode(df) == suiro.wire.encode(df2))'
   ), script)
   out <- system2(exe, c("run", script), stdout = TRUE, stderr = TRUE,
-                 env = paste0("SUIRO_R_LIBS=", file.path(root, "build", "R-lib")))
+                 env = c(paste0("SUIRO_R_LIBS=", file.path(root, "build", "R-lib")), rscript_path_env()))
   expect_identical(attr(out, "status"), NULL, label = paste(out, collapse = "\n"))
   expect_true("quantile\t1.75\t2.5\t3.25" %in% out, label = paste(out, collapse = "\n"))
   expect_true("mean\t2.5" %in% out)

@@ -88,7 +88,7 @@ test_that("a Python host gets aggregate(mpg ~ cyl, data = mtcars, FUN = mean) fr
     "        print('error', type(e).__name__, e)"), script)
   out <- system2("/usr/bin/python3", script, stdout = TRUE, stderr = TRUE,
                  env = c(paste0("PYTHONPATH=", file.path(root, "bindings", "python")),
-                         paste0("SUIRO_R_LIBS=", file.path(root, "build", "R-lib"))))
+                         paste0("SUIRO_R_LIBS=", file.path(root, "build", "R-lib")), rscript_path_env()))
   txt <- paste(out, collapse = "\n")
   expect_identical(attr(out, "status"), NULL, label = txt)
   expect_true("DataFrame (3, 2)" %in% out, label = txt)
