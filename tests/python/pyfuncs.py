@@ -141,3 +141,18 @@ def spin_forever(*_):
     """Never returns, in pure Python (only killing its worker stops it)."""
     while True:
         pass
+
+
+def via_r_pool(n, rounds=2):
+    """Run in a worker: starts an R pool of its own and sends it a shared array (n doubles) and a
+    long string, `rounds` times; returns what came back (the sums, the lengths, the last array)."""
+    import numpy as np
+    import suiro
+    out = []
+    with suiro.pool(workers=1, launcher=suiro.r(), timeout=60) as q:
+        x = np.arange(n, dtype=np.float64)
+        for _ in range(rounds):
+            y = q.submit(suiro.call(source="x + 1", x=x)).collect(timeout=60)
+            s = q.submit(suiro.call(source="paste0(s, 'r')", s="p" * 4096)).collect(timeout=60)
+            out.append((float(np.sum(y)), len(s)))
+    return out, y

@@ -37,3 +37,15 @@ def test_r_errors_carry_their_class(rpool):
 def test_a_missing_rscript_is_a_clear_error():
     with pytest.raises(RuntimeError, match=r"R workers need Rscript \(/nonexistent/Rscript not found"):
         suiro.pool(workers=1, launcher=suiro.r(rscript="/nonexistent/Rscript"))
+
+
+def test_a_python_worker_passes_shared_arrays_to_its_own_r_pool():
+    # a worker's own pools share its family's trust: the array (80 KB, a shared region) and the
+    # 4 KB string go down, R's results come back up through the Python worker, twice
+    import pyfuncs
+    n = 10000
+    with suiro.pool(workers=1, timeout=120) as p:
+        out, y = p.submit(pyfuncs.via_r_pool, n).collect(timeout=120)
+    want = float(n * (n - 1) / 2 + n)
+    assert out == [(want, 4097), (want, 4097)]
+    assert isinstance(y, np.ndarray) and y[0] == 1.0 and y[-1] == float(n)
