@@ -1,7 +1,8 @@
-/* larray.h — suiro.array: typed arrays for Lua (see larray.c). */
+/* larray.h — suiro.array: typed arrays for Lua (see larray.c), and their kinds (lkind.c). */
 #ifndef LARRAY_H
 #define LARRAY_H
 
+#include <lauxlib.h>
 #include <lua.h>
 #include <stdint.h>
 
@@ -51,12 +52,22 @@ larray *larray_test(lua_State *L, int idx);
 size_t larray_bytes(const larray *a);
 /* The array at idx is an n-d array, i.e. sent as NDARRAY (nd set, or ndim other than 1). */
 static inline int larray_is_nd(const larray *a) { return a->nd || a->ndim != 1; }
+/* Fills the new array at the top from the sequence at t (n elements). */
+void larray_fill(lua_State *L, larray *a, int t, lua_Integer n);
+
+/* lkind.c — arrays of a kind (LARRAY_DATE / TIMESTAMP / FACTOR). */
+extern const char *const lkind_names[];      /* by kind: "plain", "date", "timestamp", "factor" */
+extern const char *const lkind_unit_names[]; /* by WIRE_UNIT_*: "s", "ms", "us", "ns" */
 /* TIMESTAMP time zone of the array at idx ("" when none); valid while the array lives. */
-const char *larray_tz(lua_State *L, int idx, size_t *len);
+const char *lkind_tz(lua_State *L, int idx, size_t *len);
 /* Pushes the FACTOR levels of the array at idx (an empty table when none); returns their count. */
-lua_Integer larray_push_levels(lua_State *L, int idx);
+lua_Integer lkind_push_levels(lua_State *L, int idx);
 /* Sets user value 1 of the array at idx to a new table { [field] = value at the top } (pops it). */
-void larray_set_attr(lua_State *L, int idx, const char *field);
+void lkind_set_attr(lua_State *L, int idx, const char *field);
+/* The kinds' methods, in the array's method table; lkind_open sets the constructors into the table
+ * on top (luaopen_suiro_array's). */
+extern const luaL_Reg lkind_methods[];
+void lkind_open(lua_State *L);
 
 /* Hook for large results: when set, arrays of at least `larray_big_bytes` are allocated by it
  * (in a shared region) instead of malloc, so they can leave a worker without another copy. */

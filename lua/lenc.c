@@ -314,7 +314,7 @@ static void enc_error_obj(enc *e, int idx) {
  * than by a reader) and the levels from the array's user value. */
 static void enc_factor(enc *e, int idx, larray *a) {
   lua_State *L = e->c->L;
-  lua_Integer nl = larray_push_levels(L, idx);
+  lua_Integer nl = lkind_push_levels(L, idx);
   const int32_t *src = a->data;
   for (int64_t i = 0; i < a->n; i++)
     if (src[i] < WIRE_NA_CODE || src[i] >= nl)
@@ -359,7 +359,7 @@ static void enc_array(enc *e, int idx, larray *a) {
     dst = wire_put_date(e->w, a->type, (uint64_t)a->n);
   } else if (a->kind == LARRAY_TIMESTAMP) {
     size_t tzlen;
-    const char *tz = larray_tz(e->c->L, idx, &tzlen);
+    const char *tz = lkind_tz(e->c->L, idx, &tzlen);
     dst = wire_put_timestamp(e->w, a->type, a->unit, (wire_str){ tz, tzlen }, (uint64_t)a->n);
   } else if (a->kind == LARRAY_FACTOR) {
     enc_factor(e, idx, a);

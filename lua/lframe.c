@@ -417,7 +417,7 @@ static void push_coltype(lua_State *L, int idx) {
   case LARRAY_FACTOR: lua_pushstring(L, a->ordered ? "factor ordered" : "factor"); break;
   case LARRAY_DATE: lua_pushfstring(L, "date %s", type); break;
   case LARRAY_TIMESTAMP:
-    tz = larray_tz(L, idx, &len);
+    tz = lkind_tz(L, idx, &len);
     lua_pushfstring(L, "timestamp %s %s%s%s", type, units[a->unit & 3], len ? " " : "", tz);
     break;
   default: lua_pushstring(L, type); break;
