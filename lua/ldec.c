@@ -20,11 +20,11 @@
 typedef lcodec_dec dec;
 
 static int dec_fail(dec *d) {
-  return luaL_error(d->L, "cannot decode value: %s", wire_reader_error(&d->r));
+  return luaL_error(d->L, "cannot decode value: %s", wire_reader_error(d->r));
 }
 
 static void dec_next(dec *d, wire_item *it) {
-  int st = wire_next(&d->r, it);
+  int st = wire_next(d->r, it);
   if (st != WIRE_OK) {
     if (st == WIRE_END) luaL_error(d->L, "cannot decode value: truncated");
     dec_fail(d);
@@ -351,8 +351,9 @@ static void dec_init(dec *d, lua_State *L, const void *buf, size_t len) {
   d->nref = 0;
   d->func = NULL;
   d->func_ud = NULL;
-  if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dec_fail(d);
-  if (d->r.shared) {
+  d->r = &d->own_r;
+  if (wire_reader_init(d->r, buf, len) != WIRE_OK) dec_fail(d);
+  if (d->r->shared) {
     lua_newtable(L);
     d->refs = lua_gettop(L);
   }
@@ -386,7 +387,7 @@ int lcodec_decode_value(lua_State *L, const void *buf, size_t len, int describe)
   wire_item it;
   dec_next(&d, &it);
   dec_value(&d, &it);
-  int st = wire_next(&d.r, &it);
+  int st = wire_next(d.r, &it);
   if (st == WIRE_ERR) dec_fail(&d);
   if (st != WIRE_END) luaL_error(L, "cannot decode value: more than one value (at byte %d)", (int)it.pos);
   if (d.refs) lua_remove(L, d.refs);
@@ -403,7 +404,7 @@ void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, l
 
 /* The same over a reader that has already read part of the buffer (suiro_exec read the task list
  * and its function item): decoding continues where it stopped, with nref containers counted. */
-void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, const wire_reader *r, lua_Integer nref, lcodec_func_fn func,
+void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, wire_reader *r, lua_Integer nref, lcodec_func_fn func,
                         void *ud) {
   d->L = L;
   d->describe = 0;
@@ -411,15 +412,15 @@ void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, const wire_reader *r, lua_I
   d->nref = nref;
   d->func = func;
   d->func_ud = ud;
-  d->r = *r;
-  if (d->r.shared) {
+  d->r = r;
+  if (d->r->shared) {
     lua_newtable(L);
     d->refs = lua_gettop(L);
   }
 }
 
 int lcodec_dec_item(lcodec_dec *d, wire_item *it) {
-  int st = wire_next(&d->r, it);
+  int st = wire_next(d->r, it);
   if (st == WIRE_ERR) dec_fail(d);
   return st;
 }

@@ -709,7 +709,7 @@ void lcodec_encode_task(lcodec_ctx *c, int fidx, int first, int n, wire_writer *
     luaL_error(L, "pool:%s: argument 1 must be a function or call spec, got %s", c->verb, luaL_typename(L, fidx));
   if (is_call && n > 0)
     luaL_error(L, "pool:%s: a call spec carries its own arguments; put them in suiro.call { ... }", c->verb);
-  if (t == LUA_TFUNCTION && c->pool) lpool_check_runs_lua(L, c->pool, lua_pushfstring(L, "pool:%s", c->verb));
+  if (t == LUA_TFUNCTION && c->pool) lpool_check_runs_lua(L, c->pool, c->verb);
   luaL_checkstack(L, 16, "too many arguments");
   wire_put_list(w, (uint64_t)n + 1);
   e.ncontainers = 1;

@@ -136,7 +136,7 @@ void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   if (ft != LUA_TFUNCTION && ft != LUA_TSTRING)
     luaL_error(L, "pool:map: argument 1 must be a function or a \"module.fn\" reference, got %s",
                       luaL_typename(L, 2));
-  if (ft == LUA_TFUNCTION) lpool_check_runs_lua(L, lp, "pool:map");
+  if (ft == LUA_TFUNCTION) lpool_check_runs_lua(L, lp, "map");
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_settop(L, 4);
   larray *a = larray_test(L, 3);

@@ -89,8 +89,8 @@ int lpool_push_outcome(lua_State *L, suiro_status st, const char *verb) {
 /* A Lua function is code only Lua workers run: for others, refuse it at send time (their workers
  * would fail every task with it). Functions inside values still cross (as descriptors). */
 void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb) {
-  if (lp->lang[0] && strcmp(lp->lang, "lua") != 0)
-    luaL_error(L, "%s: argument 1: a Lua function cannot run on %s workers; name one of their functions "
+  if (lp->lang[0] && strcmp(lp->lang, "lua") != 0) /* the message is formatted only on failure */
+    luaL_error(L, "pool:%s: argument 1: a Lua function cannot run on %s workers; name one of their functions "
                   "(\"%s\") or send a suiro.call", verb, lp->lang, strcmp(lp->lang, "r") ? "module.fn" : "pkg::fn");
 }
 

@@ -65,6 +65,7 @@ typedef struct lpool {
 } lpool;
 
 /* Raises when a Lua function is to be a task of workers that are not Lua (lpool.c). */
+/* Raises "pool:<verb>: argument 1: a Lua function cannot run on ... workers" unless lp runs Lua. */
 void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb);
 
 typedef struct ltask {
@@ -132,7 +133,8 @@ typedef struct lcodec_dec lcodec_dec;
 typedef void (*lcodec_func_fn)(lua_State *L, lcodec_dec *d, wire_item *it, void *ud);
 struct lcodec_dec {
   lua_State *L;
-  wire_reader r;
+  wire_reader *r;       /* own_r, or the caller's reader (init_at): continued in place, not copied */
+  wire_reader own_r;    /* (a reader is ~1.8 KB: copying one cost a tenth of a worker's task) */
   int refs;             /* stack index of ordinal -> container (0: buffer has no BACKREF) */
   lua_Integer nref;
   lcodec_func_fn func;  /* how to turn FUNC items into functions (worker), or NULL */
@@ -141,8 +143,8 @@ struct lcodec_dec {
 };
 /* Starts decoding buf; pushes a table on the Lua stack when the buffer has back-references. */
 void lcodec_dec_init(lcodec_dec *d, lua_State *L, const void *buf, size_t len, lcodec_func_fn func, void *ud);
-void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, const wire_reader *r, lua_Integer nref, lcodec_func_fn func,
-                        void *ud); /* continues a reader that read nref containers already */
+void lcodec_dec_init_at(lcodec_dec *d, lua_State *L, wire_reader *r, lua_Integer nref, lcodec_func_fn func,
+                        void *ud); /* continues (and advances) a reader that read nref containers already */
 int lcodec_dec_item(lcodec_dec *d, wire_item *it);     /* next item (raises when malformed) */
 void lcodec_dec_value(lcodec_dec *d, wire_item *it);   /* pushes the value `it` starts */
 void lcodec_dec_child(lcodec_dec *d);                  /* reads and pushes the next value */
