@@ -13,7 +13,7 @@
  *   suiro.wire.decode(s [, { describe = true }]) -> v
  *   suiro.wire.ref {...}, suiro.wire.func {...}   descriptors of REF and FUNC items
  *
- * Frames are in lframe.c, arrays of a kind (date, timestamp, factor) in larray.c.
+ * Frames are in lframe.c, arrays of a kind (date, timestamp, factor) in lkind.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,9 +5,9 @@
  *   1. the engine: each REF item the reader yields goes to suiro_zc_open; an accepted view must lie
  *      inside the region as mapped here (every byte is read, so a view past the mapping faults),
  *      and its reference is given back;
- *   2. the Lua face: the same bytes through suiro.wire.decode (lua/lcodec.c, a REF becomes a
- *      read-only suiro.array view) and through lcodec_decode_values (how a host reads results),
- *      every array the decode returns summed, then a full GC that releases the views.
+ *   2. the Lua face: the same bytes through suiro.wire.decode (lua/lvalues.c, ldec.c: a REF
+ *      becomes a read-only suiro.array view) and through lcodec_decode_values (how a host reads
+ *      results), every array the decode returns summed, then a full GC that releases the views.
  *
  * Real regions: at start the harness makes regions in this process (so they are of its own pool
  * family, the only names a decoder may accept) and files that only look like regions. Inputs name
