@@ -5,7 +5,6 @@
 
 #include "rsuiro.h"
 
-void rs_codec_init(void);
 void rs_pool_init(void);
 void rs_func_init(void);
 void rs_worker_init(void);
@@ -144,7 +143,7 @@ void attribute_visible R_init_suiro(DllInfo *dll) {
   R_useDynamicSymbols(dll, FALSE);
   R_forceSymbols(dll, TRUE);
   suiro_set_diag(rs_diag, NULL);
-  rs_codec_init();
+  rs_class_init();
   rs_pool_init();
   rs_func_init();
   rs_worker_init();

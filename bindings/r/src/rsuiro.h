@@ -4,7 +4,9 @@
  * Modules, one concept each:
  *   init.c    registration of the .Call entry points and the ALTREP classes; the engine's
  *             diagnostics through REprintf (suiro_set_diag)
- *   rcodec.c  R values <-> wire values (suiro_wire.h), the R conventions of docs/wire-format.md
+ *   renc.c    R values -> wire values (suiro_wire.h), the R conventions of docs/wire-format.md
+ *   rdec.c    wire values -> R values, the same conventions
+ *   rclass.c  the classes and attributes both directions know, made once at load
  *   rview.c   read-only ALTREP views over shared regions (suiro_buf)
  *   rpool.c   pools, tasks, collect, outcomes and errors
  *   rfunc.c   what a task runs: functions as code keys, task lists, names resolved
@@ -50,8 +52,6 @@ typedef struct rpool {
   int slab_cap;       /* tasks a slab holds (0: not sized yet) */
 } rpool;
 
-extern SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
-
 rpool *rs_pool_of(SEXP pool, const char *verb, int must_run); /* errors naming the argument */
 SEXP rs_pool_new_sexp(rpool *rp, SEXP info);
 void rs_pool_unref(rpool *rp);
@@ -69,7 +69,21 @@ SEXP rs_sentinel(const char *which); /* "timeout", "closed", "peer_gone", "full"
 SEXP rs_outcome(suiro_status st, const char *verb); /* sentinel or error */
 double rs_timeout_arg(SEXP t, double dflt, const char *verb);
 
-/* ---- values (rcodec.c) ------------------------------------------------------------------------- */
+/* ---- classes and attributes (rclass.c), shared by renc.c and rdec.c -------------------------- */
+
+/* Made by rs_class_init at load and preserved; read-only after. */
+extern SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
+extern SEXP rs_sym_suiro_bits, rs_sym_suiro_type, rs_sym_suiro_form, rs_sym_suiro_order, rs_sym_suiro_shape,
+  rs_sym_suiro_unit;
+extern SEXP rs_cls_factor, rs_cls_ordered, rs_cls_date, rs_cls_posixct, rs_cls_integer64, rs_cls_frame;
+extern SEXP rs_cls_call, rs_cls_remote, rs_cls_wire_ref, rs_cls_wire_func;
+extern int rs_native_utf8; /* the session's native encoding is UTF-8 */
+void rs_class_init(void);
+int rs_class_is(SEXP x, SEXP cls);  /* the class attribute is exactly cls */
+SEXP rs_attr_raw(SEXP x, SEXP sym); /* an attribute as stored (row.names stays compact) */
+int rs_attr_count(SEXP x);
+
+/* ---- values: encoding (renc.c), decoding (rdec.c) ---------------------------------------------- */
 
 /* Encoding options: rich = the receiver runs R (R-only forms allowed: attributes, serialized
  * objects); zc = large vectors may cross by reference (this process has a pool or is a worker). */
@@ -164,7 +178,7 @@ SEXP rs_dec_item(rs_decoder *d, wire_item *it); /* the value of an item just rea
 SEXP rs_dec_next_value(rs_decoder *d);          /* next item's value */
 void rs_dec_count_container(rs_decoder *d);     /* a container the caller consumed by hand */
 
-/* Helpers shared by the faces' modules. */
+/* Helpers shared by the face's modules (rclass.c). */
 SEXP rs_mkstr_utf8(const char *s, size_t n, const char *what); /* errors on NUL bytes */
 int rs_is_integer64(SEXP x);
 SEXP rs_integer64(R_xlen_t n);
@@ -192,7 +206,7 @@ int rs_template_from_string(const char *spec, suiro_template *t, char *err, size
 int rs_fnref_check(const char *name, char *err, size_t cap); /* the grammar of "pkg::fn" names */
 void rs_map_runner(const void *arg, size_t len, suiro_out *out);
 
-/* the serialize()/unserialize() fallbacks for R-only objects */
+/* the serialize()/unserialize() fallbacks for R-only objects (rclass.c) */
 SEXP rs_serialize(SEXP x);
 SEXP rs_unserialize(SEXP raw);
 

@@ -1,5 +1,6 @@
 /*
- * rcodec.c — R values <-> wire values (docs/wire-format.md, section "R conventions").
+ * renc.c — R values -> wire values (docs/wire-format.md, section "R conventions"); rdec.c is the
+ * other direction, rclass.c what both know of R's classes and attributes.
  *
  * Two encodings, chosen by who receives the value:
  *   rich   the receiver runs R (an R pool, or a host that is R): every R object crosses exactly.
@@ -12,11 +13,8 @@
  *          at send time with the path of the offending part.
  * Large numeric vectors (from suiro_zc_floor up) cross by reference: a view received earlier
  * goes as its own REF (O(1)); private vectors are copied once into a region, one region for all
- * the large vectors of a message (rs_enc_prescan sizes it).
- *
- * Decoding maps wire items to R's usual types (int -> integer when it fits, double up to 2^53,
- * else integer64; f32 -> double; REFs -> ALTREP views, rview.c). It never trusts its input: the
- * wire reader validates everything, and strings with NUL bytes are refused naming the element.
+ * the large vectors of a message (rs_enc_prescan sizes it). An encoder lives on its user's C
+ * stack, on R's main thread.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -25,129 +23,6 @@
 #include <string.h>
 
 #include "rsuiro.h"
-
-SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
-static SEXP sym_suiro_bits, sym_suiro_type, sym_suiro_form, sym_suiro_order, sym_suiro_shape, sym_suiro_unit;
-static SEXP cls_factor, cls_ordered, cls_date, cls_posixct, cls_integer64, cls_frame, cls_call, cls_remote;
-static SEXP cls_wire_ref, cls_wire_func;
-static int native_utf8 = 1; /* the session's native encoding is UTF-8 */
-
-static SEXP mkclass(int n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  SEXP c = Rf_allocVector(STRSXP, n);
-  R_PreserveObject(c);
-  for (int i = 0; i < n; i++) SET_STRING_ELT(c, i, Rf_mkChar(va_arg(ap, const char *)));
-  va_end(ap);
-  MARK_NOT_MUTABLE(c);
-  return c;
-}
-
-void rs_codec_init(void) {
-  rs_sym_class = R_ClassSymbol;
-  rs_sym_levels = R_LevelsSymbol;
-  rs_sym_names = R_NamesSymbol;
-  rs_sym_dim = R_DimSymbol;
-  rs_sym_rownames = R_RowNamesSymbol;
-  rs_sym_tzone = Rf_install("tzone");
-  sym_suiro_type = Rf_install("suiro_type");
-  sym_suiro_bits = Rf_install("suiro_bits");
-  sym_suiro_form = Rf_install("suiro_form");
-  sym_suiro_order = Rf_install("suiro_order");
-  sym_suiro_shape = Rf_install("suiro_shape");
-  sym_suiro_unit = Rf_install("suiro_unit");
-  cls_factor = mkclass(1, "factor");
-  cls_ordered = mkclass(2, "ordered", "factor");
-  cls_date = mkclass(1, "Date");
-  cls_posixct = mkclass(2, "POSIXct", "POSIXt");
-  cls_integer64 = mkclass(1, "integer64");
-  cls_frame = mkclass(1, "data.frame");
-  cls_call = mkclass(1, "suiro_call");
-  cls_remote = mkclass(4, "suiro_error_remote", "suiro_error", "error", "condition");
-  cls_wire_ref = mkclass(1, "suiro_wire_ref");
-  cls_wire_func = mkclass(1, "suiro_wire_func");
-  SEXP call = PROTECT(Rf_lang1(Rf_install("l10n_info")));
-  SEXP info = PROTECT(Rf_eval(call, R_BaseEnv));
-  SEXP nm = Rf_getAttrib(info, R_NamesSymbol);
-  for (R_xlen_t i = 0; i < XLENGTH(info); i++)
-    if (!strcmp(CHAR(STRING_ELT(nm, i)), "UTF-8")) native_utf8 = LOGICAL(VECTOR_ELT(info, i))[0] == 1;
-  UNPROTECT(2);
-}
-
-/* ---- small helpers ------------------------------------------------------------------------------ */
-
-int rs_inherits(SEXP x, const char *cls) { return Rf_inherits(x, cls); }
-
-static int class_is(SEXP x, SEXP cls) { /* class attribute exactly cls */
-  SEXP c = Rf_getAttrib(x, R_ClassSymbol);
-  if (TYPEOF(c) != STRSXP || XLENGTH(c) != XLENGTH(cls)) return 0;
-  for (R_xlen_t i = 0; i < XLENGTH(c); i++)
-    if (strcmp(CHAR(STRING_ELT(c, i)), CHAR(STRING_ELT(cls, i)))) return 0;
-  return 1;
-}
-
-int rs_is_integer64(SEXP x) { return TYPEOF(x) == REALSXP && class_is(x, cls_integer64); }
-
-SEXP rs_integer64(R_xlen_t n) {
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, n));
-  Rf_setAttrib(x, R_ClassSymbol, cls_integer64);
-  UNPROTECT(1);
-  return x;
-}
-
-SEXP rs_mkstr_utf8(const char *s, size_t n, const char *what) {
-  if (memchr(s, 0, n)) Rf_error("%s: the string holds a NUL byte, which an R string cannot", what);
-  if (n > INT_MAX) Rf_error("%s: a string of %.0f bytes is longer than R allows", what, (double)n);
-  return Rf_mkCharLenCE(s, (int)n, CE_UTF8);
-}
-
-SEXP rs_call_fn(const char *pkg, const char *name) {
-  /* suiro's own helpers are internal: ::: (other packages' functions are exported ones) */
-  SEXP op = !strcmp(pkg, "suiro") ? R_TripleColonSymbol : R_DoubleColonSymbol;
-  SEXP call = PROTECT(Rf_lang3(op, Rf_install(pkg), Rf_install(name)));
-  SEXP f = Rf_eval(call, R_BaseEnv);
-  UNPROTECT(1);
-  return f;
-}
-
-SEXP rs_serialize(SEXP x) {
-  static SEXP fn = NULL;
-  if (!fn) {
-    fn = rs_call_fn("base", "serialize");
-    R_PreserveObject(fn);
-  }
-  SEXP q = PROTECT(Rf_lang2(Rf_install("quote"), x)); /* x may be a language object */
-  SEXP call = PROTECT(Rf_lang4(fn, q, R_NilValue, Rf_ScalarLogical(0)));
-  SET_TAG(CDDDR(call), Rf_install("xdr"));
-  SEXP r = Rf_eval(call, R_BaseEnv);
-  UNPROTECT(2);
-  return r;
-}
-
-SEXP rs_unserialize(SEXP raw) {
-  static SEXP fn = NULL;
-  if (!fn) {
-    fn = rs_call_fn("base", "unserialize");
-    R_PreserveObject(fn);
-  }
-  SEXP call = PROTECT(Rf_lang2(fn, raw));
-  SEXP r = Rf_eval(call, R_BaseEnv);
-  UNPROTECT(1);
-  return r;
-}
-
-/* The raw value of an attribute (row.names stays compact: getAttrib would expand it). */
-static SEXP attr_raw(SEXP x, SEXP sym) {
-  for (SEXP a = ATTRIB(x); a != R_NilValue; a = CDR(a))
-    if (TAG(a) == sym) return CAR(a);
-  return R_NilValue;
-}
-
-static int attr_count(SEXP x) {
-  int n = 0;
-  for (SEXP a = ATTRIB(x); a != R_NilValue; a = CDR(a)) n++;
-  return n;
-}
 
 /* ---- encoder state ------------------------------------------------------------------------------ */
 
@@ -365,7 +240,7 @@ static void put_cstr(rs_encoder *e, const char *s) { wire_put_str(&e->m.w, s, st
 /* The UTF-8 bytes of a CHARSXP (translated when marked latin1 or native non-UTF-8). */
 static const char *char_utf8(SEXP c, size_t *len) {
   cetype_t ce = Rf_getCharCE(c);
-  if (ce == CE_UTF8 || ce == CE_BYTES || (ce == CE_NATIVE && native_utf8)) {
+  if (ce == CE_UTF8 || ce == CE_BYTES || (ce == CE_NATIVE && rs_native_utf8)) {
     *len = (size_t)LENGTH(c);
     return CHAR(c);
   }
@@ -541,7 +416,7 @@ static void enc_timestamp(rs_encoder *e, SEXP x) {
 
 /* dim as wire extents; 0 when x has no usable dim. */
 static int dims_of(rs_encoder *e, SEXP x, uint64_t *dims) {
-  SEXP dim = attr_raw(x, R_DimSymbol);
+  SEXP dim = rs_attr_raw(x, R_DimSymbol);
   if (dim == R_NilValue) return 0;
   R_xlen_t nd = XLENGTH(dim);
   if (nd < 1 || nd > WIRE_MAX_NDIM) efail(e, "an array of %.0f dimensions cannot be sent", (double)nd);
@@ -571,7 +446,7 @@ static void enc_ndarray(rs_encoder *e, SEXP x) {
 /* ---- typed values (suiro_typed(): wire forms R has no type of its own for) --------------------- */
 
 static const char *typed_str(SEXP x, SEXP sym, const char *dflt) {
-  SEXP v = attr_raw(x, sym);
+  SEXP v = rs_attr_raw(x, sym);
   return TYPEOF(v) == STRSXP && XLENGTH(v) == 1 ? CHAR(STRING_ELT(v, 0)) : dflt;
 }
 
@@ -584,7 +459,7 @@ static int type_code(const char *name) {
 /* Element i of a typed value's data, as an int64 (integer64 bits, integers or doubles). A double
  * that is no int64 (NaN, infinite, beyond 2^63) is refused naming it: the cast would be undefined. */
 static int64_t data_i64_of(rs_encoder *e, SEXP x, R_xlen_t i) {
-  if (rs_is_integer64(x) || (TYPEOF(x) == REALSXP && attr_raw(x, sym_suiro_bits) != R_NilValue)) {
+  if (rs_is_integer64(x) || (TYPEOF(x) == REALSXP && rs_attr_raw(x, rs_sym_suiro_bits) != R_NilValue)) {
     int64_t v;
     double d = REAL_ELT(x, i);
     memcpy(&v, &d, 8);
@@ -626,8 +501,8 @@ static void fill_typed(rs_encoder *e, SEXP x, int type, void *dst, R_xlen_t n) {
 }
 
 static void enc_typed(rs_encoder *e, SEXP x) {
-  const char *form = typed_str(x, sym_suiro_form, "array");
-  const char *tn = typed_str(x, sym_suiro_type, "f64");
+  const char *form = typed_str(x, rs_sym_suiro_form, "array");
+  const char *tn = typed_str(x, rs_sym_suiro_type, "f64");
   int type = type_code(tn);
   if (!type) efail(e, "suiro_typed: unknown type \"%s\"", tn);
   R_xlen_t n = XLENGTH(x);
@@ -639,7 +514,7 @@ static void enc_typed(rs_encoder *e, SEXP x) {
   } else if (!strcmp(form, "array") || !strcmp(form, "ndarray")) {
     void *d;
     if (!strcmp(form, "ndarray")) {
-      SEXP shape = attr_raw(x, sym_suiro_shape);
+      SEXP shape = rs_attr_raw(x, rs_sym_suiro_shape);
       uint64_t dims[WIRE_MAX_NDIM];
       if (TYPEOF(shape) != REALSXP) efail(e, "suiro_typed: an ndarray needs its shape");
       int nd = (int)XLENGTH(shape);
@@ -655,7 +530,7 @@ static void enc_typed(rs_encoder *e, SEXP x) {
       }
       if (prod != (double)n)
         efail(e, "suiro_typed: a shape of %.0f elements for %.0f values", prod, (double)n);
-      int order = !strcmp(typed_str(x, sym_suiro_order, "F"), "C") ? WIRE_ORDER_C : WIRE_ORDER_F;
+      int order = !strcmp(typed_str(x, rs_sym_suiro_order, "F"), "C") ? WIRE_ORDER_C : WIRE_ORDER_F;
       d = wire_put_ndarray(&e->m.w, type, order, nd, dims);
     } else {
       d = wire_put_array(&e->m.w, type, (uint64_t)n);
@@ -667,7 +542,7 @@ static void enc_typed(rs_encoder *e, SEXP x) {
     wcheck(e);
     fill_typed(e, x, type, d, n);
   } else if (!strcmp(form, "timestamp")) {
-    const char *unit = typed_str(x, sym_suiro_unit, "s");
+    const char *unit = typed_str(x, rs_sym_suiro_unit, "s");
     int u = !strcmp(unit, "s") ? WIRE_UNIT_S : !strcmp(unit, "ms") ? WIRE_UNIT_MS : !strcmp(unit, "us") ? WIRE_UNIT_US : WIRE_UNIT_NS;
     SEXP tz = Rf_getAttrib(x, rs_sym_tzone);
     const char *tzs = TYPEOF(tz) == STRSXP && XLENGTH(tz) == 1 ? CHAR(STRING_ELT(tz, 0)) : "";
@@ -737,7 +612,7 @@ static void enc_structure(rs_encoder *e, SEXP x) {
   wcheck(e);
   if (TYPEOF(x) == VECSXP) enc_list_items(e, x);
   else enc_bare(e, x, 0);
-  int na = attr_count(x);
+  int na = rs_attr_count(x);
   wire_put_dict(&e->m.w, (uint64_t)na);
   e->ncont++;
   size_t at = e->plen;
@@ -801,7 +676,7 @@ static void enc_frame(rs_encoder *e, SEXP x) {
   SEXP nm = Rf_getAttrib(x, R_NamesSymbol);
   R_xlen_t nc = XLENGTH(x);
   if (!names_ok(nm, nc)) efail(e, "a data frame needs a name for every column");
-  SEXP rn = attr_raw(x, R_RowNamesSymbol);
+  SEXP rn = rs_attr_raw(x, R_RowNamesSymbol);
   R_xlen_t nrow;
   int keep_rn = 0;
   if (TYPEOF(rn) == INTSXP && XLENGTH(rn) == 2 && INTEGER_ELT(rn, 0) == NA_INTEGER) {
@@ -842,14 +717,14 @@ static void enc_column(rs_encoder *e, SEXP col) {
   if (Rf_inherits(col, "suiro_typed")) return enc_typed(e, col);
   if (t == VECSXP && Rf_inherits(col, "suiro_wire_ref")) return enc_descriptor(e, col);
   if (t == INTSXP && Rf_inherits(col, "factor")) return enc_factor(e, col);
-  if ((t == REALSXP || t == INTSXP) && class_is(col, cls_date)) return enc_date(e, col);
+  if ((t == REALSXP || t == INTSXP) && rs_class_is(col, rs_cls_date)) return enc_date(e, col);
   if ((t == REALSXP || t == INTSXP) && Rf_inherits(col, "POSIXct")) return enc_timestamp(e, col);
   if (rs_is_integer64(col)) return put_numeric(e, col, WIRE_T_I64, 0, NULL);
   if (ATTRIB(col) != R_NilValue) {
     SEXP cls = Rf_getAttrib(col, R_ClassSymbol);
     if (cls != R_NilValue) efail(e, "a column of class \"%s\" cannot be sent to %s", CHAR(STRING_ELT(cls, 0)), peer(e));
-    if (attr_raw(col, R_DimSymbol) != R_NilValue) efail(e, "a matrix column cannot be sent to %s", peer(e));
-    if (attr_raw(col, R_NamesSymbol) == R_NilValue)
+    if (rs_attr_raw(col, R_DimSymbol) != R_NilValue) efail(e, "a matrix column cannot be sent to %s", peer(e));
+    if (rs_attr_raw(col, R_NamesSymbol) == R_NilValue)
       efail(e, "a column with attributes cannot be sent to %s", peer(e));
     /* names on a column are dropped by data.frame() itself; refuse the rare exception */
     efail(e, "a named column cannot be sent to %s (use unname())", peer(e));
@@ -982,17 +857,17 @@ static void enc_list(rs_encoder *e, SEXP x) {
   if (at == R_NilValue) return enc_list_items(e, x);
   if (TAG(at) == R_NamesSymbol && CDR(at) == R_NilValue && names_ok(CAR(at), XLENGTH(x)))
     return enc_dict_of(e, x, CAR(at));
-  if (class_is(x, cls_call)) return enc_call_spec(e, x);
+  if (rs_class_is(x, rs_cls_call)) return enc_call_spec(e, x);
   if (Rf_inherits(x, "suiro_wire_ref") || Rf_inherits(x, "suiro_wire_func")) return enc_descriptor(e, x);
   if (e->o.rich) return enc_structure(e, x);
-  if (class_is(x, cls_frame)) return enc_frame(e, x);
+  if (rs_class_is(x, rs_cls_frame)) return enc_frame(e, x);
   if (Rf_inherits(x, "suiro_error_remote")) return enc_error_obj(e, x);
   if (Rf_inherits(x, "data.frame"))
     efail(e, "a data frame of class \"%s\" cannot be sent to %s (use as.data.frame())",
           CHAR(STRING_ELT(Rf_getAttrib(x, R_ClassSymbol), 0)), peer(e));
   SEXP cls = Rf_getAttrib(x, R_ClassSymbol);
   if (cls != R_NilValue) efail(e, "a list of class \"%s\" cannot be sent to %s", CHAR(STRING_ELT(cls, 0)), peer(e));
-  if (attr_raw(x, R_NamesSymbol) != R_NilValue && attr_count(x) == 1)
+  if (rs_attr_raw(x, R_NamesSymbol) != R_NilValue && rs_attr_count(x) == 1)
     efail(e, "a list with NA names cannot be sent to %s", peer(e));
   efail(e, "a list with attributes (%s) cannot be sent to %s", CHAR(PRINTNAME(TAG(at))), peer(e));
 }
@@ -1003,16 +878,16 @@ static void enc_atomic(rs_encoder *e, SEXP x) {
   int t = TYPEOF(x);
   if (at == R_NilValue) return enc_bare(e, x, 0);
   if (Rf_inherits(x, "suiro_typed")) return enc_typed(e, x);
-  int na = attr_count(x);
+  int na = rs_attr_count(x);
   /* the portable forms, when they carry exactly these attributes (then they also round-trip
    * exactly between R processes) */
   int exact = 0;
-  if (t == INTSXP && na == 2 && (class_is(x, cls_factor) || class_is(x, cls_ordered)) &&
-      TYPEOF(attr_raw(x, R_LevelsSymbol)) == STRSXP)
+  if (t == INTSXP && na == 2 && (rs_class_is(x, rs_cls_factor) || rs_class_is(x, rs_cls_ordered)) &&
+      TYPEOF(rs_attr_raw(x, R_LevelsSymbol)) == STRSXP)
     exact = 1;
-  else if ((t == REALSXP || t == INTSXP) && na == 1 && class_is(x, cls_date)) exact = 2;
-  else if (t == REALSXP && na == 2 && class_is(x, cls_posixct) && TYPEOF(attr_raw(x, rs_sym_tzone)) == STRSXP &&
-           XLENGTH(attr_raw(x, rs_sym_tzone)) == 1)
+  else if ((t == REALSXP || t == INTSXP) && na == 1 && rs_class_is(x, rs_cls_date)) exact = 2;
+  else if (t == REALSXP && na == 2 && rs_class_is(x, rs_cls_posixct) && TYPEOF(rs_attr_raw(x, rs_sym_tzone)) == STRSXP &&
+           XLENGTH(rs_attr_raw(x, rs_sym_tzone)) == 1)
     exact = 3;
   else if (na == 1 && rs_is_integer64(x)) exact = 4;
   else if (na == 1 && TAG(at) == R_DimSymbol && t != STRSXP) exact = 5;
@@ -1027,10 +902,10 @@ static void enc_atomic(rs_encoder *e, SEXP x) {
   if (t == INTSXP && Rf_inherits(x, "factor")) return enc_factor(e, x);
   if ((t == REALSXP || t == INTSXP) && Rf_inherits(x, "POSIXct")) return enc_timestamp(e, x);
   if ((t == REALSXP || t == INTSXP) && Rf_inherits(x, "Date")) return enc_date(e, x);
-  if (attr_raw(x, R_NamesSymbol) != R_NilValue)
+  if (rs_attr_raw(x, R_NamesSymbol) != R_NilValue)
     efail(e, "a named %s vector cannot be sent to %s (names do not cross; use unname() or as.list())", type_word(x),
           peer(e));
-  if (attr_raw(x, Rf_install("dimnames")) != R_NilValue)
+  if (rs_attr_raw(x, Rf_install("dimnames")) != R_NilValue)
     efail(e, "a matrix with dimnames cannot be sent to %s (use unname())", peer(e));
   SEXP cls = Rf_getAttrib(x, R_ClassSymbol);
   if (cls != R_NilValue) efail(e, "a %s vector of class \"%s\" cannot be sent to %s", type_word(x), CHAR(STRING_ELT(cls, 0)), peer(e));
@@ -1055,7 +930,7 @@ static void enc(rs_encoder *e, SEXP x) {
       enc_serialized(e, x);
       break;
     }
-    if (ATTRIB(x) != R_NilValue && e->o.rich && is_view(x) && attr_raw(x, R_DimSymbol) == R_NilValue) {
+    if (ATTRIB(x) != R_NilValue && e->o.rich && is_view(x) && rs_attr_raw(x, R_DimSymbol) == R_NilValue) {
       enc_structure(e, x); /* a view with a class (Date, integer64): its reference and the attributes */
       break;
     }
@@ -1085,679 +960,7 @@ void rs_enc_value(rs_encoder *e, SEXP x, const char *what) {
   rs_enc_path_pop(e, at);
 }
 
-/* ---- decoding ---------------------------------------------------------------------------------- */
-
-static void __attribute__((noreturn)) dfail(rs_decoder *d, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  Rf_error("cannot decode the %s: %s", d->o.where ? d->o.where : "value", msg);
-}
-
-int rs_dec_next(rs_decoder *d, wire_item *it) {
-  int rc = wire_next(&d->r, it);
-  if (rc != WIRE_OK) dfail(d, "%s", rc == WIRE_END ? "unexpected end of the value" : wire_reader_error(&d->r));
-  return rc;
-}
-
-static SEXP dec_item(rs_decoder *d, wire_item *it);
-
-SEXP rs_dec_next_value(rs_decoder *d) {
-  wire_item it;
-  rs_dec_next(d, &it);
-  return dec_item(d, &it);
-}
-
-/* A container starts: its ordinal (for backrefs). */
-static uint64_t container_begin(rs_decoder *d) {
-  uint64_t k = d->ncont++;
-  if (d->have_refs) {
-    if (k >= d->open_cap) {
-      size_t cap = d->open_cap ? d->open_cap * 2 : 64;
-      while (cap <= k) cap *= 2;
-      char *o = R_alloc(cap, 1);
-      if (d->open_cap) memcpy(o, d->open, d->open_cap);
-      memset(o + d->open_cap, 0, cap - d->open_cap);
-      d->open = o;
-      d->open_cap = cap;
-      if ((R_xlen_t)cap > XLENGTH(d->refs)) {
-        SEXP nr = Rf_allocVector(VECSXP, (R_xlen_t)cap);
-        for (R_xlen_t i = 0; i < XLENGTH(d->refs); i++) SET_VECTOR_ELT(nr, i, VECTOR_ELT(d->refs, i));
-        REPROTECT(d->refs = nr, d->refs_pi);
-      }
-    }
-    d->open[k] = 1;
-  }
-  return k;
-}
-
-static void container_end(rs_decoder *d, uint64_t k, SEXP v) {
-  if (!d->have_refs) return;
-  d->open[k] = 0;
-  SET_VECTOR_ELT(d->refs, (R_xlen_t)k, v);
-}
-
-void rs_dec_count_container(rs_decoder *d) { container_begin(d); }
-
-static R_xlen_t xlen_of(rs_decoder *d, uint64_t n) {
-  if (n > (uint64_t)R_XLEN_T_MAX) dfail(d, "%.0f elements are more than an R vector holds", (double)n);
-  return (R_xlen_t)n;
-}
-
-/* Whether array data inside the region being decoded should become a view. */
-static int view_here(rs_decoder *d, size_t bytes) { return d->o.region && bytes >= suiro_zc_floor; }
-
-static SEXP view_in_region(rs_decoder *d, const void *data, R_xlen_t n, int type) {
-  suiro_buf_hold(d->o.region);
-  return rs_view_new(d->o.region, data, n, type, 0);
-}
-
-/* A 1-d typed array (data points at n elements of `type`). */
-static SEXP dec_array(rs_decoder *d, int type, const void *data, uint64_t n64) {
-  R_xlen_t n = xlen_of(d, n64);
-  SEXP x;
-  switch (type) {
-  case WIRE_T_F64:
-    if (view_here(d, (size_t)n * 8)) return view_in_region(d, data, n, WIRE_T_F64);
-    x = Rf_allocVector(REALSXP, n);
-    if (n) memcpy(REAL(x), data, (size_t)n * 8);
-    return x;
-  case WIRE_T_F32: {
-    x = Rf_allocVector(REALSXP, n);
-    const float *s = data;
-    double *o = REAL(x);
-    for (R_xlen_t i = 0; i < n; i++) o[i] = s[i];
-    return x;
-  }
-  case WIRE_T_I64:
-    if (view_here(d, (size_t)n * 8)) return view_in_region(d, data, n, WIRE_T_I64);
-    x = PROTECT(rs_integer64(n));
-    if (n) memcpy(REAL(x), data, (size_t)n * 8);
-    UNPROTECT(1);
-    return x;
-  case WIRE_T_I32:
-    if (view_here(d, (size_t)n * 4)) return view_in_region(d, data, n, WIRE_T_I32);
-    x = Rf_allocVector(INTSXP, n);
-    if (n) memcpy(INTEGER(x), data, (size_t)n * 4);
-    return x;
-  case WIRE_T_U8:
-    if (view_here(d, (size_t)n)) return view_in_region(d, data, n, WIRE_T_U8);
-    x = Rf_allocVector(RAWSXP, n);
-    if (n) memcpy(RAW(x), data, (size_t)n);
-    return x;
-  case WIRE_T_BOOL: {
-    x = Rf_allocVector(LGLSXP, n);
-    const uint8_t *s = data;
-    int *o = LOGICAL(x);
-    for (R_xlen_t i = 0; i < n; i++) o[i] = s[i] == WIRE_NA_BOOL ? NA_LOGICAL : s[i];
-    return x;
-  }
-  case WIRE_T_C128:
-    if (view_here(d, (size_t)n * 16)) return view_in_region(d, data, n, WIRE_T_C128);
-    x = Rf_allocVector(CPLXSXP, n);
-    if (n) memcpy(COMPLEX(x), data, (size_t)n * 16);
-    return x;
-  default: dfail(d, "unknown element type %d", type);
-  }
-}
-
-/* C order -> R's F order: a copy with the index order reversed. */
-static SEXP c_to_f(rs_decoder *d, SEXP src, int ndim, const uint64_t *dims) {
-  R_xlen_t n = XLENGTH(src);
-  SEXP out = PROTECT(Rf_allocVector(TYPEOF(src), n));
-  if (Rf_inherits(src, "integer64")) Rf_setAttrib(out, R_ClassSymbol, cls_integer64);
-  size_t es = TYPEOF(src) == CPLXSXP ? 16 : TYPEOF(src) == REALSXP ? 8 : TYPEOF(src) == RAWSXP ? 1 : 4;
-  const char *s = (const char *)DATAPTR_RO(src);
-  char *o = (char *)DATAPTR(out);
-  /* C strides */
-  R_xlen_t cstride[WIRE_MAX_NDIM];
-  R_xlen_t st = 1;
-  for (int k = ndim - 1; k >= 0; k--) {
-    cstride[k] = st;
-    st *= (R_xlen_t)dims[k];
-  }
-  R_xlen_t idx[WIRE_MAX_NDIM] = { 0 };
-  R_xlen_t ci = 0;
-  for (R_xlen_t fi = 0; fi < n; fi++) {
-    if (!((fi + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
-    memcpy(o + fi * es, s + ci * es, es);
-    for (int k = 0; k < ndim; k++) { /* F order: first index fastest */
-      idx[k]++;
-      ci += cstride[k];
-      if (idx[k] < (R_xlen_t)dims[k]) break;
-      ci -= cstride[k] * idx[k];
-      idx[k] = 0;
-    }
-  }
-  UNPROTECT(1);
-  return out;
-}
-
-static void set_dim(SEXP x, int ndim, const uint64_t *dims) {
-  SEXP dim = PROTECT(Rf_allocVector(INTSXP, ndim));
-  for (int k = 0; k < ndim; k++) INTEGER(dim)[k] = (int)dims[k];
-  Rf_setAttrib(x, R_DimSymbol, dim);
-  UNPROTECT(1);
-}
-
-static SEXP dec_ndarray(rs_decoder *d, wire_item *it) {
-  for (int k = 0; k < it->ndim; k++)
-    if (it->dims[k] > INT_MAX) dfail(d, "dimension %d of %.0f is more than R allows", k + 1, (double)it->dims[k]);
-  SEXP x = PROTECT(dec_array(d, it->type, it->data, it->n));
-  if (it->ndim == 0) {
-    UNPROTECT(1);
-    return x; /* R has no 0-d arrays: a length-1 vector */
-  }
-  if (it->flag == WIRE_ORDER_C && it->ndim > 1) x = c_to_f(d, x, it->ndim, it->dims);
-  PROTECT(x);
-  set_dim(x, it->ndim, it->dims);
-  UNPROTECT(2);
-  return x;
-}
-
-static SEXP dec_strs(rs_decoder *d, const wire_strs *s) {
-  R_xlen_t n = xlen_of(d, s->n);
-  SEXP x = PROTECT(Rf_allocVector(STRSXP, n));
-  wire_strs_iter iter = wire_strs_begin(s);
-  const char *p;
-  size_t len;
-  char what[64];
-  for (R_xlen_t i = 0; wire_strs_next(&iter, &p, &len); i++) {
-    if (!((i + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
-    if (!p) {
-      SET_STRING_ELT(x, i, NA_STRING);
-      continue;
-    }
-    if (memchr(p, 0, len)) {
-      snprintf(what, sizeof what, "string %.0f", (double)i + 1);
-      dfail(d, "%s holds a NUL byte, which an R string cannot", what);
-    }
-    SET_STRING_ELT(x, i, Rf_mkCharLenCE(p, (int)len, CE_UTF8));
-  }
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP mk_str(rs_decoder *d, const void *p, size_t n) {
-  if (memchr(p, 0, n)) dfail(d, "a string holds a NUL byte, which an R string cannot");
-  if (n > INT_MAX) dfail(d, "a string of %.0f bytes is longer than R allows", (double)n);
-  return Rf_ScalarString(Rf_mkCharLenCE(p, (int)n, CE_UTF8));
-}
-
-static SEXP scalar_i64(int64_t v) {
-  if (v > INT32_MIN && v <= INT32_MAX) return Rf_ScalarInteger((int)v);
-  if (v != INT64_MIN && v >= -9007199254740992LL && v <= 9007199254740992LL) return Rf_ScalarReal((double)v);
-  SEXP x = PROTECT(rs_integer64(1));
-  memcpy(REAL(x), &v, 8);
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP named_list(R_xlen_t n, SEXP *names_out) {
-  SEXP x = PROTECT(Rf_allocVector(VECSXP, n));
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, n));
-  Rf_setAttrib(x, R_NamesSymbol, nm);
-  *names_out = nm;
-  UNPROTECT(2);
-  return x;
-}
-
-static SEXP dec_key(rs_decoder *d) {
-  wire_item k;
-  rs_dec_next(d, &k);
-  if (k.tag != WIRE_STR) dfail(d, "a key is %s, not a string", wire_tag_name(k.tag));
-  if (memchr(k.data, 0, k.n)) dfail(d, "a key holds a NUL byte");
-  return Rf_mkCharLenCE(k.data, (int)k.n, CE_UTF8);
-}
-
-static double unit_scale(int unit) {
-  switch (unit) {
-  case WIRE_UNIT_MS: return 1e-3;
-  case WIRE_UNIT_US: return 1e-6;
-  case WIRE_UNIT_NS: return 1e-9;
-  default: return 1;
-  }
-}
-
-static SEXP dec_date(rs_decoder *d, wire_item *it) {
-  R_xlen_t n = xlen_of(d, it->n);
-  SEXP x;
-  if (it->type == WIRE_T_I32) {
-    x = PROTECT(Rf_allocVector(INTSXP, n));
-    if (n) memcpy(INTEGER(x), it->data, (size_t)n * 4);
-  } else {
-    x = PROTECT(Rf_allocVector(REALSXP, n));
-    if (it->type == WIRE_T_F64) {
-      if (n) memcpy(REAL(x), it->data, (size_t)n * 8);
-    } else {
-      const int64_t *s = it->data;
-      for (R_xlen_t i = 0; i < n; i++) REAL(x)[i] = s[i] == INT64_MIN ? NA_REAL : (double)s[i];
-    }
-  }
-  Rf_setAttrib(x, R_ClassSymbol, cls_date);
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP dec_timestamp(rs_decoder *d, wire_item *it) {
-  R_xlen_t n = xlen_of(d, it->n);
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, n));
-  double scale = unit_scale(it->flag);
-  if (it->type == WIRE_T_F64) {
-    const double *s = it->data;
-    for (R_xlen_t i = 0; i < n; i++) REAL(x)[i] = scale == 1 ? s[i] : s[i] * scale;
-  } else {
-    const int64_t *s = it->data;
-    for (R_xlen_t i = 0; i < n; i++) REAL(x)[i] = s[i] == INT64_MIN ? NA_REAL : (double)s[i] * scale;
-  }
-  Rf_setAttrib(x, R_ClassSymbol, cls_posixct);
-  SEXP tz = PROTECT(Rf_allocVector(STRSXP, 1));
-  if (memchr(it->text[0].ptr, 0, it->text[0].len)) dfail(d, "a time zone holds a NUL byte");
-  SET_STRING_ELT(tz, 0, Rf_mkCharLenCE(it->text[0].ptr, (int)it->text[0].len, CE_UTF8));
-  Rf_setAttrib(x, rs_sym_tzone, tz);
-  UNPROTECT(2);
-  return x;
-}
-
-static SEXP dec_factor(rs_decoder *d, wire_item *it) {
-  R_xlen_t n = xlen_of(d, it->n);
-  SEXP x = PROTECT(Rf_allocVector(INTSXP, n));
-  const int32_t *c = it->data;
-  for (R_xlen_t i = 0; i < n; i++) INTEGER(x)[i] = c[i] < 0 ? NA_INTEGER : c[i] + 1;
-  SEXP lev = PROTECT(dec_strs(d, &it->strs));
-  Rf_setAttrib(x, R_LevelsSymbol, lev);
-  Rf_setAttrib(x, R_ClassSymbol, it->flag ? cls_ordered : cls_factor);
-  UNPROTECT(2);
-  return x;
-}
-
-static SEXP dec_frame(rs_decoder *d, wire_item *it) {
-  R_xlen_t nc = xlen_of(d, it->n), nrow = xlen_of(d, it->nrow);
-  if (nrow > INT_MAX) dfail(d, "a data frame of %.0f rows is more than R allows", (double)nrow);
-  SEXP cols = PROTECT(Rf_allocVector(VECSXP, nc));
-  SEXP nms = PROTECT(Rf_allocVector(STRSXP, nc));
-  SEXP hold = PROTECT(Rf_allocVector(VECSXP, 1)); /* the row names column, if any */
-  R_xlen_t k = 0;
-  for (R_xlen_t i = 0; i < nc; i++) {
-    SEXP key = PROTECT(dec_key(d));
-    SEXP col = PROTECT(rs_dec_next_value(d));
-    if (VECTOR_ELT(hold, 0) == R_NilValue && !strcmp(CHAR(key), "_row_names") &&
-        (TYPEOF(col) == STRSXP || TYPEOF(col) == INTSXP) && ATTRIB(col) == R_NilValue) {
-      SET_VECTOR_ELT(hold, 0, col);
-    } else {
-      SET_STRING_ELT(nms, k, key);
-      SET_VECTOR_ELT(cols, k++, col);
-    }
-    UNPROTECT(2);
-  }
-  SEXP x = cols, nm = nms;
-  if (k < nc) {
-    x = PROTECT(Rf_allocVector(VECSXP, k));
-    nm = PROTECT(Rf_allocVector(STRSXP, k));
-    for (R_xlen_t i = 0; i < k; i++) {
-      SET_VECTOR_ELT(x, i, VECTOR_ELT(cols, i));
-      SET_STRING_ELT(nm, i, STRING_ELT(nms, i));
-    }
-  } else {
-    PROTECT(x);
-    PROTECT(nm);
-  }
-  Rf_setAttrib(x, R_NamesSymbol, nm);
-  Rf_setAttrib(x, R_ClassSymbol, cls_frame);
-  if (VECTOR_ELT(hold, 0) != R_NilValue) {
-    Rf_setAttrib(x, R_RowNamesSymbol, VECTOR_ELT(hold, 0));
-  } else {
-    SEXP crn = PROTECT(Rf_allocVector(INTSXP, 2));
-    INTEGER(crn)[0] = NA_INTEGER;
-    INTEGER(crn)[1] = -(int)nrow;
-    Rf_setAttrib(x, R_RowNamesSymbol, crn);
-    UNPROTECT(1);
-  }
-  UNPROTECT(5);
-  return x;
-}
-
-static SEXP wire_str_sexp(wire_str s) { return Rf_ScalarString(Rf_mkCharLenCE(s.ptr, (int)s.len, CE_UTF8)); }
-
-static SEXP dec_error(rs_decoder *d, wire_item *it) {
-  const char *names[] = { "message", "call", "remote_class", "traceback", "index" };
-  SEXP nm;
-  SEXP x = PROTECT(named_list(5, &nm));
-  for (int i = 0; i < 5; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
-  for (int k = 0; k < 3; k++)
-    if (memchr(it->text[k].ptr, 0, it->text[k].len)) dfail(d, "an error text holds a NUL byte");
-  SET_VECTOR_ELT(x, 0, wire_str_sexp(it->text[1]));
-  SET_VECTOR_ELT(x, 2, wire_str_sexp(it->text[0]));
-  SET_VECTOR_ELT(x, 3, wire_str_sexp(it->text[2]));
-  SET_VECTOR_ELT(x, 4, it->i < 0 ? Rf_ScalarInteger(NA_INTEGER) : Rf_ScalarReal((double)it->i + 1));
-  Rf_setAttrib(x, R_ClassSymbol, cls_remote);
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP dec_call(rs_decoder *d, wire_item *it) {
-  SEXP nm;
-  SEXP x = PROTECT(named_list(4, &nm));
-  const char *names[] = { "target", "source", "args", "named" };
-  for (int i = 0; i < 4; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
-  if (memchr(it->text[0].ptr, 0, it->text[0].len)) dfail(d, "a call's text holds a NUL byte");
-  SET_VECTOR_ELT(x, it->flag == WIRE_CALL_SOURCE ? 1 : 0, wire_str_sexp(it->text[0]));
-  SET_VECTOR_ELT(x, 2, rs_dec_next_value(d)); /* list */
-  SEXP named = rs_dec_next_value(d);          /* dict: a named list (an empty one has names too) */
-  SET_VECTOR_ELT(x, 3, named);
-  Rf_setAttrib(x, R_ClassSymbol, cls_call);
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP u64_sexp(uint64_t v) { /* an unsigned 64-bit value as its decimal string */
-  char b[32];
-  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
-  return Rf_mkString(b);
-}
-
-static SEXP describe_ref(const wire_ref *r) {
-  const char *names[] = { "name", "type", "order", "flags", "offset", "length", "shape" };
-  SEXP nm;
-  SEXP x = PROTECT(named_list(7, &nm));
-  for (int i = 0; i < 7; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
-  SET_VECTOR_ELT(x, 0, wire_str_sexp(r->name));
-  SET_VECTOR_ELT(x, 1, Rf_mkString(wire_type_name(r->type)));
-  SET_VECTOR_ELT(x, 2, Rf_mkString(r->order == WIRE_ORDER_F ? "F" : "C"));
-  SET_VECTOR_ELT(x, 3, u64_sexp(r->flags));
-  SET_VECTOR_ELT(x, 4, Rf_ScalarReal((double)r->offset));
-  SET_VECTOR_ELT(x, 5, Rf_ScalarReal((double)r->length));
-  SEXP shape = PROTECT(Rf_allocVector(REALSXP, r->ndim));
-  for (int k = 0; k < r->ndim; k++) REAL(shape)[k] = (double)r->dims[k];
-  SET_VECTOR_ELT(x, 6, shape);
-  Rf_setAttrib(x, R_ClassSymbol, cls_wire_ref);
-  UNPROTECT(2);
-  return x;
-}
-
-static SEXP dec_ref(rs_decoder *d, wire_item *it) {
-  const wire_ref *r = &it->ref;
-  if (d->o.describe) return describe_ref(r);
-  suiro_view v;
-  if (suiro_zc_open(r, &v) != SUIRO_OK) dfail(d, "%s", suiro_last_error());
-  if (r->type == WIRE_REF_WIRE) { /* an encoded value in the region: decode it in place */
-    rs_dec_opts o = d->o;
-    o.region = v.buf;
-    SEXP holder = PROTECT(rs_view_new(v.buf, v.data, (R_xlen_t)v.bytes, WIRE_T_U8, v.fresh)); /* unrefs at GC */
-    (void)holder;
-    SEXP x = rs_decode(v.data, (size_t)v.bytes, &o);
-    UNPROTECT(1);
-    return x;
-  }
-  int type = r->type == WIRE_REF_BYTES ? WIRE_T_U8 : r->type;
-  if (type == WIRE_T_F32 || type == WIRE_T_BOOL || (r->ndim > 1 && r->order == WIRE_ORDER_C)) {
-    /* no R type views these bytes as they are: a copy */
-    wire_item a = *it;
-    a.type = type;
-    a.data = v.data;
-    a.n = v.count;
-    a.ndim = r->ndim;
-    a.dims = r->dims;
-    a.flag = r->order;
-    rs_dec_opts o = d->o;
-    int intr = d->interruptible;
-    d->o.region = NULL;
-    d->interruptible = 0; /* v.buf is held by nothing that unwinding would release */
-    SEXP x = PROTECT(r->ndim ? dec_ndarray(d, &a) : dec_array(d, type, v.data, v.count));
-    d->o = o;
-    d->interruptible = intr;
-    suiro_buf_unref(v.buf);
-    UNPROTECT(1);
-    return x;
-  }
-  if (v.count > (uint64_t)R_XLEN_T_MAX) {
-    suiro_buf_unref(v.buf);
-    dfail(d, "a reference of %.0f elements is more than R holds", (double)v.count);
-  }
-  SEXP x = PROTECT(rs_view_new(v.buf, v.data, (R_xlen_t)v.count, type, v.fresh));
-  if (r->ndim >= 1) {
-    for (int k = 0; k < r->ndim; k++)
-      if (r->dims[k] > INT_MAX) dfail(d, "dimension %d is more than R allows", k + 1);
-    set_dim(x, r->ndim, r->dims); /* F order, or 1-d (where the orders agree) */
-  }
-  UNPROTECT(1);
-  return x;
-}
-
-const char *rs_lang_origin(int lang) {
-  return lang == WIRE_LANG_R ? NULL : lang == WIRE_LANG_LUA ? "lua workers" : lang == WIRE_LANG_PYTHON ? "python workers"
-                                                                            : "workers of another language";
-}
-
-static const char *lang_name(int l) {
-  return l == WIRE_LANG_LUA ? "lua" : l == WIRE_LANG_PYTHON ? "python" : l == WIRE_LANG_R ? "r" : "unknown";
-}
-
-/* A function resolved by name: "pkg::fn", "pkg:::fn" or a plain name in the base environment. */
-SEXP rs_resolve_fn(const char *name, size_t len);
-
-static SEXP dec_func(rs_decoder *d, wire_item *it) {
-  uint64_t ord = container_begin(d);
-  if (d->o.describe && it->flag != WIRE_LANG_R) {
-    SEXP nm;
-    SEXP x = PROTECT(named_list(4, &nm));
-    const char *names[] = { "lang", "key", "name", "captured" };
-    for (int i = 0; i < 4; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
-    SET_VECTOR_ELT(x, 0, Rf_mkString(lang_name(it->flag)));
-    SET_VECTOR_ELT(x, 1, u64_sexp((uint64_t)it->i));
-    Rf_setAttrib(x, R_ClassSymbol, cls_wire_func);
-    SET_VECTOR_ELT(x, 2, rs_dec_next_value(d));
-    SEXP cap = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)(it->n - 1)));
-    SET_VECTOR_ELT(x, 3, cap);
-    for (uint64_t k = 1; k < it->n; k++) SET_VECTOR_ELT(cap, (R_xlen_t)k - 1, rs_dec_next_value(d));
-    container_end(d, ord, x); /* a function that captures itself is a cycle: refused above */
-    UNPROTECT(2);
-    return x;
-  }
-  if (it->flag != WIRE_LANG_R)
-    dfail(d, "a %s function arrived (only %s workers run %s functions)", lang_name(it->flag), lang_name(it->flag),
-          lang_name(it->flag));
-  if (d->o.foreign)
-    dfail(d, "an R object (serialized, with attributes, or a function) from %s is refused: R forms are accepted "
-             "only from R processes of the pool family", d->o.foreign);
-  wire_item nmi;
-  rs_dec_next(d, &nmi);
-  SEXP x;
-  if (it->i == 0 && nmi.tag == WIRE_STR) {
-    if (nmi.n == 15 && !memcmp(nmi.data, "base::structure", 15) && it->n == 3) {
-      x = PROTECT(rs_dec_next_value(d));
-      SEXP attrs = PROTECT(rs_dec_next_value(d));
-      if (TYPEOF(attrs) != VECSXP) dfail(d, "malformed attributes");
-      SEXP anm = Rf_getAttrib(attrs, R_NamesSymbol);
-      if (TYPEOF(anm) != STRSXP || XLENGTH(anm) != XLENGTH(attrs)) dfail(d, "malformed attributes (no names)");
-      if (MAYBE_SHARED(x)) x = Rf_shallow_duplicate(x);
-      PROTECT(x);
-      for (R_xlen_t k = 0; k < XLENGTH(attrs); k++) {
-        SEXP sym = Rf_installTrChar(STRING_ELT(anm, k));
-        Rf_setAttrib(x, sym, VECTOR_ELT(attrs, k)); /* row.names: a compact c(NA, -n) stays compact */
-      }
-      UNPROTECT(3);
-    } else if (nmi.n == 17 && !memcmp(nmi.data, "base::unserialize", 17) && it->n == 2) {
-      SEXP raw = PROTECT(rs_dec_next_value(d));
-      if (TYPEOF(raw) != RAWSXP) dfail(d, "a serialized R object without its bytes");
-      x = rs_unserialize(raw);
-      UNPROTECT(1);
-    } else {
-      x = PROTECT(rs_resolve_fn(nmi.data, nmi.n));
-      for (uint64_t k = 1; k < it->n; k++) rs_dec_next_value(d); /* captured values: none expected */
-      UNPROTECT(1);
-    }
-  } else {
-    dfail(d, "an R function by key arrived where only values are expected");
-  }
-  PROTECT(x);
-  container_end(d, ord, x);
-  UNPROTECT(1);
-  return x;
-}
-
-/* A RANGE (start, step, n: 32 bytes for any n). Steps of 1 and -1 become R's compact sequence
- * (the ALTREP `from:to` makes: two numbers, whatever n, expanded only where R needs it); other
- * steps are expanded up to RS_RANGE_EXPAND_MAX elements and refused above, so a few bytes never
- * allocate more than 128 MB. The reader checked that the range fits int64. */
-#define RS_RANGE_EXPAND_MAX ((R_xlen_t)1 << 24)
-#define RS_RANGE_COMPACT_MIN 1024 /* shorter ones are plain vectors, as always */
-
-static SEXP dec_range(rs_decoder *d, wire_item *it) {
-  R_xlen_t n = xlen_of(d, it->n);
-  int64_t last = it->i + (int64_t)(n ? n - 1 : 0) * it->step;
-  int fits = it->i > INT32_MIN && it->i <= INT32_MAX && last > INT32_MIN && last <= INT32_MAX;
-  const int64_t exact = (int64_t)1 << 53; /* doubles hold every integer up to here */
-  if ((it->step == 1 || it->step == -1) && n >= RS_RANGE_COMPACT_MIN && it->i >= -exact && it->i <= exact &&
-      last >= -exact && last <= exact) {
-    SEXP from = PROTECT(fits ? Rf_ScalarInteger((int)it->i) : Rf_ScalarReal((double)it->i));
-    SEXP to = PROTECT(fits ? Rf_ScalarInteger((int)last) : Rf_ScalarReal((double)last));
-    SEXP call = PROTECT(Rf_lang3(Rf_install(":"), from, to));
-    SEXP x = Rf_eval(call, R_BaseEnv);
-    UNPROTECT(3);
-    if (XLENGTH(x) != n) dfail(d, "a range of %.0f elements became %.0f", (double)n, (double)XLENGTH(x));
-    return x;
-  }
-  if (n > RS_RANGE_EXPAND_MAX)
-    dfail(d, "a range of %.0f elements with step %lld would take %.0f MB: only ranges with step 1 or -1 stay "
-             "compact, others expand up to %.0f elements", (double)n, (long long)it->step,
-          (double)n * (fits ? 4 : 8) / 1048576, (double)RS_RANGE_EXPAND_MAX);
-  SEXP x = PROTECT(Rf_allocVector(fits ? INTSXP : REALSXP, n));
-  for (R_xlen_t i = 0; i < n; i++) {
-    int64_t v = it->i + (int64_t)i * it->step;
-    if (fits) INTEGER(x)[i] = (int)v;
-    else REAL(x)[i] = (double)v;
-    if (!((i + 1) & RS_INTERRUPT_MASK) && d->interruptible) R_CheckUserInterrupt();
-  }
-  UNPROTECT(1);
-  return x;
-}
-
-static SEXP dec_item(rs_decoder *d, wire_item *it) {
-  switch (it->tag) {
-  case WIRE_NIL: return R_NilValue;
-  case WIRE_BOOL: return Rf_ScalarLogical(it->flag == WIRE_NA_BOOL ? NA_LOGICAL : it->flag);
-  case WIRE_I64: return scalar_i64(it->i);
-  case WIRE_F64: return Rf_ScalarReal(it->f);
-  case WIRE_STR: return mk_str(d, it->data, (size_t)it->n);
-  case WIRE_BYTES: {
-    SEXP x = Rf_allocVector(RAWSXP, xlen_of(d, it->n));
-    if (it->n) memcpy(RAW(x), it->data, (size_t)it->n);
-    return x;
-  }
-  case WIRE_ARRAY: return dec_array(d, it->type, it->data, it->n);
-  case WIRE_NDARRAY: return dec_ndarray(d, it);
-  case WIRE_STRS: return dec_strs(d, &it->strs);
-  case WIRE_LIST: {
-    uint64_t ord = container_begin(d);
-    SEXP x = PROTECT(Rf_allocVector(VECSXP, xlen_of(d, it->n)));
-    container_end(d, ord, x);
-    if (d->have_refs) d->open[ord] = 1;
-    for (uint64_t i = 0; i < it->n; i++) SET_VECTOR_ELT(x, (R_xlen_t)i, rs_dec_next_value(d));
-    container_end(d, ord, x);
-    UNPROTECT(1);
-    return x;
-  }
-  case WIRE_DICT: {
-    uint64_t ord = container_begin(d);
-    SEXP nm;
-    SEXP x = PROTECT(named_list(xlen_of(d, it->n), &nm));
-    container_end(d, ord, x);
-    if (d->have_refs) d->open[ord] = 1;
-    for (uint64_t i = 0; i < it->n; i++) {
-      SET_STRING_ELT(nm, (R_xlen_t)i, dec_key(d));
-      SET_VECTOR_ELT(x, (R_xlen_t)i, rs_dec_next_value(d));
-    }
-    container_end(d, ord, x);
-    UNPROTECT(1);
-    return x;
-  }
-  case WIRE_FRAME: return dec_frame(d, it);
-  case WIRE_FACTOR: return dec_factor(d, it);
-  case WIRE_DATE: return dec_date(d, it);
-  case WIRE_TIMESTAMP: return dec_timestamp(d, it);
-  case WIRE_ERROR: return dec_error(d, it);
-  case WIRE_CALL: return dec_call(d, it);
-  case WIRE_REF: return dec_ref(d, it);
-  case WIRE_FUNC: return dec_func(d, it);
-  case WIRE_BACKREF: {
-    if (!d->have_refs || it->i < 0 || (uint64_t)it->i >= d->ncont) dfail(d, "a back-reference to nothing");
-    if (d->open[it->i]) dfail(d, "the value contains itself (a cycle), which R values cannot");
-    SEXP x = VECTOR_ELT(d->refs, (R_xlen_t)it->i);
-    MARK_NOT_MUTABLE(x); /* shared: a change copies it first */
-    return x;
-  }
-  case WIRE_RANGE: return dec_range(d, it);
-  default: dfail(d, "unexpected %s", wire_tag_name(it->tag));
-  }
-}
-
-SEXP rs_dec_item(rs_decoder *d, wire_item *it) { return dec_item(d, it); }
-
-void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o) {
-  if (!o->region) rs_views_new_message(); /* a message of its own (not a value inside a region) */
-  /* the reader is set up by wire_reader_init; everything else is set here */
-  d->o = *o;
-  d->refs = R_NilValue;
-  d->have_refs = 0;
-  d->ncont = 0;
-  d->open = NULL;
-  d->open_cap = 0;
-  d->interruptible = 1;
-  if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dfail(d, "%s", wire_reader_error(&d->r));
-  if (d->r.shared) {
-    d->have_refs = 1;
-    d->refs = Rf_allocVector(VECSXP, 0);
-  }
-  R_ProtectWithIndex(d->refs, &d->refs_pi); /* the caller unprotects one */
-}
-
-/* The same over a reader that has already read part of its buffer (suiro_exec read the task list
- * and its function item): decoding continues where it stopped; no container is counted yet (the
- * caller counts those it consumed with rs_dec_count_container). */
-void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *o) {
-  if (!o->region) rs_views_new_message();
-  d->o = *o;
-  d->refs = R_NilValue;
-  d->have_refs = 0;
-  d->ncont = 0;
-  d->open = NULL;
-  d->open_cap = 0;
-  d->interruptible = 1;
-  d->r = *r;
-  if (d->r.shared) {
-    d->have_refs = 1;
-    d->refs = Rf_allocVector(VECSXP, 0);
-  }
-  R_ProtectWithIndex(d->refs, &d->refs_pi); /* the caller unprotects one */
-}
-
-SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o) {
-  rs_decoder dd, *d = &dd;
-  rs_decoder_init(d, buf, len, o);
-  SEXP x = PROTECT(rs_dec_next_value(d));
-  wire_item it;
-  if (wire_next(&d->r, &it) != WIRE_END) dfail(d, "%s", wire_reader_error(&d->r));
-  UNPROTECT(2);
-  return x;
-}
-
-SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o) {
-  rs_decoder dd, *d = &dd;
-  rs_decoder_init(d, buf, len, o);
-  wire_item it;
-  rs_dec_next(d, &it);
-  if (it.tag != WIRE_LIST || it.n < 1) dfail(d, "expected a list of one value, got %s", wire_tag_name(it.tag));
-  container_begin(d);
-  SEXP x = PROTECT(rs_dec_next_value(d));
-  for (uint64_t k = 1; k < it.n; k++) rs_dec_next_value(d); /* further values (Lua returns several): dropped */
-  UNPROTECT(2);
-  return x;
-}
-
-/* ---- .Call entry points: suiro_wire_encode / suiro_wire_decode ---------------------------------- */
+/* ---- .Call entry point: suiro_wire_encode ------------------------------------------------------- */
 
 typedef struct enc_job {
   rs_encoder e;
@@ -1784,16 +987,4 @@ SEXP C_wire_encode(SEXP x, SEXP rich) {
   rs_encoder_init(&j.e, &o);
   j.x = x;
   return R_ExecWithCleanup(enc_job_run, &j, enc_job_clean, &j);
-}
-
-SEXP C_wire_decode(SEXP raw, SEXP describe, SEXP trusted) {
-  if (TYPEOF(raw) != RAWSXP) Rf_error("suiro_wire_decode: argument 1 must be a raw vector, got %s", Rf_type2char(TYPEOF(raw)));
-  size_t len = (size_t)XLENGTH(raw);
-  /* the reader needs an 8-aligned buffer: R's raw vectors are, but copy to be sure */
-  void *buf = R_alloc(len + 8, 1);
-  void *al = (void *)(((uintptr_t)buf + 7) & ~(uintptr_t)7);
-  if (len) memcpy(al, RAW_RO(raw), len);
-  rs_dec_opts o = { Rf_asLogical(describe) == 1, NULL, "value", NULL,
-                    Rf_asLogical(trusted) == 1 ? NULL : "bytes given to suiro_wire_decode (trusted = TRUE takes them)" };
-  return rs_decode(al, len, &o);
 }
