@@ -23,7 +23,6 @@
 #include "rsuiro.h"
 
 void rs_write_fn_item(rs_encoder *e, rpool *rp, SEXP fn, SEXP args, const char *verb);
-void rs_error_parts(char **cls, char **msg, char **tb);
 
 typedef struct rmap {
   suiro_map *m;
@@ -818,8 +817,6 @@ static int store(runner *r, uint64_t i, SEXP v) {
   }
   return 0;
 }
-
-void rs_worker_handle_errors(void);
 
 /* The runner's side (suiro_run_map, engine/src/runner.c): the engine claims, completes, cancels,
  * reports failures and detaches; this face builds the call, evaluates it on the elements of a

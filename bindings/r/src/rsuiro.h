@@ -11,6 +11,7 @@
  *   rpool.c   pools, tasks, collect, outcomes and errors
  *   rfunc.c   what a task runs: functions as code keys, task lists, names resolved
  *   rworker.c the R worker: the executor for tasks and map runners, the function cache
+ *   rerror.c  the worker's errors: the calling handler, and a failure's class, message, traceback
  *   rmap.c    parallel maps (plans, templates, results)
  *   rcall.c   call specs (suiro_call objects), built in one .Call
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
@@ -205,6 +206,12 @@ SEXP rs_current_pool(void);
 int rs_template_from_string(const char *spec, suiro_template *t, char *err, size_t cap);
 int rs_fnref_check(const char *name, char *err, size_t cap); /* the grammar of "pkg::fn" names */
 void rs_map_runner(const void *arg, size_t len, suiro_out *out);
+
+/* ---- the worker's errors (rerror.c) ------------------------------------------------------------ */
+
+void rs_worker_handle_errors(void);                 /* establishes the calling handler (map runners) */
+SEXP rs_on_task_error(SEXP cond, void *unused);     /* the same, as R_withCallingErrorHandler's */
+void rs_error_parts(char **cls, char **msg, char **tb); /* the last error's parts, malloc'd; clears it */
 
 /* the serialize()/unserialize() fallbacks for R-only objects (rclass.c) */
 SEXP rs_serialize(SEXP x);

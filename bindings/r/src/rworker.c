@@ -5,9 +5,8 @@
  * enters C_worker_run, which registers the executor and hands the process to the engine
  * (suiro_worker_run) until the pool stops. Tasks run on R's main thread, each under
  * R_ToplevelExec so that an R error never unwinds through the engine: it becomes the task's
- * ERROR payload (class, message, traceback). worker_main installs a global calling handler for
- * errors, which records the condition and the call stack of errors that reach the top (errors
- * caught by the task's own tryCatch never get there); a task that succeeds pays nothing for it.
+ * ERROR payload (class, message, traceback), read by rerror.c's handler (the condition and the
+ * call stack of errors that reach the top; a task that succeeds pays nothing for it).
  *
  * A task is LIST [function, args...] (suiro_bind.h section 1); the function item is FUNC(R)
  * (rfunc.c: code by key, environment, argument names), a "pkg::fn" STR, or a CALL spec (a name,
@@ -38,66 +37,10 @@ const char *rs_task_foreign(void) {
   if (host_is_r || suiro_task_origin() >= 0) return NULL; /* an R host, or a sibling R worker */
   return host_origin;
 }
-static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
-static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
-static SEXP note_handler;             /* h itself: function(e) note the condition and sys.calls() */
 static SEXP sym_quote, sym_brace, sym_dots;
 
 SEXP rs_resolve_fn(const char *name, size_t len);
 SEXP rs_mkclosure(SEXP formals, SEXP body, SEXP env);
-
-/* The calling handler for errors, established at the start of each task and map runner: R_ToplevelExec
- * starts with an empty handler stack (so a global handler would not be seen), and evaluating
- * .addCondHands directly (what withCallingHandlers does inside) costs a fraction of calling
- * withCallingHandlers itself. The entry lives until the top-level context ends. */
-SEXP C_worker_set_handler(SEXP h) {
-  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
-  SET_VECTOR_ELT(hl, 0, h);
-  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("error"), hl, R_GlobalEnv, R_NilValue,
-                                Rf_ScalarLogical(1)));
-  add_handler = Rf_lang2(Rf_install(".Internal"), inner);
-  R_PreserveObject(add_handler);
-  note_handler = h;
-  R_PreserveObject(note_handler);
-  UNPROTECT(2);
-  return R_NilValue;
-}
-
-void rs_worker_handle_errors(void) {
-  if (add_handler) Rf_eval(add_handler, R_GlobalEnv);
-}
-
-/* The same handler for one task through R's C entry (R >= 4.1): it pushes the handler entry
- * without evaluating the .addCondHands call and its arguments, a third of a trivial task's cost
- * in the worker. The R handler still runs (on errors only) for the condition and the calls. */
-static SEXP on_task_error(SEXP cond, void *unused) {
-  (void)unused;
-  if (note_handler) { /* called as h(e), a frame error_parts knows to leave out of the traceback */
-    SEXP env = PROTECT(R_NewEnv(R_GlobalEnv, FALSE, 0));
-    SEXP sym_e = Rf_install("e");
-    Rf_defineVar(sym_e, cond, env);
-    SEXP call = PROTECT(Rf_lang2(note_handler, sym_e));
-    Rf_eval(call, env);
-    UNPROTECT(2);
-  }
-  return R_NilValue; /* on to the default handling: the top-level exec ends with an error */
-}
-
-SEXP C_worker_note_error(SEXP cond, SEXP calls) {
-  if (noted_cond) R_ReleaseObject(noted_cond);
-  if (noted_calls) R_ReleaseObject(noted_calls);
-  R_PreserveObject(cond);
-  R_PreserveObject(calls);
-  noted_cond = cond;
-  noted_calls = calls;
-  return R_NilValue;
-}
-
-static void note_clear(void) {
-  if (noted_cond) R_ReleaseObject(noted_cond);
-  if (noted_calls) R_ReleaseObject(noted_calls);
-  noted_cond = noted_calls = NULL;
-}
 
 /* ---- the code cache: exec.c keeps key -> closure (with the global environment) or expression -- */
 
@@ -296,7 +239,7 @@ static SEXP r_body_run(void *p) {
   return R_NilValue;
 }
 
-static void r_body_handled(void *p) { R_withCallingErrorHandler(r_body_run, p, on_task_error, NULL); }
+static void r_body_handled(void *p) { R_withCallingErrorHandler(r_body_run, p, rs_on_task_error, NULL); }
 
 /* One R_ToplevelExec per task: an R error never unwinds through the engine. */
 static int r_protect(void *ud, int (*body)(void *ctx), void *ctx) {
@@ -425,12 +368,10 @@ static int r_run_call(void *ud, const suiro_wire_item *spec_item, suiro_wire_rea
   return 0;
 }
 
-static void error_parts(char **cls, char **msg, char **tb);
-
 static int r_fail(void *ud, suiro_out *out, int64_t index) {
   (void)ud;
   char *cls, *msg, *tb;
-  error_parts(&cls, &msg, &tb);
+  rs_error_parts(&cls, &msg, &tb);
   int rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
                           (wire_str){ tb, strlen(tb) }, index);
   free(cls);
@@ -451,37 +392,6 @@ static const suiro_exec_ops r_ops = {
   .fail = r_fail,
 };
 
-/* The failure of the last top-level error: class, message, traceback. */
-static void error_parts(char **cls, char **msg, char **tb) {
-  *cls = *msg = *tb = NULL;
-  if (noted_cond) {
-    SEXP fn = PROTECT(rs_call_fn("suiro", "error_parts"));
-    SEXP call = PROTECT(Rf_lang3(fn, noted_cond, noted_calls ? noted_calls : R_NilValue));
-    SEXP parts = NULL;
-    int err = 0;
-    parts = R_tryEvalSilent(call, R_GlobalEnv, &err);
-    if (!err && TYPEOF(parts) == STRSXP && XLENGTH(parts) == 3) {
-      *cls = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 0)));
-      *msg = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 1)));
-      *tb = strdup(Rf_translateCharUTF8(STRING_ELT(parts, 2)));
-    }
-    UNPROTECT(2);
-  }
-  if (!*msg) {
-    const char *b = R_curErrorBuf();
-    if (!strncmp(b, "Error", 5)) { /* "Error in f(): msg\n" or "Error: msg\n" */
-      const char *c = strstr(b, ": ");
-      if (c) b = c + 2;
-    }
-    *msg = strdup(b);
-    size_t l = strlen(*msg);
-    while (l && (*msg)[l - 1] == '\n') (*msg)[--l] = 0;
-    *cls = strdup("error");
-    *tb = strdup("");
-  }
-  note_clear();
-}
-
 static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
   if (fn == SUIRO_FN_MAP) {
     rs_map_runner(arg, len, out);
@@ -499,9 +409,6 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   rs_views_after_task();
   return rc;
 }
-
-/* Error parts for map runners (rmap.c). */
-void rs_error_parts(char **cls, char **msg, char **tb) { error_parts(cls, msg, tb); }
 
 SEXP C_worker_run(SEXP token) {
   rs_in_worker = 1;
