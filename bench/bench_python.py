@@ -4,9 +4,14 @@
 
 floor_rt_ns                 two processes ping-ponging on shared cache lines (bench_core --floor)
 py_rt_ns                    submit + collect of a trivial task (abs), one Python worker
+py_lambda_rt_ns             the same with a lambda of this script (lambda x: abs(x)), sent by value
+py_mainfn_rt_ns             the same with a function of this script reading a global (main_abs)
 ppe_rt_ns / tpe_rt_ns       the same through ProcessPoolExecutor / ThreadPoolExecutor (1 worker)
 py_pipelined_tasks_per_s    256 tasks in flight, one worker (ppe_/tpe_ the same)
 py_map_ns_per_elt           pool.map(abs, range(10**6), template="i64"), 2 workers, per element
+py_map_list_ns_per_elt      pool.map(abs, range(10**6)) (results a list of Python values)
+py_executor_map_ns_per_elt  suiro.PoolExecutor(2).map(abs, range(10**6)) (its default chunking)
+ppe_executor_map_ns_per_elt ProcessPoolExecutor(2).map(abs, range(20000)), its default (chunksize 1)
 ppe_map_ns_per_elt          ProcessPoolExecutor(2).map(abs, ...), chunksize 1 (20000 elements)
 ppe_best_map_ns_per_elt     the same, 10**6 elements, at its best chunksize
 py_map_2000x5us_ms          2000 tasks of ~5 us each on 2 workers (ppe_, tpe_, serial_ the same),
@@ -67,6 +72,22 @@ def suiro_rt(pool, n):
     return (now() - t0) / n * 1e9
 
 
+OFFSET = 0
+
+
+def main_abs(x):
+    """A task function of the main script: sent by value, its global OFFSET with every task."""
+    return abs(x) + OFFSET
+
+
+def fn_rt(pool, fn, n):
+    sub = pool.submit
+    t0 = now()
+    for _ in range(n):
+        sub(fn, -1).collect()
+    return (now() - t0) / n * 1e9
+
+
 def exec_rt(ex, n):
     sub = ex.submit
     t0 = now()
@@ -104,6 +125,22 @@ def exec_pipelined(ex, n, window=256):
 def suiro_map(pool, n):
     t0 = now()
     r = pool.map(abs, range(n), template="i64").collect()
+    dt = now() - t0
+    assert len(r) == n and r[n - 1] == n - 1
+    return dt / n * 1e9
+
+
+def suiro_map_list(pool, n):
+    t0 = now()
+    r = pool.map(abs, range(n)).collect()
+    dt = now() - t0
+    assert len(r) == n and r[n - 1] == n - 1
+    return dt / n * 1e9
+
+
+def exec_map_default(ex, n):
+    t0 = now()
+    r = list(ex.map(abs, range(n)))
     dt = now() - t0
     assert len(r) == n and r[n - 1] == n - 1
     return dt / n * 1e9
@@ -196,8 +233,9 @@ def plot(med, path):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     spin_us = __import__("bench_tasks").calibrate_spin()
-    figs = {k: [] for k in ("floor_rt_ns", "py_rt_ns", "ppe_rt_ns", "tpe_rt_ns", "py_pipelined_tasks_per_s",
+    figs = {k: [] for k in ("floor_rt_ns", "py_rt_ns", "py_lambda_rt_ns", "py_mainfn_rt_ns", "ppe_rt_ns", "tpe_rt_ns", "py_pipelined_tasks_per_s",
                             "ppe_pipelined_tasks_per_s", "tpe_pipelined_tasks_per_s", "py_map_ns_per_elt",
+                            "py_map_list_ns_per_elt", "py_executor_map_ns_per_elt", "ppe_executor_map_ns_per_elt",
                             "ppe_map_ns_per_elt", "ppe_best_map_ns_per_elt", "py_map_2000x5us_ms",
                             "ppe_map_2000x5us_ms", "tpe_map_2000x5us_ms", "serial_2000x5us_ms",
                             "py_worker_start_ms", "numpy_80mb_fresh_ms", "numpy_80mb_view_resend_us",
@@ -209,10 +247,15 @@ def main():
     ppe2 = cf.ProcessPoolExecutor(2)
     tpe1 = cf.ThreadPoolExecutor(1)
     tpe2 = cf.ThreadPoolExecutor(2)
+    sx2 = suiro.PoolExecutor(pool=p2)
+    lam = lambda x: abs(x)  # noqa: E731
     # warm every path once (imports in the workers, the spin budgets, warm regions)
     for ex in (ppe1, ppe2, tpe1, tpe2):
         list(ex.map(spin5, range(100)))
     suiro_rt(p1, 20000)
+    fn_rt(p1, lam, 20000)
+    fn_rt(p1, main_abs, 20000)
+    exec_map_default(sx2, 10**5)
     suiro_pipelined(p1, 20000)
     for _ in range(2):
         spin_map_suiro(p2)
@@ -225,6 +268,8 @@ def main():
         gc.collect()
         figs["floor_rt_ns"].append(floor_ns())
         figs["py_rt_ns"].append(suiro_rt(p1, 200000))
+        figs["py_lambda_rt_ns"].append(fn_rt(p1, lam, 100000))
+        figs["py_mainfn_rt_ns"].append(fn_rt(p1, main_abs, 100000))
         figs["ppe_rt_ns"].append(exec_rt(ppe1, 2000))
         figs["tpe_rt_ns"].append(exec_rt(tpe1, 20000))
         figs["py_pipelined_tasks_per_s"].append(suiro_pipelined(p1, 400000))
@@ -232,6 +277,9 @@ def main():
         figs["tpe_pipelined_tasks_per_s"].append(exec_pipelined(tpe1, 40000))
         figs["py_map_ns_per_elt"].append(suiro_map(p2, 10**6))
         figs["ppe_map_ns_per_elt"].append(exec_map(ppe2, 20000, 1))
+        figs["py_map_list_ns_per_elt"].append(suiro_map_list(p2, 10**6))
+        figs["py_executor_map_ns_per_elt"].append(exec_map_default(sx2, 10**6))
+        figs["ppe_executor_map_ns_per_elt"].append(exec_map_default(ppe2, 20000))
         best = None
         for cs in (1000, 10000, 62500):
             v = exec_map(ppe2, 10**6, cs)
@@ -249,6 +297,7 @@ def main():
         del view
         figs["memcpy_80mb_ms"].append(suiro_probe.memcpy_ms(n80 * 8, 5))
         print("round %d/%d done" % (r + 1, rounds), file=sys.stderr)
+    sx2.shutdown()
     p1.stop()
     p2.stop()
     for ex in (ppe1, ppe2, tpe1, tpe2):
@@ -264,6 +313,9 @@ def main():
         ("py_rt_ns vs ppe_rt_ns", med["ppe_rt_ns"] / med["py_rt_ns"], ">=", 135),
         ("py_rt_ns vs tpe_rt_ns", med["tpe_rt_ns"] / med["py_rt_ns"], ">=", 14),
         ("pipelined vs PPE", med["py_pipelined_tasks_per_s"] / med["ppe_pipelined_tasks_per_s"], ">=", 129),
+        ("lambda rt vs importable rt", med["py_lambda_rt_ns"] / med["py_rt_ns"], "<=", 2),
+        ("main-script fn rt vs importable rt", med["py_mainfn_rt_ns"] / med["py_rt_ns"], "<=", 2),
+        ("executor map vs pool.map (list)", med["py_executor_map_ns_per_elt"] / med["py_map_list_ns_per_elt"], "<=", 2),
         ("py_map_ns_per_elt", med["py_map_ns_per_elt"], "<=", 200),
         ("map vs PPE chunksize 1", med["ppe_map_ns_per_elt"] / med["py_map_ns_per_elt"], ">=", 176),
         ("map vs PPE best chunksize", med["ppe_best_map_ns_per_elt"] / med["py_map_ns_per_elt"], ">=", 1),
@@ -277,6 +329,10 @@ def main():
          "PPE %.1f us (%.0fx), TPE %.1f us (%.1fx), %.1fx floor" % (
              med["ppe_rt_ns"] / 1e3, med["ppe_rt_ns"] / med["py_rt_ns"], med["tpe_rt_ns"] / 1e3,
              med["tpe_rt_ns"] / med["py_rt_ns"], med["py_rt_ns"] / med["floor_rt_ns"])),
+        ("round trip, a lambda of the script", "%.2f us" % (med["py_lambda_rt_ns"] / 1e3),
+         "%.2fx the importable one" % (med["py_lambda_rt_ns"] / med["py_rt_ns"])),
+        ("round trip, a script function reading a global", "%.2f us" % (med["py_mainfn_rt_ns"] / 1e3),
+         "%.2fx the importable one" % (med["py_mainfn_rt_ns"] / med["py_rt_ns"])),
         ("pipelined tasks/s, 1 worker", "%.0f" % med["py_pipelined_tasks_per_s"],
          "PPE %.0f (%.0fx), TPE %.0f (%.1fx)" % (
              med["ppe_pipelined_tasks_per_s"], med["py_pipelined_tasks_per_s"] / med["ppe_pipelined_tasks_per_s"],
@@ -286,6 +342,12 @@ def main():
              med["ppe_map_ns_per_elt"] / 1e3, med["ppe_map_ns_per_elt"] / med["py_map_ns_per_elt"],
              med["ppe_best_chunksize"], med["ppe_best_map_ns_per_elt"],
              med["ppe_best_map_ns_per_elt"] / med["py_map_ns_per_elt"])),
+        ("map, results a list, 2 workers", "%.0f ns/elt" % med["py_map_list_ns_per_elt"], ""),
+        ("PoolExecutor.map, 2 workers", "%.0f ns/elt" % med["py_executor_map_ns_per_elt"],
+         "%.2fx pool.map (list), %.1fx pool.map i64; PPE.map %.1f us/elt (%.0fx)" % (
+             med["py_executor_map_ns_per_elt"] / med["py_map_list_ns_per_elt"],
+             med["py_executor_map_ns_per_elt"] / med["py_map_ns_per_elt"], med["ppe_executor_map_ns_per_elt"] / 1e3,
+             med["ppe_executor_map_ns_per_elt"] / med["py_executor_map_ns_per_elt"])),
         ("map of 2000 x ~5 us tasks, 2 workers", "%.1f ms" % med["py_map_2000x5us_ms"],
          "serial %.1f ms (%.2fx speedup), PPE %.0f ms, TPE %.0f ms" % (
              med["serial_2000x5us_ms"], med["py_map_2000x5us_speedup"], med["ppe_map_2000x5us_ms"],

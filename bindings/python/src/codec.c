@@ -57,6 +57,7 @@ typedef struct enc {
   PyObject *seen; /* dict: id -> ordinal, beyond the inline entries */
   PyObject *keep; /* temporaries */
   int in_frame;   /* inside a frame: only 1-d columns may be references */
+  int captured;   /* writing what a function sent by value captured: pickles by cloudpickle */
 } enc;
 
 static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
@@ -68,6 +69,7 @@ static void enc_init(enc *e, const sp_enc_opts *o, wire_writer *w) {
   e->seen = NULL;
   e->keep = NULL;
   e->in_frame = 0;
+  e->captured = 0;
 }
 
 static void enc_end(enc *e) {
@@ -264,11 +266,23 @@ static int enc_fail_pickling(enc *e, PyObject *o) {
 }
 
 /* Anything else: pickled for Python receivers, refused by the others. */
+static PyObject *dumps_captured_helper;
+
 static int enc_pickle(enc *e, PyObject *o, const char *why) {
   if (e->o->foreign)
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent to %s%s%s", type_name(o), e->o->foreign_dest,
                     why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
-  PyObject *b = PyObject_CallOneArg(SP.pickle_dumps, o);
+  PyObject *dumps = SP.pickle_dumps;
+  if (e->captured) {
+    if (!dumps_captured_helper) {
+      PyObject *m = PyImport_ImportModule("suiro._values");
+      dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
+      Py_XDECREF(m);
+      if (!dumps_captured_helper) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
+    }
+    dumps = dumps_captured_helper;
+  }
+  PyObject *b = PyObject_CallOneArg(dumps, o);
   if (!b) return enc_fail_pickling(e, o);
   if (!PyBytes_Check(b)) {
     Py_DECREF(b);
@@ -960,6 +974,7 @@ static PyObject *function_identity(enc *e, PyObject *fn) {
   uint64_t key = suiro_fn_key(PyBytes_AS_STRING(code), (size_t)PyBytes_GET_SIZE(code));
   suiro_status st = suiro_fn_publish(po->p, key, PyBytes_AS_STRING(code), (size_t)PyBytes_GET_SIZE(code));
   Py_DECREF(code);
+  if (st == SUIRO_OK) po->fn_published++;
   if (st != SUIRO_OK) {
     PyErr_Format(PyExc_RuntimeError, "cannot publish the function's code: %s", suiro_last_error());
     return NULL;
@@ -978,6 +993,224 @@ static int put_kwargs(enc *e, PyObject *kwargs) {
     if (rc < 0) return -1;
   }
   return 0;
+}
+
+/* ---- functions sent by value: the code once per pool, what they captured with every task ----------
+ *
+ * _values.function_plan splits a function no worker imports into a template (its code and what it
+ * names that a worker imports: published once, by content) and what it captured (the globals it
+ * reads of other kinds, its closure cells, its defaults). The pool keeps the plan per code object;
+ * each submit checks that the names still hold what the template was made with (a global rebound
+ * to another module, say, makes a new plan) and writes
+ *   FUNC(python, key, 3) [nil, kwargs DICT or nil, LIST [globals..., cells..., defaults, kwdefaults]]
+ * so a global changed or mutated between submits is seen by the next task. The worker builds the
+ * function from the template with a fresh globals dict and fresh cells (build_function). */
+
+enum { PLAN_KEY, PLAN_GLOBALS, PLAN_GNAMES, PLAN_GKINDS, PLAN_CKINDS, PLAN_NDYN, PLAN_NAME, PLAN_QUALNAME, PLAN_N };
+
+static PyObject *plan_helper, *plan_dyn, *plan_self, *plan_absent;
+
+static int plan_helpers(void) {
+  if (plan_helper) return 0;
+  PyObject *m = PyImport_ImportModule("suiro._values");
+  if (!m) return -1;
+  plan_dyn = PyObject_GetAttrString(m, "PLAN_DYN");
+  plan_self = plan_dyn ? PyObject_GetAttrString(m, "PLAN_SELF") : NULL;
+  plan_absent = plan_self ? PyObject_GetAttrString(m, "PLAN_ABSENT") : NULL;
+  PyObject *h = plan_absent ? PyObject_GetAttrString(m, "function_plan") : NULL;
+  Py_DECREF(m);
+  if (!h) return -1;
+  plan_helper = h;
+  return 0;
+}
+
+/* 1 when v still is what kind k says (PLAN_DYN: any value but fn itself), else 0 */
+static int plan_kind_holds(PyObject *k, PyObject *v, PyObject *fn) {
+  if (k == plan_absent) return v == NULL;
+  if (k == plan_self) return v == fn;
+  if (k == plan_dyn) return v != NULL && v != fn;
+  return v == k;
+}
+
+/* 1 when fn's names hold what its plan's template was made with; 0 when not; -1 on error */
+static int plan_valid(PyObject *plan, PyObject *fn) {
+  PyObject *g = PyFunction_GET_GLOBALS(fn);
+  if (g != PyTuple_GET_ITEM(plan, PLAN_GLOBALS)) return 0;
+  PyFunctionObject *fo = (PyFunctionObject *)fn; /* renamed: the template has the other name */
+  if (fo->func_name != PyTuple_GET_ITEM(plan, PLAN_NAME) || fo->func_qualname != PyTuple_GET_ITEM(plan, PLAN_QUALNAME))
+    return 0;
+  PyObject *names = PyTuple_GET_ITEM(plan, PLAN_GNAMES), *kinds = PyTuple_GET_ITEM(plan, PLAN_GKINDS);
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(names); i < n; i++) {
+    PyObject *v = PyDict_GetItemWithError(g, PyTuple_GET_ITEM(names, i));
+    if (!v && PyErr_Occurred()) return -1;
+    if (!plan_kind_holds(PyTuple_GET_ITEM(kinds, i), v, fn)) return 0;
+  }
+  PyObject *cl = PyFunction_GET_CLOSURE(fn), *ck = PyTuple_GET_ITEM(plan, PLAN_CKINDS);
+  Py_ssize_t nc = cl && cl != Py_None ? PyTuple_GET_SIZE(cl) : 0;
+  if (nc != PyTuple_GET_SIZE(ck)) return 0;
+  for (Py_ssize_t i = 0; i < nc; i++) {
+    PyObject *v = PyCell_GET(PyTuple_GET_ITEM(cl, i));
+    if (!plan_kind_holds(PyTuple_GET_ITEM(ck, i), v, fn)) return 0;
+  }
+  return 1;
+}
+
+static int put_captured(enc *e, PyObject *v) {
+  if (!v) return enc_fail(e, PyExc_RuntimeError, "a global the function reads changed while the task was sent");
+  Py_INCREF(v);
+  int rc = enc_value(e, v);
+  Py_DECREF(v);
+  return rc;
+}
+
+/* A captured value that cannot be sent: the function and the name that captured it, with the
+ * first reason (as pickling the whole function said) */
+static int captured_fail(enc *e, PyObject *fn, PyObject *label) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  PyObject *root = v ? Py_NewRef(v) : NULL;
+  for (int k = 0; root && k < 16; k++) {
+    PyObject *c = PyException_GetCause(root);
+    if (!c) break;
+    Py_SETREF(root, c);
+  }
+  PyObject *why = root ? PyObject_Str(root) : NULL;
+  Py_XDECREF(root);
+  if (!why) PyErr_Clear();
+  PyErr_Restore(t, v, tb);
+  int rc = why ? enc_fail(e, PyExc_TypeError, "the function %R cannot be sent: %U (captured as %U)", fn, why, label)
+               : enc_fail(e, PyExc_TypeError, "the function %R cannot be sent (captured as %U)", fn, label);
+  Py_XDECREF(why);
+  return rc;
+}
+
+static int captured_fail_s(enc *e, PyObject *fn, const char *label) {
+  PyObject *l = PyUnicode_FromString(label);
+  int rc = l ? captured_fail(e, fn, l) : -1;
+  Py_XDECREF(l);
+  return rc;
+}
+
+static int plan_write(enc *e, PyObject *plan, PyObject *fn, PyObject *kwargs) {
+  wire_writer *w = e->w;
+  uint64_t key = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(plan, PLAN_KEY));
+  Py_ssize_t ndyn = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, PLAN_NDYN));
+  if (PyErr_Occurred()) return -1;
+  wire_put_func(w, WIRE_LANG_PYTHON, key, 3);
+  wire_put_nil(w);
+  if (kwargs && PyDict_GET_SIZE(kwargs) > 0) {
+    if (put_kwargs(e, kwargs) < 0) return -1;
+  } else {
+    wire_put_nil(w);
+  }
+  wire_put_list(w, (uint64_t)ndyn + 2);
+  int was = e->captured, rc = 0;
+  e->captured = 1;
+  PyObject *g = PyFunction_GET_GLOBALS(fn);
+  PyObject *names = PyTuple_GET_ITEM(plan, PLAN_GNAMES), *kinds = PyTuple_GET_ITEM(plan, PLAN_GKINDS);
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(names); rc == 0 && i < n; i++) {
+    if (PyTuple_GET_ITEM(kinds, i) != plan_dyn) continue;
+    PyObject *name = PyTuple_GET_ITEM(names, i);
+    PyObject *v = PyDict_GetItemWithError(g, name);
+    rc = !v && PyErr_Occurred() ? -1 : put_captured(e, v);
+    if (rc < 0) rc = captured_fail(e, fn, name);
+  }
+  PyObject *cl = PyFunction_GET_CLOSURE(fn), *ck = PyTuple_GET_ITEM(plan, PLAN_CKINDS);
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(ck); rc == 0 && i < n; i++) {
+    if (PyTuple_GET_ITEM(ck, i) != plan_dyn) continue;
+    rc = put_captured(e, PyCell_GET(PyTuple_GET_ITEM(cl, i)));
+    if (rc < 0) {
+      PyObject *fv = PyObject_GetAttrString(PyFunction_GET_CODE(fn), "co_freevars"), *label;
+      if (fv && PyTuple_Check(fv) && i < PyTuple_GET_SIZE(fv)) label = Py_NewRef(PyTuple_GET_ITEM(fv, i));
+      else label = PyUnicode_FromFormat("cell %zd", i);
+      Py_XDECREF(fv);
+      rc = label ? captured_fail(e, fn, label) : -1;
+      Py_XDECREF(label);
+    }
+  }
+  PyObject *d = rc == 0 ? PyFunction_GET_DEFAULTS(fn) : NULL;
+  if (rc == 0) rc = d ? put_captured(e, d) : (wire_put_nil(w), 0);
+  if (rc < 0 && d) rc = captured_fail_s(e, fn, "__defaults__");
+  d = rc == 0 ? PyFunction_GET_KW_DEFAULTS(fn) : NULL;
+  if (rc == 0) rc = d ? put_captured(e, d) : (wire_put_nil(w), 0);
+  if (rc < 0 && d) rc = captured_fail_s(e, fn, "__kwdefaults__");
+  e->captured = was;
+  return rc;
+}
+
+/* Writes fn by its plan: 0, -1 with an exception, or 1 when fn does not go this way (importable,
+ * or a kind of function the plan cannot split: it is pickled whole). */
+static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
+  PoolObject *po = e->o->pool;
+  if (!po || !po->p || e->o->foreign || !PyFunction_Check(fn)) return 1;
+  if (!po->code_plans && !(po->code_plans = PyDict_New())) return -1;
+  if (plan_helpers() < 0) return -1;
+  PyObject *code = PyFunction_GET_CODE(fn);
+  PyObject *plan = PyDict_GetItemWithError(po->code_plans, code);
+  if (!plan && PyErr_Occurred()) return -1;
+  if (plan == Py_None) return 1;
+  if (plan) {
+    int ok = plan_valid(plan, fn);
+    if (ok < 0) return -1;
+    if (ok) {
+      Py_INCREF(plan);
+      int rc = plan_write(e, plan, fn, kwargs);
+      Py_DECREF(plan);
+      return rc;
+    }
+  } else {
+    if (!fn_ref_helper) {
+      PyObject *m = PyImport_ImportModule("suiro._values");
+      if (!m) return -1;
+      fn_ref_helper = PyObject_GetAttrString(m, "function_ref");
+      fn_pickle_helper = PyObject_GetAttrString(m, "pickle_function");
+      Py_DECREF(m);
+      if (!fn_ref_helper || !fn_pickle_helper) return -1;
+    }
+    PyObject *name = PyObject_CallOneArg(fn_ref_helper, fn);
+    if (!name) return -1;
+    int importable = name != Py_None;
+    Py_DECREF(name);
+    if (importable) {
+      if (PyDict_GET_SIZE(po->code_plans) < 4096 && PyDict_SetItem(po->code_plans, code, Py_None) < 0) return -1;
+      return 1;
+    }
+  }
+  PyObject *r = PyObject_CallOneArg(plan_helper, fn);
+  if (!r) { /* pickled whole, which says why it cannot be sent */
+    PyErr_Clear();
+    return 1;
+  }
+  if (r == Py_None || !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(r, 0))) {
+    Py_DECREF(r);
+    if (PyDict_GET_SIZE(po->code_plans) < 4096 && PyDict_SetItem(po->code_plans, code, Py_None) < 0) return -1;
+    return 1;
+  }
+  PyObject *blob = PyTuple_GET_ITEM(r, 0);
+  uint64_t key = suiro_fn_key(PyBytes_AS_STRING(blob), (size_t)PyBytes_GET_SIZE(blob));
+  if (suiro_fn_publish(po->p, key, PyBytes_AS_STRING(blob), (size_t)PyBytes_GET_SIZE(blob)) != SUIRO_OK) {
+    Py_DECREF(r);
+    PyErr_Format(PyExc_RuntimeError, "cannot publish the function's code: %s", suiro_last_error());
+    return -1;
+  }
+  po->fn_published++;
+  Py_ssize_t ndyn = 0;
+  for (int t = 3; t <= 4; t++) {
+    PyObject *ks = PyTuple_GET_ITEM(r, t);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ks); i++) ndyn += PyTuple_GET_ITEM(ks, i) == plan_dyn;
+  }
+  PyFunctionObject *fo = (PyFunctionObject *)fn;
+  plan = Py_BuildValue("(KOOOOnOO)", (unsigned long long)key, PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2),
+                       PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 4), ndyn, fo->func_name, fo->func_qualname);
+  Py_DECREF(r);
+  if (!plan) return -1;
+  if (PyDict_GET_SIZE(po->code_plans) < 4096 || PyDict_Contains(po->code_plans, code) == 1)
+    if (PyDict_SetItem(po->code_plans, code, plan) < 0) PyErr_Clear();
+  int ok = plan_valid(plan, fn); /* planned from fn itself: holds, unless planning ran code that changed it */
+  int rc = ok < 0 ? -1 : ok ? plan_write(e, plan, fn, kwargs) : 1;
+  Py_DECREF(plan);
+  return rc;
 }
 
 /* Writes the function item (a callable, a "module.fn" str) for Python workers. */
@@ -1009,6 +1242,11 @@ static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
     if (po && fn == po->last_fn) {
       id = Py_NewRef(po->last_item);
     } else {
+      if (PyFunction_Check(fn) && po && po->fn_cache && !PyDict_GetItemWithError(po->fn_cache, fn)) {
+        if (PyErr_Occurred()) return -1;
+        int rc = enc_planned(e, fn, kwargs);
+        if (rc <= 0) return rc;
+      }
       id = function_identity(e, fn);
       if (!id) { /* say why (pickling it failed on what it captured, say), not only that */
         PyObject *t, *v, *tb;
@@ -1372,6 +1610,75 @@ static PyObject *refuse_untrusted(dec *d, wire_item *it) {
   return NULL;
 }
 
+/* A template of _values.function_plan: (tag, code, name, qualname, base globals, names of the
+ * captured globals, names bound to the function itself, per closure cell 0 captured / 1 itself /
+ * (value,)) */
+enum { TPL_TAG, TPL_CODE, TPL_NAME, TPL_QUALNAME, TPL_BASE, TPL_DYN, TPL_SELF, TPL_CELLS, TPL_N };
+
+static int is_template(PyObject *o) {
+  if (!PyTuple_CheckExact(o) || PyTuple_GET_SIZE(o) != TPL_N) return 0;
+  PyObject *t = PyTuple_GET_ITEM(o, TPL_TAG);
+  return PyUnicode_Check(t) && PyUnicode_CompareWithASCIIString(t, "suiro-fn-1") == 0;
+}
+
+/* The function of template t with what it captured (cap: [globals..., cells..., defaults,
+ * kwdefaults]): a fresh globals dict and cells, as unpickling the whole function gave. */
+static PyObject *build_function(PyObject *t, PyObject *cap) {
+  PyObject *code = PyTuple_GET_ITEM(t, TPL_CODE), *base = PyTuple_GET_ITEM(t, TPL_BASE);
+  PyObject *dyn = PyTuple_GET_ITEM(t, TPL_DYN), *selfn = PyTuple_GET_ITEM(t, TPL_SELF);
+  PyObject *cells = PyTuple_GET_ITEM(t, TPL_CELLS);
+  if (!PyCode_Check(code) || !PyDict_Check(base) || !PyTuple_Check(dyn) || !PyTuple_Check(selfn) || !PyTuple_Check(cells) ||
+      !cap || !PyList_Check(cap))
+    return PyErr_SetString(PyExc_ValueError, "cannot decode value: a damaged function template"), NULL;
+  Py_ssize_t nd = PyTuple_GET_SIZE(dyn), nc = PyTuple_GET_SIZE(cells), ndc = 0;
+  for (Py_ssize_t i = 0; i < nc; i++) ndc += PyLong_Check(PyTuple_GET_ITEM(cells, i)) && PyLong_AsLong(PyTuple_GET_ITEM(cells, i)) == 0;
+  if (PyList_GET_SIZE(cap) != nd + ndc + 2 || nc != PyCode_GetNumFree((PyCodeObject *)code))
+    return PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's captured values do not fit its code"), NULL;
+  PyObject *g = PyDict_Copy(base);
+  if (!g) return NULL;
+  for (Py_ssize_t i = 0; i < nd; i++)
+    if (PyDict_SetItem(g, PyTuple_GET_ITEM(dyn, i), PyList_GET_ITEM(cap, i)) < 0) goto fail_g;
+  PyObject *f = PyFunction_NewWithQualName(code, g, PyTuple_GET_ITEM(t, TPL_QUALNAME));
+  if (!f) goto fail_g;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(selfn); i++)
+    if (PyDict_SetItem(g, PyTuple_GET_ITEM(selfn, i), f) < 0) goto fail;
+  if (nc) {
+    PyObject *cl = PyTuple_New(nc);
+    if (!cl) goto fail;
+    for (Py_ssize_t i = 0, k = nd; i < nc; i++) {
+      PyObject *s = PyTuple_GET_ITEM(cells, i), *v;
+      if (PyTuple_Check(s) && PyTuple_GET_SIZE(s) == 1) v = PyTuple_GET_ITEM(s, 0);
+      else if (PyLong_Check(s) && PyLong_AsLong(s) == 1) v = f;
+      else v = PyList_GET_ITEM(cap, k++);
+      PyObject *c = PyCell_New(v);
+      if (!c) {
+        Py_DECREF(cl);
+        goto fail;
+      }
+      PyTuple_SET_ITEM(cl, i, c);
+    }
+    int rc = PyFunction_SetClosure(f, cl);
+    Py_DECREF(cl);
+    if (rc < 0) goto fail;
+  }
+  PyObject *defs = PyList_GET_ITEM(cap, nd + ndc), *kwd = PyList_GET_ITEM(cap, nd + ndc + 1);
+  if (defs != Py_None && (!PyTuple_Check(defs) || PyFunction_SetDefaults(f, defs) < 0)) goto fail_defs;
+  if (kwd != Py_None && (!PyDict_Check(kwd) || PyFunction_SetKwDefaults(f, kwd) < 0)) goto fail_defs;
+  PyObject *name = PyTuple_GET_ITEM(t, TPL_NAME);
+  if (PyUnicode_Check(name) && PyUnicode_Compare(name, ((PyCodeObject *)code)->co_name) != 0 &&
+      PyObject_SetAttrString(f, "__name__", name) < 0)
+    goto fail;
+  Py_DECREF(g);
+  return f;
+fail_defs:
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's defaults are damaged");
+fail:
+  Py_DECREF(f);
+fail_g:
+  Py_DECREF(g);
+  return NULL;
+}
+
 static PyObject *dec_func(dec *d, wire_item *it) {
   uint64_t key = (uint64_t)it->i;
   uint64_t n = it->n;
@@ -1448,20 +1755,32 @@ static PyObject *dec_func(dec *d, wire_item *it) {
     res = sp_function_from_key(key);
   }
   if (!res) return NULL;
-  if (n >= 2) { /* bound keyword arguments */
-    PyObject *kw = dec_child(d);
+  if (n >= 2) { /* bound keyword arguments, then what a function sent by value captured */
+    PyObject *kw = dec_child(d), *cap = NULL;
     if (!kw) {
       Py_DECREF(res);
       return NULL;
     }
     for (uint64_t i = 2; i < n; i++) { /* nothing else is defined: skip */
       PyObject *x = dec_child(d);
-      Py_XDECREF(x);
       if (!x) {
+        Py_XDECREF(cap);
         Py_DECREF(kw);
         Py_DECREF(res);
         return NULL;
       }
+      if (i == 2) cap = x;
+      else Py_DECREF(x);
+    }
+    if (is_template(res)) {
+      PyObject *f = build_function(res, cap);
+      Py_DECREF(res);
+      res = f;
+    }
+    Py_XDECREF(cap);
+    if (!res) {
+      Py_DECREF(kw);
+      return NULL;
     }
     if (PyDict_Check(kw) && PyDict_GET_SIZE(kw)) {
       PyObject *ft = PyImport_ImportModule("functools");
@@ -1476,6 +1795,10 @@ static PyObject *dec_func(dec *d, wire_item *it) {
     }
     Py_DECREF(kw);
     if (!res) return NULL;
+  }
+  if (is_template(res)) {
+    Py_DECREF(res);
+    return PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's code without what it captured"), NULL;
   }
   if (slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
   return res;

@@ -365,6 +365,7 @@ static void pool_dealloc(PoolObject *po) {
   Py_CLEAR(po->fn_cache);
   Py_CLEAR(po->last_fn);
   Py_CLEAR(po->last_item);
+  Py_CLEAR(po->code_plans);
   Py_CLEAR(po->dict);
   if (po->lock) PyThread_free_lock(po->lock);
   PyMem_Free(po->pending);
@@ -375,6 +376,7 @@ static int pool_traverse(PoolObject *po, visitproc visit, void *arg) {
   Py_VISIT(po->fn_cache);
   Py_VISIT(po->last_fn);
   Py_VISIT(po->last_item);
+  Py_VISIT(po->code_plans);
   Py_VISIT(po->dict);
   return 0;
 }
@@ -383,6 +385,7 @@ static int pool_clear(PoolObject *po) {
   Py_CLEAR(po->fn_cache);
   Py_CLEAR(po->last_fn);
   Py_CLEAR(po->last_item);
+  Py_CLEAR(po->code_plans);
   Py_CLEAR(po->dict);
   return 0;
 }
@@ -1041,12 +1044,13 @@ static PyObject *pool_status(PoolObject *po, PyObject *unused) {
                                   (unsigned long long)w[i].steals, "parks", (unsigned long long)w[i].parks, "moves",
                                   (unsigned long long)w[i].moves));
   if (!ws) return NULL;
-  return Py_BuildValue("{s:N,s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:s}", "workers", ws, "live", s.workers,
+  return Py_BuildValue("{s:N,s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K}", "workers", ws, "live", s.workers,
                        "max_workers", s.max_workers, "submitted", (unsigned long long)s.submitted, "collected",
                        (unsigned long long)s.collected, "tasks", (unsigned long long)s.tasks, "steals",
                        (unsigned long long)s.steals, "parks", (unsigned long long)s.parks, "host_parks",
                        (unsigned long long)s.host_parks, "deaths", (unsigned long long)s.deaths, "respawns",
-                       (unsigned long long)s.respawns, "wakes", (unsigned long long)s.wakes, "name", name);
+                       (unsigned long long)s.respawns, "wakes", (unsigned long long)s.wakes, "name", name,
+                       "functions_published", po->fn_published);
 }
 
 static PyObject *pool_spawn(PoolObject *po, PyObject *args) {

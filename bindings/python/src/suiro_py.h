@@ -47,6 +47,8 @@ typedef struct PoolObject {
   PyObject *fn_cache;     /* dict: callable -> bytes of its encoded function item */
   PyObject *last_fn;      /* the last callable submitted (borrowed key of fn_cache, kept alive) */
   PyObject *last_item;    /* its encoded item (bytes) */
+  PyObject *code_plans;   /* dict: code object -> plan of a function sent by value (codec.c), or None */
+  unsigned long long fn_published; /* function code blobs published (pool.status()) */
   PyObject *weakreflist;
   PyObject *dict;
 } PoolObject;

@@ -8,9 +8,10 @@ ProcessPoolExecutor code.
 - submit() returns real concurrent.futures.Future objects (wait, as_completed and
   asyncio.wrap_future work); one drain thread per executor completes them, woken by the pool's
   eventfd (a burst of results is one wake-up).
-- map(fn, *iterables, timeout=None, chunksize=1) runs on the engine's map (chunksize is accepted
-  for compatibility: the engine sizes its batches itself); results come in order, an element's
-  exception is raised when the iteration reaches it.
+- map(fn, *iterables, timeout=None, chunksize=1) runs on the engine's map, each of its elements a
+  chunk of the input (chunksize when above 1, else sized so each worker gets ~16 chunks; short
+  maps are not chunked); results come in order, an element's exception is raised when the
+  iteration reaches it, and every element runs.
 - A worker that dies fails only the futures it was running, with WorkerLost (a BrokenProcessPool
   and a suiro.WorkerDied); the pool respawns it and stays usable. A failing initializer breaks the
   executor, as in ProcessPoolExecutor.
@@ -84,25 +85,48 @@ def _run(key, init, initargs, fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
-class _Star:
-    """fn(*args) for one map element, with the element's exception returned as a value, so that
-    every element runs (as in ProcessPoolExecutor.map) and the iteration raises it in place."""
+class _Chunk:
+    """fn over one chunk of a map's elements: cols holds the chunk of each iterable (a column per
+    argument). Every element runs (as in ProcessPoolExecutor.map); the values come back as a
+    list, or as ("e", values, {position: exception}) when some raised, so that the iteration
+    raises each one in place."""
 
     __slots__ = ("fn", "key", "init", "initargs")
 
     def __init__(self, fn, key=None, init=None, initargs=()):
         self.fn, self.key, self.init, self.initargs = fn, key, init, initargs
 
-    def __call__(self, args):
-        try:
-            if self.init is not None:
-                return ("v", _run(self.key, self.init, self.initargs, self.fn, args, {}))
-            return ("v", self.fn(*args))
-        except BaseException as e:
-            return ("e", describe_exception(e))
+    def __call__(self, cols):
+        fn = self.fn
+        if self.init is not None:
+            key, init, initargs = self.key, self.init, self.initargs
+            fn = lambda *args: _run(key, init, initargs, self.fn, args, {})  # noqa: E731
+        out = []
+        put = out.append
+        errs = None
+        it = zip(*cols)
+        while True:
+            try:
+                for args in it:
+                    put(fn(*args))
+                break
+            except BaseException as e:  # this element failed: the others still run
+                if errs is None:
+                    errs = {}
+                errs[len(out)] = describe_exception(e)
+                put(None)
+        return out if errs is None else ("e", out, errs)
 
     def __reduce__(self):
-        return (_Star, (self.fn, self.key, self.init, self.initargs))
+        return (_Chunk, (self.fn, self.key, self.init, self.initargs))
+
+
+def _chunksize(n, workers, asked):
+    """Elements per map element: the caller's chunksize when above 1; else enough that each worker
+    gets ~16 chunks (no chunking for short maps, whose elements may be long), at most 1024."""
+    if asked > 1:
+        return asked
+    return max(1, min(1024, n // (16 * max(1, workers))))
 
 
 class _Proc:
@@ -345,10 +369,12 @@ class PoolExecutor(Executor):
                 raise BrokenProcessPool(s.broken)
             if s.shutdown or _interpreter_exiting:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-        args = [list(a) for a in zip(*iterables)]
-        star = _Star(fn, self._key, self._initializer, self._initargs)
-        m = s.pool.map(star, args, stream=True)
-        return _map_results(m, len(args), None if timeout is None else end)
+        cols = [list(a) for a in iterables]
+        n = min(map(len, cols)) if cols else 0
+        cs = _chunksize(n, s.max_workers, chunksize)
+        chunks = [[c[i:i + cs] for c in cols] for i in range(0, n, cs)]
+        m = s.pool.map(_Chunk(fn, self._key, self._initializer, self._initargs), chunks, stream=True)
+        return _map_results(m, len(chunks), cs, None if timeout is None else end)
 
     map.__doc__ = Executor.map.__doc__ or map.__doc__
 
@@ -437,8 +463,8 @@ def _drain(s):
         s.stop_pool()
 
 
-def _map_results(m, n, end):
-    """Results of an executor map in order (elements finish in any order)."""
+def _map_results(m, n, cs, end):
+    """Results of an executor map in order (its n chunks of cs elements finish in any order)."""
     core = m._m
     got = {}
     ready = []  # finished indices not read yet
@@ -460,10 +486,18 @@ def _map_results(m, n, end):
                 if left is not None and left <= 0:
                     raise TimeoutError()
                 core._wait(0.01 if left is None else min(0.01, left))
-            if got[i][0] == "e":
-                cls, msg, tb = got.pop(i)[1]
-                raise _errors.from_result(2, cls, msg, tb, i, -1, 0, True)
-            yield got.pop(i)[1]  # no local keeps the result alive while the caller holds it
+            vals = got.pop(i)
+            errs = None
+            if type(vals) is tuple:  # ("e", values, {position: exception})
+                _, vals, errs = vals
+            vals.reverse()  # popped as they go: no local keeps a result alive while the caller holds it
+            j = 0
+            while vals:
+                if errs is not None and j in errs:
+                    cls, msg, tb = errs[j]
+                    raise _errors.from_result(2, cls, msg, tb, i * cs + j, -1, 0, True)
+                j += 1
+                yield vals.pop()
     finally:
         if core.running and not core._wait(0):
             # abandoned (a timeout, an error raised in order, the caller stopped iterating): no

@@ -530,6 +530,18 @@ def dumps(obj):
 loads = pickle.loads
 
 
+def dumps_captured(obj):
+    """A value a function sent by value captured: cloudpickle, as the function was pickled whole
+    (an instance of a main-script class goes by value, not by a name no worker imports)."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    if "__mp_main__" in sys.modules:
+        _mp_main_by_value(cloudpickle)
+    return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 # Modules no worker can import: a host's main script, and the same script re-run as
 # "__mp_main__" in a child of multiprocessing's spawn (its functions name that module; a worker
 # importing "__mp_main__.f" fails). Their functions travel by value, with their globals.
@@ -541,15 +553,122 @@ def pickle_function(fn):
         import cloudpickle
     except ImportError:
         return pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
-    mod = getattr(fn, "__module__", None)
-    if mod == "__mp_main__":  # cloudpickle pickles only "__main__" by value of itself
-        m = sys.modules.get(mod)
-        try:
-            if m is not None and mod not in cloudpickle.list_registry_pickle_by_value():
-                cloudpickle.register_pickle_by_value(m)
-        except (AttributeError, ValueError, TypeError):  # an old cloudpickle: by reference, as before
-            pass
+    if "__mp_main__" in sys.modules:  # fn may be a callable object holding such functions
+        _mp_main_by_value(cloudpickle)
     return cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _mp_main_by_value(cloudpickle):
+    """cloudpickle pickles only "__main__" by value of itself: "__mp_main__" too."""
+    m = sys.modules.get("__mp_main__")
+    try:
+        if m is not None and "__mp_main__" not in cloudpickle.list_registry_pickle_by_value():
+            cloudpickle.register_pickle_by_value(m)
+    except (AttributeError, ValueError, TypeError):  # an old cloudpickle: by reference, as before
+        pass
+
+
+# ---- functions sent by value, their code once per pool -------------------------------------------
+#
+# A function no worker can import (a lambda, a main-script or nested function) is split in two:
+# its code, with what it names that a worker imports (modules, importable functions and classes),
+# pickled once and published by content; and what it captured (the values of the globals it reads
+# that are not of that kind, its closure cells, its defaults), sent with every task, so a global
+# changed (or mutated) between submits is seen by the next task. The host keeps the plan below per
+# code object and checks, at each submit, that every name still holds what the code was pickled
+# with (codec.c, enc_planned); a change makes a new plan. The worker rebuilds the function from
+# the template (codec.c, build_function): a fresh globals dict and cells per task, as unpickling
+# afresh gave.
+
+PLAN_DYN = object()  # a captured value: sent per task
+PLAN_SELF = object()  # the function itself (recursion): the worker's own instance
+PLAN_ABSENT = object()  # a name the function's globals lack (a builtin, or undefined)
+TEMPLATE_TAG = "suiro-fn-1"
+
+_GLOBAL_OPS = None
+
+
+def _code_global_names(code, out):
+    global _GLOBAL_OPS
+    if _GLOBAL_OPS is None:
+        import dis
+        _GLOBAL_OPS = {dis.opmap[n] for n in ("LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME",
+                                              "STORE_NAME", "DELETE_NAME") if n in dis.opmap}
+    import dis
+    for ins in dis.get_instructions(code):
+        if ins.opcode in _GLOBAL_OPS:
+            name = ins.argval
+            if isinstance(name, str) and name not in out:
+                out.append(name)
+    for c in code.co_consts:
+        if isinstance(c, type(code)):
+            _code_global_names(c, out)
+    return out
+
+
+def _static_kind(v):
+    """v travels with the code (by reference) and is checked by identity."""
+    import types
+    if isinstance(v, types.ModuleType):
+        return v.__name__ not in _MAIN_NAMES and sys.modules.get(v.__name__) is v
+    if isinstance(v, (types.BuiltinFunctionType, type, types.FunctionType)):
+        return function_ref(v) is not None
+    return False
+
+
+def function_plan(fn):
+    """(blob, globals, gnames, gkinds, ckinds) for a function sent by value, or None (pickled whole).
+
+    gkinds: per name, PLAN_DYN, PLAN_SELF, PLAN_ABSENT or the static value; ckinds: per closure
+    cell, the same without PLAN_ABSENT. The blob unpickles to the worker's template tuple."""
+    import types
+    if type(fn) is not types.FunctionType or fn.__dict__:
+        return None
+    try:
+        import cloudpickle
+    except ImportError:
+        return None
+    g = fn.__globals__
+    mod = g.get("__name__", fn.__module__)
+    gnames, gkinds, base, dyn, selfn = [], [], {"__builtins__": builtins}, [], []
+    if isinstance(mod, str):
+        base["__name__"] = mod
+    for n in _code_global_names(fn.__code__, []):
+        if n in ("__builtins__", "__name__"):
+            continue
+        if n not in g:
+            kind = PLAN_ABSENT
+        else:
+            v = g[n]
+            if v is fn:
+                kind = PLAN_SELF
+                selfn.append(n)
+            elif _static_kind(v):
+                kind = v
+                base[n] = v
+            else:
+                kind = PLAN_DYN
+                dyn.append(n)
+        gnames.append(n)
+        gkinds.append(kind)
+    ckinds, cspec = [], []
+    for cell in fn.__closure__ or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell (a name bound later)
+            return None
+        if v is fn:
+            ckinds.append(PLAN_SELF)
+            cspec.append(1)
+        elif _static_kind(v):
+            ckinds.append(v)
+            cspec.append((v,))
+        else:
+            ckinds.append(PLAN_DYN)
+            cspec.append(0)
+    template = (TEMPLATE_TAG, fn.__code__, fn.__name__, fn.__qualname__, base, tuple(dyn), tuple(selfn), tuple(cspec))
+    blob = cloudpickle.dumps(template, protocol=pickle.HIGHEST_PROTOCOL)
+    return (blob, g, tuple(gnames), tuple(gkinds), tuple(ckinds))
 
 
 def function_ref(fn):
