@@ -60,6 +60,15 @@ def test_a_mutated_global_is_seen_by_the_next_task(pool1):
         del ITEMS[2:]
 
 
+def test_a_large_captured_list_goes_by_content(pool1):
+    big = list(range(10000))
+    f = lambda i: (big[i], len(big))  # noqa: E731
+    assert [pool1.submit(f, i).collect(timeout=10) for i in (0, 9999)] == [(0, 10000), (9999, 10000)]
+    big[0] = "changed"
+    big.append(None)
+    assert pool1.submit(f, 0).collect(timeout=10) == ("changed", 10001)
+
+
 def test_a_global_rebound_to_another_module_makes_new_code(pool1):
     global mathlike
     f = lambda x: mathlike.floor(x)  # noqa: E731
@@ -119,6 +128,33 @@ def test_recursion_defaults_and_keywords(pool1):
     assert pool1.submit(f, 1).collect(timeout=10) == (1, [2, 9], 3, [])
 
 
+def test_helpers_and_mutual_recursion(pool1):
+    def even(k):
+        return True if k == 0 else odd(k - 1)
+
+    def odd(k):
+        return False if k == 0 else even(k - 1)
+
+    assert [pool1.submit(even, k).collect(timeout=10) for k in range(4)] == [True, False, True, False]
+
+    def double(x):
+        return x * 2
+
+    def triple(x):
+        return x * 3
+
+    def make_outer(helper):
+        def outer(x):
+            return helper(x) + 1
+        return outer
+
+    before = published(pool1)
+    outer = make_outer(double)
+    assert [pool1.submit(outer, k).collect(timeout=10) for k in range(5)] == [1, 3, 5, 7, 9]
+    assert published(pool1) - before == 2  # outer's code and double's, once each
+    assert pool1.submit(make_outer(triple), 1).collect(timeout=10) == 4  # another helper in the cell
+
+
 def test_a_function_with_attributes_is_pickled_whole(pool1):
     def f():
         return 7
@@ -176,7 +212,8 @@ with suiro.pool(workers=1) as p:
     print(out == [i + 10 for i in range(20)], p.status()["functions_published"] - before)
     OFFSET = 1000
     print(p.submit(mainfn, 1).collect(timeout=30))
-    print(p.submit(uses_helper, 4).collect(timeout=30))
+    before = p.status()["functions_published"]
+    print([p.submit(uses_helper, 4).collect(timeout=30) for _ in range(5)], p.status()["functions_published"] - before)
     print(p.submit(uses_point, 1).collect(timeout=30))
     P.x = 50
     print(p.submit(uses_point, 1).collect(timeout=30))
@@ -190,7 +227,7 @@ def test_main_script_functions_are_published_once(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["True 1", "1001", "9", "6", "51"], r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["True 1", "1001", "[9, 9, 9, 9, 9] 2", "6", "51"], r.stdout + r.stderr
 
 
 # ---- PoolExecutor.map in chunks ------------------------------------------------------------------
