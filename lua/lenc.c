@@ -92,8 +92,12 @@ static void push_path(lua_State *L, enc *e) {
 
 static int enc_fail(lua_State *L, enc *e, const char *what) {
   /* the message is abandoned: give back the references granted to REFs written so far */
-  if (e->w->status == WIRE_OK && e->w->len >= 8) suiro_zc_revoke(e->w->buf, e->w->len);
-  wire_writer_free(e->w);
+  if (e->c->msg) {
+    suiro_msg_free(e->c->msg);
+  } else {
+    if (e->w->status == WIRE_OK && e->w->len >= 8) suiro_zc_revoke(e->w->buf, e->w->len);
+    wire_writer_free(e->w);
+  }
   push_path(L, e);
   return luaL_error(L, "%s: %s: %s", e->c->verb, lua_tostring(L, -1), what);
 }
@@ -346,7 +350,9 @@ static int enc_array_ref(enc *e, larray *a, size_t bytes) {
   uint64_t dims[LARRAY_MAX_NDIM];
   int nd = larray_is_nd(a) ? a->ndim : 0;
   for (int d = 0; d < nd; d++) dims[d] = (uint64_t)a->shape[d];
-  if (suiro_zc_put(e->w, a->region, a->data, bytes, a->type, a->order, nd, dims) != WIRE_OK) return 0;
+  if (e->c->msg ? suiro_msg_put_ref(e->c->msg, a->region, 0, a->data, bytes, a->type, a->order, nd, dims)
+               : suiro_zc_put(e->w, a->region, a->data, bytes, a->type, a->order, nd, dims))
+    return 0;
   if (!a->readonly) a->shared = 1; /* the sender's next write copies first */
   return 1;
 }

@@ -8,6 +8,7 @@
 
 #include "suiro.h"
 #include "suiro_bind.h"
+#include "suiro_face.h"
 #include "suiro_wire.h"
 #include "suiro_conf.h"
 #include "suiro_wire_compat.h" /* the face still spells the wire API wire_* */
@@ -115,6 +116,8 @@ typedef struct lcodec_ctx {
                            with element set, pool:map's input element */
   int element;
   int returning;        /* a worker's results: functions cannot go back (the host runs none) */
+  suiro_msg *msg;       /* when set, the writer is msg's and its grants are recorded there
+                           (suiro_face.h section 3): the caller ends it sent or freed */
 } lcodec_ctx;
 
 /* Encodes the task payload: the function (or call spec / reference) at fidx and n arguments

@@ -166,16 +166,17 @@ static int l_submit(lua_State *L) {
   lpool *lp = pool_arg(L, 1);
   int n = lua_gettop(L) - 2;
   if (n < 0) return luaL_error(L, "pool:submit: argument 1 must be a function or call spec, got no value");
-  unsigned char stack[512];
-  wire_writer w;
-  wire_writer_init(&w, stack, sizeof stack);
-  lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit" };
-  lcodec_encode_task(&c, 2, 3, n, &w);
+  _Alignas(8) unsigned char stack[512];
+  suiro_msg m; /* sent, or freed (its grants given back) on every way out below */
+  suiro_msg_init(&m, stack, sizeof stack);
+  lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit", .msg = &m };
+  lcodec_encode_task(&c, 2, 3, n, suiro_msg_writer(&m));
   const void *buf;
   size_t len;
-  if (wire_writer_finish(&w, &buf, &len) != 0) {
-    wire_writer_free(&w);
-    return luaL_error(L, "pool:submit: %s", wire_writer_error(&w));
+  if (suiro_msg_finish(&m, &buf, &len) != 0) {
+    lua_pushfstring(L, "pool:submit: %s", wire_writer_error(suiro_msg_writer(&m)));
+    suiro_msg_free(&m);
+    return lua_error(L);
   }
   suiro_task t;
   suiro_status st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
@@ -186,8 +187,11 @@ static int l_submit(lua_State *L) {
     lua_gc(L, LUA_GCCOLLECT);
     st = suiro_submit(lp->p, SUIRO_FN_BINDING, buf, len, &t, lp->default_timeout);
   }
-  wire_writer_free(&w);
-  if (st != SUIRO_OK) return lpool_push_outcome(L, st, "pool:submit");
+  if (st != SUIRO_OK) {
+    suiro_msg_free(&m); /* never sent: the grants of its shared arrays go back */
+    return lpool_push_outcome(L, st, "pool:submit");
+  }
+  suiro_msg_sent(&m);
   push_task(L, 1, t);
   return 1;
 }
@@ -272,7 +276,10 @@ static int l_submit_batch(lua_State *L) {
         st = suiro_submit_batch(lp->p, specs + at, upto - at, tasks + at, &more, lp->default_timeout);
         accepted += more;
       }
-      if (st != SUIRO_OK) break;
+      if (st != SUIRO_OK) { /* the run's tasks not taken never go: their shared arrays' grants go back */
+        for (size_t k = accepted; k < upto; k++) suiro_zc_revoke(bytes->p + offs[k], offs[k + 1] - offs[k]);
+        break;
+      }
       from = upto;
       bytes->len = 0; /* the engine copied them */
     }

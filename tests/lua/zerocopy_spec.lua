@@ -103,3 +103,32 @@ describe("zero-copy cleanup", function()
     assert.are.equal(300000.0, p2:submit(function(x) return x:sum() end, v):collect())
   end)
 end)
+
+describe("a task that is not taken", function()
+  it("gives its shared arrays' grants back (the region is reused, not leaked)", function()
+    local p <close> = suiro.pool { workers = 1, ring_cap = 2, timeout = "50ms" }
+    local hold = p:submit(function() local t = suiro.now() while suiro.now() - t < 30 do end end)
+    local queued, why = {}, nil
+    repeat
+      local t
+      t, why = p:submit(function() end)
+      queued[#queued + 1] = t
+    until not t
+    assert.is_true(why == "timeout" or why == "full", why)
+    local function refused_sends(n)
+      for _ = 1, n do
+        local t, w = p:submit(function(a) return #a end, suiro.f64(131072)) -- 1 MiB, a shared region
+        assert.is_nil(t)
+        assert.is_true(w == "timeout" or w == "full", w)
+        collectgarbage()
+      end
+    end
+    refused_sends(2)
+    local _, count1 = probe.shm_usage()
+    refused_sends(20)
+    local _, count2 = probe.shm_usage()
+    -- a leaked grant keeps a region held: each refused send would then leave a new one behind
+    assert.is_true(count2 <= count1 + 1, ("%d regions after 2 refused sends, %d after 22"):format(count1, count2))
+    hold:kill()
+  end)
+end)
