@@ -486,6 +486,14 @@ void larray_fill(lua_State *L, larray *a, int t, lua_Integer n) {
   }
 }
 
+/* A length: an integer, or a float with an integral value (as Lua's own functions take them:
+ * string.rep("a", 3.0)). */
+static int length_arg(lua_State *L, int idx, lua_Integer *n) {
+  int ok = 0;
+  if (lua_type(L, idx) == LUA_TNUMBER) *n = lua_tointegerx(L, idx, &ok);
+  return ok;
+}
+
 /* suiro.array(type, n) or suiro.array(type, {values}) */
 static int l_new(lua_State *L) {
   int type = type_from_name(L, 1);
@@ -495,18 +503,20 @@ static int l_new(lua_State *L) {
     larray_fill(L, a, 2, n);
     return 1;
   }
-  if (!lua_isinteger(L, 2))
+  lua_Integer n;
+  if (!length_arg(L, 2, &n))
     return luaL_error(L, "suiro.array: argument 2 must be a length (an integer) or a table of values, got %s",
                       lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
-  larray_new(L, type, lua_tointeger(L, 2));
+  larray_new(L, type, n);
   return 1;
 }
 
 /* suiro.f64 {...} and friends: the element type is the upvalue. */
 static int l_typed_new(lua_State *L) {
   int type = (int)lua_tointeger(L, lua_upvalueindex(1));
-  if (lua_isinteger(L, 1)) {
-    larray_new(L, type, lua_tointeger(L, 1));
+  lua_Integer len;
+  if (length_arg(L, 1, &len)) {
+    larray_new(L, type, len);
     return 1;
   }
   if (!lua_istable(L, 1))

@@ -644,11 +644,14 @@ int suiro_wire_put_backref(suiro_wire_writer *w, uint64_t ordinal) {
 }
 
 /* A range's last element must fit in int64: start + (n - 1) * step. */
+/* Whether every element start + i*step (i < n) is an int64. The span (n-1)*step may itself exceed
+ * int64 while the last element fits (start near INT64_MIN, a large step), so the room between start
+ * and the end it runs towards is measured in unsigned arithmetic. */
 static int range_fits(int64_t start, int64_t step, uint64_t n) {
-  if (n == 0) return 1;
-  if (n - 1 > (uint64_t)INT64_MAX) return 0;
-  int64_t span, last;
-  return !__builtin_mul_overflow((int64_t)(n - 1), step, &span) && !__builtin_add_overflow(start, span, &last);
+  if (n == 0 || step == 0) return 1;
+  uint64_t room = step > 0 ? (uint64_t)INT64_MAX - (uint64_t)start : (uint64_t)start - (uint64_t)INT64_MIN;
+  uint64_t mag = step > 0 ? (uint64_t)step : (uint64_t)(-(step + 1)) + 1;
+  return n - 1 <= room / mag;
 }
 
 int suiro_wire_put_range(suiro_wire_writer *w, int64_t start, int64_t step, uint64_t n) {

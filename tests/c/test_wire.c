@@ -1412,6 +1412,26 @@ TEST(ranges) {
   CHECK_EQ(it.step, 1);
   CHECK_EQ(it.n, 6);
   suiro_wire_writer_free(&w);
+  /* the span may exceed int64 while every element fits: INT64_MIN + 3 * 2^62 = 2^62 */
+  int64_t big = (int64_t)1 << 62;
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MIN, big, 4), WIRE_OK);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MIN, big, 5), WIRE_ERR);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MAX, -big, 4), WIRE_OK); /* down to INT64_MAX - 3 * 2^62 */
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MIN + 1, -1, 2), WIRE_OK);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, INT64_MIN + 1, -1, 3), WIRE_ERR);
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_range(&w, 0, INT64_MIN, 2), WIRE_OK);
+  suiro_wire_writer_free(&w);
   /* the reader refuses step 0 and overflow, naming the byte */
   expect_err(mk(3, H(WIRE_RANGE, 0, 3), W(1), W(0)), "wire: range with step 0 at byte 24");
   expect_err(mk(3, H(WIRE_RANGE, 0, 3), W((uint64_t)INT64_MAX), W(1)), "wire: range overflows int64 at byte 8");
