@@ -679,10 +679,16 @@ SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o) {
   rs_decoder_init(d, buf, len, o);
   wire_item it;
   rs_dec_next(d, &it);
-  if (it.tag != WIRE_LIST || it.n < 1) dfail(d, "expected a list of one value, got %s", wire_tag_name(it.tag));
+  if (it.tag != WIRE_LIST) dfail(d, "expected a list of values, got %s", wire_tag_name(it.tag));
   container_begin(d);
-  SEXP x = PROTECT(rs_dec_next_value(d));
-  for (uint64_t k = 1; k < it.n; k++) rs_dec_next_value(d); /* further values (Lua returns several): dropped */
+  SEXP x;
+  if (it.n == 1) {
+    x = PROTECT(rs_dec_next_value(d));
+  } else { /* none (a Lua function that returns nothing): NULL; several (Lua's return a, b): a list, as
+            * Python gets a tuple; n is bounded by the reader (every item takes 8 bytes of the buffer) */
+    x = PROTECT(it.n == 0 ? R_NilValue : Rf_allocVector(VECSXP, (R_xlen_t)it.n));
+    for (uint64_t k = 0; k < it.n; k++) SET_VECTOR_ELT(x, (R_xlen_t)k, rs_dec_next_value(d));
+  }
   UNPROTECT(2);
   return x;
 }

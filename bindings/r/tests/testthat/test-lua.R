@@ -33,6 +33,15 @@ test_that("an R host runs call specs and names on Lua workers", {
   expect_identical(got, list(first = 5, n = 3L))
 })
 
+test_that("a Lua function's several results come back as a list, none as NULL", {
+  lp <- lua_pool()
+  expect_identical(suiro_collect(suiro_submit(lp, suiro_call(.source = "return 1, 2, 'x'")), timeout = 10),
+                   list(1L, 2L, "x")) # Lua integers arrive as R integers
+  expect_identical(suiro_collect(suiro_submit(lp, "string.byte", "abc", 1L, 3L), timeout = 10), list(97L, 98L, 99L))
+  expect_null(suiro_collect(suiro_submit(lp, suiro_call(.source = "return")), timeout = 10))
+  expect_identical(suiro_collect(suiro_submit(lp, suiro_call(.source = "return 7.5")), timeout = 10), 7.5)
+})
+
 test_that("R values cross to Lua and come back unchanged", {
   lp <- lua_pool()
   vals <- list(NULL, TRUE, NA, 1L, 2.5, "x", c("a", NA), c(1.5, NA, NaN), c(1L, NA), c(TRUE, NA),
