@@ -50,6 +50,19 @@ def test_a_changed_global_is_seen_by_the_next_task(pool1):
     assert published(pool1) - before == 1  # the values travel, the code stays
 
 
+COUNT = 0
+
+
+def test_a_task_writing_a_global_leaves_the_next_task_the_hosts_value(pool1):
+    def bump():
+        global COUNT
+        COUNT += 1
+        return COUNT
+
+    assert [pool1.submit(bump).collect(timeout=10) for _ in range(3)] == [1, 1, 1]
+    assert COUNT == 0
+
+
 def test_a_mutated_global_is_seen_by_the_next_task(pool1):
     f = lambda: list(ITEMS)  # noqa: E731
     assert pool1.submit(f).collect(timeout=10) == [1, 2]
@@ -262,3 +275,12 @@ def test_executor_map_runs_every_element_of_a_chunk_that_raised(pool, tmp_path):
         with pytest.raises(ValueError, match="two"):
             next(it)
     assert sorted(os.listdir(mark)) == ["0", "1", "3", "4", "5"]
+
+
+def test_a_lambda_task_between_maps_by_name(pool1):
+    import pyfuncs
+
+    # the worker remembers the last function a map named and the last function it built: apart
+    assert pool1.map(pyfuncs.identity, range(3)).collect(timeout=10) == [0, 1, 2]
+    assert pool1.submit(lambda: "built").collect(timeout=10) == "built"
+    assert pool1.map(pyfuncs.identity, range(3)).collect(timeout=10) == [0, 1, 2]

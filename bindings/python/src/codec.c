@@ -1006,7 +1006,8 @@ static int put_kwargs(enc *e, PyObject *kwargs) {
  * each submit checks that the names still hold what the template was made with (a global rebound
  * to another module, say, makes a new plan) and writes
  *   FUNC(python, key, 3) [nil, kwargs DICT or nil, LIST [globals..., cells..., defaults, kwdefaults]]
- * so a global changed or mutated between submits is seen by the next task. The worker builds the
+ * (the two defaults left out when the function has none; FUNC(python, key, 1) [nil] when it
+ * captured nothing and there are no keyword arguments), so a global changed or mutated between submits is seen by the next task. The worker builds the
  * function from the template with a fresh globals dict and fresh cells (build_function). */
 
 enum { PLAN_KEY, PLAN_GLOBALS, PLAN_GNAMES, PLAN_GKINDS, PLAN_CKINDS, PLAN_NDYN, PLAN_NAME, PLAN_QUALNAME, PLAN_N };
@@ -1142,17 +1143,25 @@ static int captured_fail_s(enc *e, PyObject *fn, const char *label) {
 
 static int plan_write(enc *e, PyObject *plan, PyObject *fn, PyObject *kwargs) {
   wire_writer *w = e->w;
-  uint64_t key = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(plan, PLAN_KEY));
+  uint64_t key; /* 8 bytes: a 64-bit int's conversion is the slow path of PyLong */
+  memcpy(&key, PyBytes_AS_STRING(PyTuple_GET_ITEM(plan, PLAN_KEY)), sizeof key);
   Py_ssize_t ndyn = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, PLAN_NDYN));
   if (PyErr_Occurred()) return -1;
+  int has_kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
+  int has_defs = PyFunction_GET_DEFAULTS(fn) || PyFunction_GET_KW_DEFAULTS(fn);
+  if (!has_kw && !has_defs && ndyn == 0) { /* nothing captured: the code alone */
+    wire_put_func(w, WIRE_LANG_PYTHON, key, 1);
+    wire_put_nil(w);
+    return 0;
+  }
   wire_put_func(w, WIRE_LANG_PYTHON, key, 3);
   wire_put_nil(w);
-  if (kwargs && PyDict_GET_SIZE(kwargs) > 0) {
+  if (has_kw) {
     if (put_kwargs(e, kwargs) < 0) return -1;
   } else {
     wire_put_nil(w);
   }
-  wire_put_list(w, (uint64_t)ndyn + 2);
+  wire_put_list(w, (uint64_t)ndyn + (has_defs ? 2 : 0));
   int was = e->captured, rc = 0;
   e->captured = 1;
   PyObject *g = PyFunction_GET_GLOBALS(fn);
@@ -1176,6 +1185,10 @@ static int plan_write(enc *e, PyObject *plan, PyObject *fn, PyObject *kwargs) {
       rc = label ? captured_fail(e, fn, label) : -1;
       Py_XDECREF(label);
     }
+  }
+  if (!has_defs) {
+    e->captured = was;
+    return rc;
   }
   PyObject *d = rc == 0 ? PyFunction_GET_DEFAULTS(fn) : NULL;
   if (rc == 0) rc = d ? put_captured(e, d) : (wire_put_nil(w), 0);
@@ -1249,7 +1262,7 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ks); i++) ndyn += PyTuple_GET_ITEM(ks, i) == plan_dyn;
   }
   PyFunctionObject *fo = (PyFunctionObject *)fn;
-  plan = Py_BuildValue("(KOOOOnOO)", (unsigned long long)key, PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2),
+  plan = Py_BuildValue("(y#OOOOnOO)", (const char *)&key, (Py_ssize_t)sizeof key, PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2),
                        PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 4), ndyn, fo->func_name, fo->func_qualname);
   Py_DECREF(r);
   if (!plan) return -1;
@@ -1671,6 +1684,40 @@ static int is_template(PyObject *o) {
   return PyUnicode_Check(t) && PyUnicode_CompareWithASCIIString(t, "suiro-fn-1") == 0;
 }
 
+/* The last function built from a template that captured only plain immutable values (or none):
+ * the next task of that template reuses it when nothing else holds it and its globals still are
+ * what a fresh build would make (its task may have written them), so it is as good as new. */
+static PyObject *built_tpl, *built_fn;
+
+static int plain_atom(PyObject *v) {
+  PyTypeObject *t = Py_TYPE(v);
+  return v == Py_None || t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
+         t == &PyBool_Type;
+}
+
+static PyObject *memo_reuse(PyObject *t, PyObject *cap, Py_ssize_t nd) {
+  if (t != built_tpl || !built_fn || Py_REFCNT(built_fn) != 1) return NULL;
+  PyFunctionObject *f = (PyFunctionObject *)built_fn;
+  if (f->func_closure || f->func_defaults || f->func_kwdefaults || (f->func_dict && PyDict_GET_SIZE(f->func_dict)) ||
+      f->func_code != PyTuple_GET_ITEM(t, TPL_CODE))
+    return NULL;
+  PyObject *g = f->func_globals, *base = PyTuple_GET_ITEM(t, TPL_BASE), *dyn = PyTuple_GET_ITEM(t, TPL_DYN);
+  if (Py_REFCNT(g) != 1 || PyDict_GET_SIZE(g) != PyDict_GET_SIZE(base) + nd) return NULL; /* none kept globals() */
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(base, &pos, &k, &v))
+    if (PyDict_GetItemWithError(g, k) != v) return PyErr_Clear(), NULL;
+  for (Py_ssize_t i = 0; i < nd; i++) {
+    PyObject *want = PyList_GET_ITEM(cap, i), *have = PyDict_GetItemWithError(g, PyTuple_GET_ITEM(dyn, i));
+    if (!have) return PyErr_Clear(), NULL;
+    if (have == want) continue;
+    if (Py_TYPE(have) != Py_TYPE(want) || !plain_atom(want)) return NULL;
+    int eq = PyObject_RichCompareBool(have, want, Py_EQ);
+    if (eq != 1) return PyErr_Clear(), NULL;
+  }
+  return Py_NewRef(built_fn);
+}
+
 /* The function of template t with what it captured (cap: [globals..., cells..., defaults,
  * kwdefaults]): a fresh globals dict and cells, as unpickling the whole function gave. */
 static PyObject *build_function(PyObject *t, PyObject *cap) {
@@ -1678,12 +1725,22 @@ static PyObject *build_function(PyObject *t, PyObject *cap) {
   PyObject *dyn = PyTuple_GET_ITEM(t, TPL_DYN), *selfn = PyTuple_GET_ITEM(t, TPL_SELF);
   PyObject *cells = PyTuple_GET_ITEM(t, TPL_CELLS);
   if (!PyCode_Check(code) || !PyDict_Check(base) || !PyTuple_Check(dyn) || !PyTuple_Check(selfn) || !PyTuple_Check(cells) ||
-      !cap || !PyList_Check(cap))
+      (cap && !PyList_Check(cap)))
     return PyErr_SetString(PyExc_ValueError, "cannot decode value: a damaged function template"), NULL;
   Py_ssize_t nd = PyTuple_GET_SIZE(dyn), nc = PyTuple_GET_SIZE(cells), ndc = 0;
   for (Py_ssize_t i = 0; i < nc; i++) ndc += PyLong_Check(PyTuple_GET_ITEM(cells, i)) && PyLong_AsLong(PyTuple_GET_ITEM(cells, i)) == 0;
-  if (PyList_GET_SIZE(cap) != nd + ndc + 2 || nc != PyCode_GetNumFree((PyCodeObject *)code))
+  /* the defaults are left out when there are none, the whole list when nothing was captured */
+  Py_ssize_t ncap = cap ? PyList_GET_SIZE(cap) : 0;
+  if ((ncap != nd + ndc && ncap != nd + ndc + 2) || nc != PyCode_GetNumFree((PyCodeObject *)code))
     return PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's captured values do not fit its code"), NULL;
+  PyObject *defs = ncap > nd + ndc ? PyList_GET_ITEM(cap, nd + ndc) : Py_None;
+  PyObject *kwd = ncap > nd + ndc ? PyList_GET_ITEM(cap, nd + ndc + 1) : Py_None;
+  int memo = nc == 0 && PyTuple_GET_SIZE(selfn) == 0 && defs == Py_None && kwd == Py_None;
+  for (Py_ssize_t i = 0; memo && i < nd; i++) memo = plain_atom(PyList_GET_ITEM(cap, i));
+  if (memo) {
+    PyObject *f = memo_reuse(t, cap, nd);
+    if (f) return f;
+  }
   PyObject *g = PyDict_Copy(base);
   if (!g) return NULL;
   for (Py_ssize_t i = 0; i < nd; i++)
@@ -1711,7 +1768,6 @@ static PyObject *build_function(PyObject *t, PyObject *cap) {
     Py_DECREF(cl);
     if (rc < 0) goto fail;
   }
-  PyObject *defs = PyList_GET_ITEM(cap, nd + ndc), *kwd = PyList_GET_ITEM(cap, nd + ndc + 1);
   if (defs != Py_None && (!PyTuple_Check(defs) || PyFunction_SetDefaults(f, defs) < 0)) goto fail_defs;
   if (kwd != Py_None && (!PyDict_Check(kwd) || PyFunction_SetKwDefaults(f, kwd) < 0)) goto fail_defs;
   PyObject *name = PyTuple_GET_ITEM(t, TPL_NAME);
@@ -1719,6 +1775,10 @@ static PyObject *build_function(PyObject *t, PyObject *cap) {
       PyObject_SetAttrString(f, "__name__", name) < 0)
     goto fail;
   Py_DECREF(g);
+  if (memo) {
+    Py_XSETREF(built_tpl, Py_NewRef(t));
+    Py_XSETREF(built_fn, Py_NewRef(f));
+  }
   return f;
 fail_defs:
   if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's defaults are damaged");
@@ -1846,10 +1906,9 @@ static PyObject *dec_func(dec *d, wire_item *it) {
     Py_DECREF(kw);
     if (!res) return NULL;
   }
-  if (is_template(res)) {
-    Py_DECREF(res);
-    return PyErr_SetString(PyExc_ValueError, "cannot decode value: a function's code without what it captured"), NULL;
-  }
+  if (is_template(res)) /* it captured nothing */
+    Py_SETREF(res, build_function(res, NULL));
+  if (!res) return NULL;
   if (slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
   return res;
 }
