@@ -235,9 +235,46 @@ static int try_ref(rs_encoder *e, SEXP x, int type, int ndim, const uint64_t *di
 
 /* ---- encoding: vectors ---------------------------------------------------------------------------- */
 
+static void refuse_bytes(rs_encoder *e, R_xlen_t i) {
+  efail(e, "element %.0f is a string marked \"bytes\" that is not UTF-8 text, which %s cannot read: send "
+        "charToRaw() of it for its bytes, or iconv() it to UTF-8", (double)i, peer(e));
+}
+
 static void put_cstr(rs_encoder *e, const char *s) { wire_put_str(&e->m.w, s, strlen(s)); }
 
-/* The UTF-8 bytes of a CHARSXP (translated when marked latin1 or native non-UTF-8). */
+/* Whether n bytes are well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c < 0x80) { i++; continue; }
+    size_t k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : 0;
+    if (!k || c > 0xF4 || n - i <= k) return 0; /* a bad lead byte, or cut short */
+    for (size_t j = 1; j <= k; j++)
+      if ((s[i + j] & 0xC0) != 0x80) return 0;
+    unsigned c1 = s[i + 1];
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+      return 0;
+    i += k + 1;
+  }
+  return 1;
+}
+
+/* Whether x (a character vector) holds a string marked "bytes" that is not UTF-8 text: 1-based
+ * index of the first, or 0. Such a string reaches another language only as bytes it cannot read
+ * as text, and R itself marks it UTF-8 (invalid) when it comes back: it is refused, or (to R)
+ * serialized. */
+static R_xlen_t bytes_not_utf8(SEXP x) {
+  R_xlen_t n = XLENGTH(x);
+  for (R_xlen_t i = 0; i < n; i++) {
+    SEXP c = STRING_ELT(x, i);
+    if (c != NA_STRING && Rf_getCharCE(c) == CE_BYTES && !utf8_valid((const unsigned char *)CHAR(c), (size_t)LENGTH(c))) return i + 1;
+  }
+  return 0;
+}
+
+/* The UTF-8 bytes of a CHARSXP (translated when marked latin1 or native non-UTF-8; a "bytes" one
+ * as it is: bytes_not_utf8 refused those that are not UTF-8 text before). */
 static const char *char_utf8(SEXP c, size_t *len) {
   cetype_t ce = Rf_getCharCE(c);
   if (ce == CE_UTF8 || ce == CE_BYTES || (ce == CE_NATIVE && rs_native_utf8)) {
@@ -249,8 +286,12 @@ static const char *char_utf8(SEXP c, size_t *len) {
   return s;
 }
 
+static void __attribute__((noreturn)) refuse_bytes(rs_encoder *e, R_xlen_t i);
+
 static void put_strs(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
+  R_xlen_t bad = bytes_not_utf8(x);
+  if (bad) refuse_bytes(e, bad);
   wire_put_strs(&e->m.w, (uint64_t)n);
   const void *vmax = vmaxget();
   for (R_xlen_t i = 0; i < n; i++) {
@@ -319,6 +360,7 @@ static void enc_bare(rs_encoder *e, SEXP x, int column) {
   case CPLXSXP: put_numeric(e, x, WIRE_T_C128, 0, NULL); break;
   case STRSXP:
     if (n == 1 && !column && STRING_ELT(x, 0) != NA_STRING) {
+      if (bytes_not_utf8(x)) refuse_bytes(e, 1);
       size_t len;
       const void *vmax = vmaxget();
       const char *s = char_utf8(STRING_ELT(x, 0), &len);
@@ -927,6 +969,10 @@ static void enc(rs_encoder *e, SEXP x) {
   case LGLSXP: case INTSXP: case REALSXP: case CPLXSXP: case STRSXP: case RAWSXP:
     if (IS_S4_OBJECT(x)) {
       if (!e->o.rich) efail(e, "an S4 object cannot be sent to %s", peer(e));
+      enc_serialized(e, x);
+      break;
+    }
+    if (TYPEOF(x) == STRSXP && e->o.rich && bytes_not_utf8(x)) { /* R keeps the "bytes" mark exactly */
       enc_serialized(e, x);
       break;
     }

@@ -19,6 +19,21 @@ py_pool <- function(workers = 1, env = parent.frame()) {
   local_pool(workers = workers, launcher = suiro_python(argv = c("/usr/bin/python3", "-I", script)), env = env)
 }
 
+test_that("a string marked bytes that is not UTF-8 is refused by name; UTF-8 ones cross", {
+  py <- py_pool()
+  x <- "caf\xe9"
+  Encoding(x) <- "bytes"
+  expect_error(suiro_submit(py, suiro_call(.source = "s", s = c("a", x))),
+               "argument 's': element 2 is a string marked \"bytes\" that is not UTF-8 text, which python workers cannot read")
+  y <- "ab\u00e9"
+  Encoding(y) <- "bytes" # the bytes of UTF-8 text: they cross as text
+  expect_identical(suiro_collect(suiro_submit(py, suiro_call(.source = "s", s = y)), timeout = 30), "ab\u00e9")
+  rp <- local_pool(workers = 1) # between R processes the mark itself crosses
+  back <- suiro_collect(suiro_submit(rp, identity, x), timeout = 30)
+  expect_identical(back, x)
+  expect_identical(Encoding(back), "bytes")
+})
+
 test_that("an R host's mtcars is summarised by Python workers with pandas (the seed's example)", {
   p <- py_pool(workers = 2)
   t <- suiro_submit(p, suiro_call(.source = "x.to_pandas().groupby('cyl')['mpg'].mean().reset_index()", x = mtcars))
