@@ -897,8 +897,16 @@ static void enc_descriptor(rs_encoder *e, SEXP x) {
 static void enc_list(rs_encoder *e, SEXP x) {
   SEXP at = ATTRIB(x);
   if (at == R_NilValue) return enc_list_items(e, x);
-  if (TAG(at) == R_NamesSymbol && CDR(at) == R_NilValue && names_ok(CAR(at), XLENGTH(x)))
+  if (TAG(at) == R_NamesSymbol && CDR(at) == R_NilValue && names_ok(CAR(at), XLENGTH(x))) {
+    /* names become dict keys: another language keeps one value per key, so a repeated name
+     * (two "" of a partly named list too) would silently lose elements there */
+    R_xlen_t dup = e->o.rich ? 0 : Rf_any_duplicated(CAR(at), FALSE);
+    if (dup)
+      efail(e, "names repeat (element %.0f is named \"%s\" again): %s take names as dict keys, one value "
+               "each; give unique names (make.unique()) or send an unnamed list", (double)dup,
+            CHAR(STRING_ELT(CAR(at), dup - 1)), peer(e));
     return enc_dict_of(e, x, CAR(at));
+  }
   if (rs_class_is(x, rs_cls_call)) return enc_call_spec(e, x);
   if (Rf_inherits(x, "suiro_wire_ref") || Rf_inherits(x, "suiro_wire_func")) return enc_descriptor(e, x);
   if (e->o.rich) return enc_structure(e, x);

@@ -19,6 +19,18 @@ py_pool <- function(workers = 1, env = parent.frame()) {
   local_pool(workers = workers, launcher = suiro_python(argv = c("/usr/bin/python3", "-I", script)), env = env)
 }
 
+test_that("repeated names are refused by name for other languages, kept between R processes", {
+  py <- py_pool()
+  expect_error(suiro_submit(py, suiro_call(.source = "x", x = list(a = 1, a = 2, 3))),
+               "argument 'x': names repeat \\(element 2 is named \"a\" again\\): python workers take names as dict keys")
+  expect_error(suiro_submit(py, suiro_call(.source = "x", x = list(a = 1, 2, 3))), "element 3 is named \"\" again")
+  expect_identical(suiro_collect(suiro_submit(py, suiro_call(.source = "x", x = list(a = 1, 2))), timeout = 30),
+                   list(a = 1, 2))
+  rp <- local_pool(workers = 1)
+  x <- list(a = 1, a = 2, 3)
+  expect_identical(suiro_collect(suiro_submit(rp, identity, x), timeout = 30), x)
+})
+
 test_that("a string marked bytes that is not UTF-8 is refused by name; UTF-8 ones cross", {
   py <- py_pool()
   x <- "caf\xe9"
