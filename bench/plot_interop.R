@@ -3,6 +3,7 @@
 # lower is better), and the README's table on stdout.
 #   scripts/rscript bench/plot_interop.R
 root <- Sys.getenv("SUIRO_ROOT", ".")
+source(file.path(root, "bench", "plot_bars.R"))
 txt <- paste(readLines(file.path(root, "bench", "results", "interop.json"), warn = FALSE), collapse = "")
 num <- function(key) {
   m <- regmatches(txt, regexec(sprintf('"%s":([0-9.eE+-]+)', key), txt))[[1]]
@@ -52,17 +53,7 @@ groups <- list(
 png(file.path(root, "bench", "figures", "interop.png"), width = 1500, height = 460, type = "cairo", res = 110)
 par(mfrow = c(1, length(groups)), mar = c(6, 4.5, 3, 0.5), las = 2, mgp = c(3.4, 0.7, 0))
 lab <- function(v) ifelse(v >= 1, sprintf("%.3g ms", v), sprintf("%.3g us", v * 1e3))
-for (g in names(groups)) {
-  k <- groups[[g]]
-  v <- c(suiro = num(paste0(k, "_suiro_ms")), reticulate = num(paste0(k, "_reticulate_ms")),
-         CSV = num(paste0(k, "_csv_ms")))
-  v <- v[!is.na(v)]
-  ylim <- c(min(v) / 3, max(v) * 3)
-  b <- barplot(v, log = "y", col = ifelse(names(v) == "suiro", "#2a7ab0", "grey70"), main = g, cex.main = 0.9,
-               ylab = "ms (log scale, lower is better)", ylim = ylim, yaxt = "n")
-  ticks <- as.vector(outer(c(1, 2, 5), 10^(floor(log10(ylim[1])):ceiling(log10(ylim[2])))))
-  ticks <- ticks[ticks >= ylim[1] & ticks <= ylim[2]]
-  axis(2, at = ticks, labels = lab(ticks), cex.axis = 0.8)
-  text(b, v, labels = lab(v), pos = 3, cex = 0.8, xpd = TRUE)
-}
+log_bars(lapply(groups, function(k) c(suiro = num(paste0(k, "_suiro_ms")), reticulate = num(paste0(k, "_reticulate_ms")),
+                                      CSV = num(paste0(k, "_csv_ms")))),
+         lab, ylab = "ms (log scale, lower is better)", cex.main = 0.9, cex.axis = 0.8)
 invisible(dev.off())

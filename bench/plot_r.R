@@ -2,6 +2,7 @@
 # tools, the same task each time (log scale, lower is better).
 #   scripts/rscript bench/plot_r.R
 root <- Sys.getenv("SUIRO_ROOT", ".")
+source(file.path(root, "bench", "plot_bars.R"))
 txt <- readLines(file.path(root, "bench", "results", "r.json"), warn = FALSE)
 num <- function(key) as.numeric(sub(sprintf('.*"%s":([0-9.eE+-]+).*', key), "\\1", txt))
 groups <- list(
@@ -14,16 +15,7 @@ groups <- list(
 png(file.path(root, "bench", "figures", "r.png"), width = 1200, height = 460, type = "cairo", res = 110)
 par(mfrow = c(1, 3), mar = c(8.5, 5, 3, 1), las = 2, mgp = c(3.8, 0.7, 0))
 lab <- function(v) ifelse(v >= 1000, sprintf("%.3g ms", v / 1000), sprintf("%.3g us", v))
-for (g in names(groups)) {
-  v <- groups[[g]]
-  ylim <- c(min(v) / 3, max(v) * 3)
-  b <- barplot(v, log = "y", col = ifelse(names(v) == "suiro", "#2a7ab0", "grey70"), main = g,
-               ylab = "time (log scale, lower is better)", ylim = ylim, yaxt = "n")
-  ticks <- as.vector(outer(c(1, 2, 5), 10^(floor(log10(ylim[1])):ceiling(log10(ylim[2])))))
-  ticks <- ticks[ticks >= ylim[1] & ticks <= ylim[2]]
-  axis(2, at = ticks, labels = lab(ticks), cex.axis = 0.85)
-  text(b, v, labels = lab(v), pos = 3, cex = 0.8, xpd = TRUE)
-}
+log_bars(groups, lab)
 invisible(dev.off())
 
 # The README's R table (markdown, to stdout).
