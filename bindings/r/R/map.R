@@ -6,8 +6,12 @@
 # .template is like vapply's FUN.VALUE (numeric(1), integer(3), a matrix, a named list of
 # scalars for a data frame) or a template string ("f64", "f64[3]", "{mean: f64, sd: f64}").
 
+# .seed = TRUE: a seed drawn from the host's R generator (set.seed() before the map repeats it).
+map_seed <- function(seed) if (isTRUE(seed)) sample.int(.Machine$integer.max, 1L) else seed
+
 suiro_map <- function(.pool, .x, .f, ..., .template = NULL, .seed = NULL, .stream = FALSE, .timeout = NULL) {
   .x <- map_input(.x, "suiro_map")
+  .seed <- map_seed(.seed)
   cl <- cluster_of(.pool)
   if (!is.null(cl$xp)) # backend = "mpi" inside an MPI job: dealt out over every node (R/cluster.R)
     return(cluster_map(cl, .pool, .x, .f, list(...), .template, .seed, .stream, .timeout))
@@ -16,6 +20,7 @@ suiro_map <- function(.pool, .x, .f, ..., .template = NULL, .seed = NULL, .strea
 
 suiro_map_prepare <- function(.pool, .x, .f, ..., .template = NULL, .seed = NULL, .timeout = NULL) {
   .x <- map_input(.x, "suiro_map_prepare")
+  .seed <- map_seed(.seed)
   .Call(C_map_new, .pool, .x, .f, list(...), .template, .seed, FALSE, TRUE, .timeout)
 }
 

@@ -648,7 +648,58 @@ typedef struct runner {
   SEXP call;       /* f(element, extras...): the element slot is CADR */
   char err[256];   /* a template store failure */
   int rich;
+  SEXP saved_seed; /* the worker's .Random.seed before a seeded map's elements (restored in done) */
+  int seed_saved;
 } runner;
+
+/* ---- R's own generators in a seeded map ------------------------------------------------------
+ * Inside an element of a seeded map, runif(), sample() and the rest draw from an L'Ecuyer-CMRG
+ * stream of that element (as future.seed gives each element), so they too are the same for any
+ * worker count. Its seed is made from a copy of the element's suiro stream (suiro_rng_current),
+ * mixed so that R's draws are not suiro_random()'s and the stream itself is not advanced. */
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static void element_r_seed(runner *r, const suiro_rng *cur) {
+  static SEXP sym = NULL;
+  if (!sym) sym = Rf_install(".Random.seed");
+  if (!r->seed_saved) { /* once per runner: what the worker had, to put back */
+    SEXP old = Rf_findVarInFrame(R_GlobalEnv, sym);
+    r->saved_seed = old == R_UnboundValue ? NULL : old;
+    if (r->saved_seed) R_PreserveObject(r->saved_seed);
+    r->seed_saved = 1;
+  }
+  suiro_rng local;
+  for (int k = 0; k < 4; k++) local.s[k] = mix64(cur->s[k] ^ (0x5eedc0ffee5eedULL + (uint64_t)k));
+  const uint64_t m1 = 4294967087ULL, m2 = 4294944443ULL; /* the generator's two moduli */
+  SEXP v = PROTECT(Rf_allocVector(INTSXP, 7));
+  int *iv = INTEGER(v);
+  iv[0] = 10407; /* RNGkind("L'Ecuyer-CMRG", "Inversion", "Rejection") */
+  for (int k = 0; k < 6; k++) {
+    uint64_t x = suiro_rng_next(&local) % (k < 3 ? m1 : m2);
+    iv[k + 1] = (int)(uint32_t)x;
+  }
+  if (!iv[1] && !iv[2] && !iv[3]) iv[1] = 1; /* each half must not be all zero */
+  if (!iv[4] && !iv[5] && !iv[6]) iv[4] = 1;
+  Rf_defineVar(sym, v, R_GlobalEnv);
+  UNPROTECT(1);
+}
+
+static void restore_r_seed(runner *r) {
+  if (!r->seed_saved) return;
+  SEXP sym = Rf_install(".Random.seed");
+  if (r->saved_seed) {
+    Rf_defineVar(sym, r->saved_seed, R_GlobalEnv);
+    R_ReleaseObject(r->saved_seed);
+  } else if (Rf_findVarInFrame(R_GlobalEnv, sym) != R_UnboundValue) {
+    R_removeVarFromFrame(sym, R_GlobalEnv);
+  }
+  r->saved_seed = NULL;
+  r->seed_saved = 0;
+}
 
 static SEXP element(runner *r, const suiro_elem *e) {
   suiro_elem el = *e;
@@ -828,6 +879,8 @@ static int rrun_range(void *ud, suiro_runner *sr, uint64_t b, uint64_t e) {
   int k;
   while ((k = suiro_runner_next(sr, &el)) > 0) {
     uint64_t i = r->current = sr->current;
+    const suiro_rng *cur = suiro_rng_current(); /* set for the element of a seeded map */
+    if (cur) element_r_seed(r, cur);
     SEXP x = PROTECT(element(r, &el));
     SETCADR(r->call, x);
     SEXP v = PROTECT(Rf_eval(r->call, R_GlobalEnv));
@@ -932,6 +985,7 @@ void rs_map_runner(const void *arg, size_t len, suiro_out *out) {
   memset(&r, 0, sizeof r);
   const void *vmax = vmaxget();
   suiro_run_map(arg, len, out, &rrun_ops, &r);
+  restore_r_seed(&r); /* the worker's own RNG state, as before the map's elements */
   if (r.call) R_ReleaseObject(r.call);
   vmaxset(vmax);
 }

@@ -94,6 +94,32 @@ test_that("seeded maps are bitwise equal on 1, 2 and 4 workers", {
   expect_false(identical(draws(p, 3000, 43), got[[1]]))
 })
 
+test_that("R's own generators in a seeded map draw one stream per element, for any worker count", {
+  f <- function(i) c(runif(1), sample.int(1000, 1), rnorm(1))
+  got <- lapply(c(1, 2), function(w) {
+    p <- suiro_pool(workers = w)
+    on.exit(suiro_pool_stop(p))
+    list(suiro_collect(suiro_map(p, 1:200, f, .template = numeric(3), .seed = 7), timeout = 60),
+         suiro_collect(suiro_map(p, 1:200, f, .template = numeric(3), .seed = 7), timeout = 60))
+  })
+  expect_true(identical(got[[1]][[1]], got[[1]][[2]], num.eq = FALSE)) # run again: the same
+  expect_true(identical(got[[1]][[1]], got[[2]][[1]], num.eq = FALSE)) # 2 workers: the same
+  p <- local_pool(workers = 1)
+  other <- suiro_collect(suiro_map(p, 1:200, f, .template = numeric(3), .seed = 8), timeout = 60)
+  expect_false(identical(other, got[[1]][[1]]))
+  expect_equal(length(unique(got[[1]][[1]][1, ])), 200) # elements draw different numbers
+  # suiro_random() is untouched by it, and the worker's own RNG state is as before the map
+  expect_identical(draws(p, 50, 42), draws(p, 50, 42))
+  had <- function() exists(".Random.seed", envir = globalenv(), inherits = FALSE)
+  expect_false(suiro_collect(suiro_submit(p, had), timeout = 10))
+  # .seed = TRUE takes the map's seed from the host's generator: set.seed() makes it repeat
+  set.seed(1)
+  a <- suiro_collect(suiro_map(p, 1:20, f, .template = numeric(3), .seed = TRUE), timeout = 60)
+  set.seed(1)
+  b <- suiro_collect(suiro_map(p, 1:20, f, .template = numeric(3), .seed = TRUE), timeout = 60)
+  expect_identical(a, b)
+})
+
 test_that("suiro_random() draws the streams of tests/vectors/rng.txt, as Lua and Python do", {
   root <- need_root()
   lines <- readLines(file.path(root, "tests", "vectors", "rng.txt"))
