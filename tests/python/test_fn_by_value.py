@@ -174,6 +174,13 @@ def test_a_function_with_attributes_is_pickled_whole(pool1):
 
     f.tag = "x"
     assert pool1.submit(f).collect(timeout=10) == 7
+    g = lambda: g.tag  # noqa: E731
+    g.tag = 1
+    assert pool1.submit(g).collect(timeout=10) == 1
+    h = lambda: getattr(h, "tag", None)  # noqa: E731
+    assert pool1.submit(h).collect(timeout=10) is None  # by its plan
+    h.tag = 2  # an attribute set since: pickled whole, with it
+    assert pool1.submit(h).collect(timeout=10) == 2
 
 
 def test_a_captured_value_that_cannot_be_sent_says_which(pool1):

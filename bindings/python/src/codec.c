@@ -1041,7 +1041,8 @@ static int plan_valid(PyObject *plan, PyObject *fn) {
   PyObject *g = PyFunction_GET_GLOBALS(fn);
   if (g != PyTuple_GET_ITEM(plan, PLAN_GLOBALS)) return 0;
   PyFunctionObject *fo = (PyFunctionObject *)fn; /* renamed: the template has the other name */
-  if (fo->func_name != PyTuple_GET_ITEM(plan, PLAN_NAME) || fo->func_qualname != PyTuple_GET_ITEM(plan, PLAN_QUALNAME))
+  if (fo->func_name != PyTuple_GET_ITEM(plan, PLAN_NAME) || fo->func_qualname != PyTuple_GET_ITEM(plan, PLAN_QUALNAME) ||
+      (fo->func_dict && PyDict_GET_SIZE(fo->func_dict))) /* attributes: pickled whole */
     return 0;
   PyObject *names = PyTuple_GET_ITEM(plan, PLAN_GNAMES), *kinds = PyTuple_GET_ITEM(plan, PLAN_GKINDS);
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(names); i < n; i++) {
@@ -1208,7 +1209,7 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
   if (!po->code_plans && !(po->code_plans = PyDict_New())) return -1;
   if (plan_helpers() < 0) return -1;
   PyObject *code = PyFunction_GET_CODE(fn);
-  PyObject *plan = PyDict_GetItemWithError(po->code_plans, code);
+  PyObject *plan = code == po->last_code ? po->last_plan : PyDict_GetItemWithError(po->code_plans, code);
   if (!plan && PyErr_Occurred()) return -1;
   if (plan == Py_None) return 1;
   if (plan) {
@@ -1216,6 +1217,10 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
     if (ok < 0) return -1;
     if (ok) {
       Py_INCREF(plan);
+      if (code != po->last_code) {
+        Py_XSETREF(po->last_code, Py_NewRef(code));
+        Py_XSETREF(po->last_plan, Py_NewRef(plan));
+      }
       int rc = plan_write(e, plan, fn, kwargs);
       Py_DECREF(plan);
       return rc;
@@ -1245,6 +1250,10 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
   }
   if (r == Py_None || !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(r, 0))) {
     Py_DECREF(r);
+    if (code == po->last_code) {
+      Py_CLEAR(po->last_code);
+      Py_CLEAR(po->last_plan);
+    }
     if (PyDict_GET_SIZE(po->code_plans) < 4096 && PyDict_SetItem(po->code_plans, code, Py_None) < 0) return -1;
     return 1;
   }
@@ -1268,6 +1277,8 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs) {
   if (!plan) return -1;
   if (PyDict_GET_SIZE(po->code_plans) < 4096 || PyDict_Contains(po->code_plans, code) == 1)
     if (PyDict_SetItem(po->code_plans, code, plan) < 0) PyErr_Clear();
+  Py_XSETREF(po->last_code, Py_NewRef(code));
+  Py_XSETREF(po->last_plan, Py_NewRef(plan));
   int ok = plan_valid(plan, fn); /* planned from fn itself: holds, unless planning ran code that changed it */
   int rc = ok < 0 ? -1 : ok ? plan_write(e, plan, fn, kwargs) : 1;
   Py_DECREF(plan);
@@ -1303,7 +1314,8 @@ static int enc_function(enc *e, PyObject *fn, PyObject *kwargs) {
     if (po && fn == po->last_fn) {
       id = Py_NewRef(po->last_item);
     } else {
-      if (PyFunction_Check(fn) && po && po->fn_cache && !PyDict_GetItemWithError(po->fn_cache, fn)) {
+      if (PyFunction_Check(fn) && po && po->fn_cache &&
+          (PyFunction_GET_CODE(fn) == po->last_code || !PyDict_GetItemWithError(po->fn_cache, fn))) {
         if (PyErr_Occurred()) return -1;
         e->fns[e->nfn++] = fn;
         int rc = enc_planned(e, fn, kwargs);

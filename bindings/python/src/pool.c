@@ -366,6 +366,8 @@ static void pool_dealloc(PoolObject *po) {
   Py_CLEAR(po->last_fn);
   Py_CLEAR(po->last_item);
   Py_CLEAR(po->code_plans);
+  Py_CLEAR(po->last_code);
+  Py_CLEAR(po->last_plan);
   Py_CLEAR(po->dict);
   if (po->lock) PyThread_free_lock(po->lock);
   PyMem_Free(po->pending);
@@ -377,6 +379,8 @@ static int pool_traverse(PoolObject *po, visitproc visit, void *arg) {
   Py_VISIT(po->last_fn);
   Py_VISIT(po->last_item);
   Py_VISIT(po->code_plans);
+  Py_VISIT(po->last_code);
+  Py_VISIT(po->last_plan);
   Py_VISIT(po->dict);
   return 0;
 }
@@ -386,6 +390,8 @@ static int pool_clear(PoolObject *po) {
   Py_CLEAR(po->last_fn);
   Py_CLEAR(po->last_item);
   Py_CLEAR(po->code_plans);
+  Py_CLEAR(po->last_code);
+  Py_CLEAR(po->last_plan);
   Py_CLEAR(po->dict);
   return 0;
 }

@@ -48,6 +48,8 @@ typedef struct PoolObject {
   PyObject *last_fn;      /* the last callable submitted (borrowed key of fn_cache, kept alive) */
   PyObject *last_item;    /* its encoded item (bytes) */
   PyObject *code_plans;   /* dict: code object -> plan of a function sent by value (codec.c), or None */
+  PyObject *last_code;    /* the code of the last function sent by its plan, and that plan */
+  PyObject *last_plan;
   unsigned long long fn_published; /* function code blobs published (pool.status()) */
   PyObject *weakreflist;
   PyObject *dict;
