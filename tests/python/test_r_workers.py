@@ -49,3 +49,26 @@ def test_a_python_worker_passes_shared_arrays_to_its_own_r_pool():
     want = float(n * (n - 1) / 2 + n)
     assert out == [(want, 4097), (want, 4097)]
     assert isinstance(y, np.ndarray) and y[0] == 1.0 and y[-1] == float(n)
+
+
+def test_scalars_whose_arrays_cross_go_as_one_element_vectors(rpool):
+    # complex, datetime, date, numpy datetime64, pandas Timestamp and NA: R's scalars are vectors
+    import datetime
+    import zoneinfo
+    import pandas as pd
+    src = "paste(class(x)[1], format(x, usetz = inherits(x, 'POSIXct')))"
+    cases = [
+        (1 + 2j, "complex 1+2i"),
+        (np.complex128(3 - 1j), "complex 3-1i"),
+        (datetime.date(2024, 1, 2), "Date 2024-01-02"),
+        (datetime.datetime(2024, 1, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")), "POSIXct 2024-01-01 12:00:00 CET"),
+        (pd.Timestamp("2024-01-01 12:00", tz="UTC"), "POSIXct 2024-01-01 12:00:00 UTC"),
+        (pd.NA, "logical NA"),
+    ]
+    for v, want in cases:
+        assert rpool.submit(suiro.call(source=src, x=v)).collect(timeout=60) == want, v
+    assert rpool.submit(suiro.call(source="as.numeric(x)", x=np.datetime64("2024-01-01T00:00:00"))).collect(
+        timeout=60) == 1704067200.0
+    fixed = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
+    with pytest.raises(TypeError, match="a datetime with a fixed UTC offset has no time zone name"):
+        rpool.submit(suiro.call(source="x", x=fixed))

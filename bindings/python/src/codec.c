@@ -886,12 +886,14 @@ static int enc_value(enc *e, PyObject *o) {
     if (!py) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
     PyTypeObject *pt = Py_TYPE(py);
     int rc;
-    if (pt == &PyLong_Type || pt == &PyFloat_Type || pt == &PyBool_Type || pt == &PyUnicode_Type || pt == &PyBytes_Type)
+    if (pt == &PyLong_Type || pt == &PyFloat_Type || pt == &PyBool_Type || pt == &PyUnicode_Type || pt == &PyBytes_Type) {
       rc = enc_value(e, py);
-    else
-      rc = enc_pickle(e, o, NULL);
+      Py_DECREF(py);
+      return rc;
+    }
     Py_DECREF(py);
-    return rc;
+    if (!e->o->foreign) return enc_pickle(e, o, NULL);
+    /* complex, datetime64 and the like: to_wire knows their vector forms (below) */
   }
   /* subclasses of the basic kinds: Python receivers get them back exactly (pickle), others the
    * plain value */

@@ -435,10 +435,50 @@ def to_wire(obj, foreign):
         if isinstance(obj, np.ndarray):
             return _array_to_wire(np, obj, foreign)
     mod = type(obj).__module__ or ""
+    if foreign:
+        rep = _scalar_to_wire(np, obj, mod)
+        if rep is not None:
+            return rep
     if mod.startswith("pandas"):
         return _frames().to_wire(obj, foreign)
     if isinstance(obj, (bytearray, memoryview)) and foreign:
         return bytes(obj)
+    return None
+
+
+def _scalar_to_wire(np, obj, mod):
+    """For other languages, the scalars whose arrays cross: complex, datetime, date, numpy
+    datetime64 and pandas Timestamp as one-element vectors (R's scalars are those), pandas.NA as
+    NA. None when obj is none of them."""
+    import datetime
+    if mod.startswith("pandas"):
+        pd = sys.modules.get("pandas")
+        if pd is not None and obj is pd.NA:
+            return NA
+        if pd is not None and isinstance(obj, pd.Timestamp):
+            if obj is pd.NaT:
+                return None
+            return Timestamps(np.array([obj.value], dtype=np.int64), "ns", "" if obj.tz is None else str(obj.tz))
+        return None
+    if np is None:
+        return None
+    if isinstance(obj, complex):  # np.complex128 too
+        return np.array([obj], dtype=np.complex128)
+    if isinstance(obj, datetime.datetime):
+        if obj.tzinfo is None:  # wall time, as a numpy datetime64 array of it crosses
+            return Timestamps(np.array([np.datetime64(obj, "us")]).view(np.int64), "us", "")
+        zone = getattr(obj.tzinfo, "key", None)  # zoneinfo
+        if zone is None and obj.utcoffset() == datetime.timedelta(0):
+            zone = "UTC"
+        if zone is None:
+            return ("refuse", "a datetime with a fixed UTC offset has no time zone name: give it a zoneinfo "
+                    "zone, or convert it to UTC")
+        us = (obj - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
+        return Timestamps(np.array([us], dtype=np.int64), "us", zone)
+    if isinstance(obj, datetime.date):
+        return _dates(np, np.array([np.datetime64(obj, "D")]).view(np.int64))
+    if isinstance(obj, np.datetime64):
+        return _array_to_wire(np, np.array([obj]), True)
     return None
 
 
