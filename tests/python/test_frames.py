@@ -123,3 +123,12 @@ def test_numeric_frames_take_the_one_block_path_and_keep_every_value():
     # -0.0 survives bit for bit
     fr = suiro.wire.decode(suiro.wire.encode(pd.DataFrame({"a": [-0.0, 1.0], "b": [2.0, 3.0]})))
     assert np.signbit(fr.to_pandas()["a"][0])
+
+
+def test_repeated_column_names_keep_every_column():
+    # R allows data.frame(a = 1:2, a = 3:4, check.names = FALSE): to_pandas keeps both columns
+    f = suiro.Frame([("a", np.array([1, 2], dtype=np.int32)), ("a", np.array([3, 4], dtype=np.int32)),
+                     ("b", suiro.Strings(["x", None]))])
+    df = f.to_pandas()
+    assert list(df.columns) == ["a", "a", "b"]
+    assert df.iloc[:, 0].tolist() == [1, 2] and df.iloc[:, 1].tolist() == [3, 4]

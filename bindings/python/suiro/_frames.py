@@ -153,9 +153,9 @@ def to_pandas(frame):
             and cs[0].dtype in (np.float64, np.int64) and not any(column_to_pandas(c) is not c for c in cs):
         # one dtype, no NA markers: one 2-D block (a DataFrame from a dict of columns cost ~0.5 ms)
         return pd.DataFrame(np.column_stack(cs) if len(cs) > 1 else cs[0].reshape(-1, 1), columns=list(frame.names))
-    data = {}
-    for name, col in zip(frame.names, frame.columns):
-        data[name] = column_to_pandas(col)
-    if not data:
+    if not frame.columns:
         return pd.DataFrame(index=range(frame.nrow))
-    return pd.DataFrame(data, columns=frame.names)
+    # keyed by position, then named: a name that repeats (R allows it) keeps every column
+    df = pd.DataFrame({i: column_to_pandas(col) for i, col in enumerate(frame.columns)})
+    df.columns = list(frame.names)
+    return df
