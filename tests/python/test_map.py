@@ -178,6 +178,20 @@ def test_seeded_maps_bitwise_equal_across_worker_counts():
     assert results[0] == results[1] == results[2]
 
 
+def test_a_numpy_generator_made_from_the_element_stream_is_reproducible():
+    # docs/python.md: numpy.random.default_rng(suiro.random(2**62)) inside a seeded map
+    def f(i):
+        import numpy as np
+        import suiro
+        return float(np.random.default_rng(suiro.random(2**62)).random())
+    got = []
+    for workers in (1, 2):
+        with suiro.pool(workers=workers) as p:
+            got.append(p.map(f, range(300), template="f64", seed=11).collect(timeout=60).tobytes())
+    assert got[0] == got[1]
+    assert len(set(np.frombuffer(got[0]).tolist())) == 300
+
+
 def test_random_outside_maps_is_plain_random(pool):
     v = suiro.random()
     assert 0 <= v < 1 and 1 <= suiro.random(6) <= 6 and 3 <= suiro.random(3, 4) <= 4
