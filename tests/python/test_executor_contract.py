@@ -160,3 +160,33 @@ def test_dropped_executor_stops_its_pool_when_done():
     del pool
     gc.collect()
     assert r() is None or r().closed  # nothing holds it any more: stopped
+
+
+@EXECUTORS
+def test_cancelling_futures_while_they_complete_raises_nowhere(make):
+    # a caller's cancel may meet the thread completing the same future: the cancel wins or the
+    # result does, and no thread reports an InvalidStateError
+    import threading
+    errors = []
+    old = threading.excepthook
+    threading.excepthook = lambda a: errors.append(a.exc_value)
+    try:
+        with make(2) as ex:
+            for _ in range(5):
+                fs = [ex.submit(abs, -i) for i in range(300)]
+                for f in fs:
+                    f.cancel()
+                for i, f in enumerate(fs):
+                    assert f.cancelled() or f.result(timeout=60) == i
+    finally:
+        threading.excepthook = old
+    assert errors == []
+
+
+def test_settle_leaves_a_cancelled_future_cancelled():
+    from suiro._executor import _settle
+    f = cf.Future()
+    assert f.cancel()
+    _settle(f, 1)
+    _settle(f, exc=ValueError("late"))
+    assert f.cancelled()

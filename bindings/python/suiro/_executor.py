@@ -25,7 +25,7 @@ import select
 import threading
 import uuid
 import weakref
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, InvalidStateError
 from concurrent.futures.process import BrokenProcessPool
 
 from . import _api, _core, _errors
@@ -36,6 +36,19 @@ __all__ = ["PoolExecutor", "WorkerLost"]
 
 LOGGER = logging.getLogger("concurrent.futures")
 _interpreter_exiting = False
+
+
+
+def _settle(f, value=None, exc=None):
+    """Completes future f unless it is done already: a caller may cancel it at any moment, and
+    then the cancel wins (set_* would raise InvalidStateError in the thread completing it)."""
+    try:
+        if exc is not None:
+            f.set_exception(exc)
+        else:
+            f.set_result(value)
+    except InvalidStateError:
+        pass
 
 
 class WorkerLost(BrokenProcessPool, WorkerDied):
@@ -214,25 +227,21 @@ class _State:
         except _InitializerFailed as e:
             self.break_("A child process terminated abruptly, the process pool is not usable anymore",
                         str(e.args[0]) if e.args else "")
-            if not f.cancelled():
-                f.set_exception(BrokenProcessPool(self.broken))
+            _settle(f, exc=BrokenProcessPool(self.broken))
             return
         except WorkerDied as e:
-            if not f.done():
-                f.set_exception(WorkerLost(e.message, e.slot, e.pid))
+            _settle(f, exc=WorkerLost(e.message, e.slot, e.pid))
             self.count(e.pid, e.slot)
             return
         except _errors.CancelledError:
             f.cancel()
-            if not f.cancelled() and not f.done():
-                f.set_exception(_errors.CancelledError("the task was cancelled"))
+            if not f.cancelled():
+                _settle(f, exc=_errors.CancelledError("the task was cancelled"))
             return
         except BaseException as e:
-            if not f.done():
-                f.set_exception(e)
+            _settle(f, exc=e)
         else:
-            if not f.done():
-                f.set_result(v)
+            _settle(f, v)
         self.count(t.worker_pid, t.worker_slot)
 
     def count(self, pid, slot):
