@@ -50,7 +50,9 @@ static const char *default_keep[] = {
   "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
   "LD_LIBRARY_PATH", "LUA_PATH", "LUA_CPATH", "LUA_PATH_5_4", "LUA_CPATH_5_4", "PYTHONPATH",
   "PYTHONHOME", "R_HOME", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE", "OMP_NUM_THREADS",
-  "OPENBLAS_NUM_THREADS", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS", NULL
+  "OPENBLAS_NUM_THREADS", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS",
+  /* where the workers of each language live: a worker's own pools start the ones its host would */
+  "SUIRO_WORKER_EXE", "SUIRO_PY_WORKER", "SUIRO_R_LIBS", "SUIRO_SANITIZED", NULL
 };
 
 static int keep_var(const char *entry, const char *const *keep) {

@@ -466,15 +466,15 @@ describe("a worker's own pools share its family's trust (issue 18 item 9)", func
     -- each level sends an 80 KB array (a shared region) and a 4 KB string (over a queue slot)
     -- to a pool of its own, and returns what came back with its own additions
     local function level(depth, a, s)
-      local suiro = require "suiro"
-      if depth == 0 then return a:sum(), #s, suiro.array("f64", 10000) + 1 end
-      local q <close> = suiro.pool { workers = 1 }
+      local S = require "suiro" -- in the worker: its own module, not the host's upvalue
+      if depth == 0 then return a:sum(), #s, S.array("f64", 10000) + 1 end
+      local q <close> = S.pool { workers = 1 }
       local out = {}
       for i = 1, 3 do -- the second and later sends reuse regions
         local sum, len, back = q:submit(level, depth - 1, a, s .. "x"):collect(30)
         out[i] = { sum, len, back:sum() }
       end
-      return out[3][1], out[3][2], suiro.array("f64", 10000) + (out[1][3] / 10000 + 1)
+      return out[3][1], out[3][2], S.array("f64", 10000) + (out[1][3] / 10000 + 1)
     end
     local a = suiro.array("f64", 10000) + 2
     for _ = 1, 2 do
