@@ -271,20 +271,22 @@ static int enc_fail_pickling(enc *e, PyObject *o) {
 /* Anything else: pickled for Python receivers, refused by the others. */
 static PyObject *dumps_captured_helper;
 
+/* _values.dumps_captured (cloudpickle for what a function sent by value captured), looked up once */
+static PyObject *dumps_captured(void) {
+  if (!dumps_captured_helper) {
+    PyObject *m = PyImport_ImportModule("suiro._values");
+    dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
+    Py_XDECREF(m);
+  }
+  return dumps_captured_helper;
+}
+
 static int enc_pickle(enc *e, PyObject *o, const char *why) {
   if (e->o->foreign)
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent to %s%s%s", type_name(o), e->o->foreign_dest,
                     why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
   PyObject *dumps = SP.pickle_dumps;
-  if (e->captured) {
-    if (!dumps_captured_helper) {
-      PyObject *m = PyImport_ImportModule("suiro._values");
-      dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
-      Py_XDECREF(m);
-      if (!dumps_captured_helper) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
-    }
-    dumps = dumps_captured_helper;
-  }
+  if (e->captured && !(dumps = dumps_captured())) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
   PyObject *b = PyObject_CallOneArg(dumps, o);
   if (!b) return enc_fail_pickling(e, o);
   if (!PyBytes_Check(b)) {
@@ -1071,13 +1073,9 @@ static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs);
 static int put_captured_blob(enc *e, PyObject *v) {
   PoolObject *po = e->o->pool;
   if (!po || !po->p) return enc_value(e, v);
-  if (!dumps_captured_helper) {
-    PyObject *m = PyImport_ImportModule("suiro._values");
-    dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
-    Py_XDECREF(m);
-    if (!dumps_captured_helper) return -1;
-  }
-  PyObject *b = PyObject_CallOneArg(dumps_captured_helper, v);
+  PyObject *dumps = dumps_captured();
+  if (!dumps) return -1;
+  PyObject *b = PyObject_CallOneArg(dumps, v);
   if (!b) return enc_fail_pickling(e, v);
   if (!PyBytes_Check(b)) {
     Py_DECREF(b);
