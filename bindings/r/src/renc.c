@@ -290,7 +290,7 @@ static void __attribute__((noreturn)) refuse_bytes(rs_encoder *e, R_xlen_t i);
 
 static void put_strs(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
-  R_xlen_t bad = bytes_not_utf8(x);
+  R_xlen_t bad = e->o.rich ? 0 : bytes_not_utf8(x); /* to R, enc() serialized such vectors before */
   if (bad) refuse_bytes(e, bad);
   wire_put_strs(&e->m.w, (uint64_t)n);
   const void *vmax = vmaxget();
