@@ -49,3 +49,14 @@ def own_regions():
     """Names of this process's shared regions in /dev/shm (shared with other users of the machine)."""
     prefix = "suiro_%x_" % os.getpid()
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+
+
+def run_script(tmp_path, name, text):
+    """Runs text as the main script tmp_path/name in a new interpreter that imports this suiro;
+    returns the finished process (stdout, stderr as text)."""
+    import subprocess
+    script = tmp_path / name
+    script.write_text(text)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=str(tmp_path))

@@ -9,7 +9,7 @@ import pytest
 
 import suiro
 import pyfuncs
-from conftest import wait_until
+from conftest import run_script, wait_until
 
 LONG = 60.0  # "never ends" as far as a test is concerned
 
@@ -198,9 +198,6 @@ def test_awaiting_after_a_stop_and_a_new_pool_still_works():
 
 # ---- multiprocessing spawn: a script re-run as __mp_main__ (item 13) ----------------------------
 
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 
 SPAWN_SCRIPT = r'''
 import multiprocessing as mp
@@ -237,11 +234,7 @@ if __name__ == "__main__":
 
 
 def test_functions_of_a_script_rerun_as_mp_main_travel_by_value(tmp_path):
-    script = tmp_path / "spawned.py"
-    script.write_text(SPAWN_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
-                       cwd=str(tmp_path))
+    r = run_script(tmp_path, "spawned.py", SPAWN_SCRIPT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["[42, [2, 4], 10, 14]", "exit 0"], r.stdout + r.stderr
 

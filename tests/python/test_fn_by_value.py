@@ -4,13 +4,12 @@ value"); PoolExecutor.map runs chunks of elements on the engine's map."""
 
 import math
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
 import suiro
+from conftest import run_script
 
 SCALE = 3
 ITEMS = [1, 2]
@@ -241,11 +240,7 @@ with suiro.pool(workers=1) as p:
 
 
 def test_main_script_functions_are_published_once(tmp_path):
-    script = tmp_path / "mainfns.py"
-    script.write_text(MAIN_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
-                       cwd=str(tmp_path))
+    r = run_script(tmp_path, "mainfns.py", MAIN_SCRIPT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["True 1", "1001", "[9, 9, 9, 9, 9] 2", "6", "51"], r.stdout + r.stderr
 
