@@ -162,24 +162,34 @@ def test_dropped_executor_stops_its_pool_when_done():
     assert r() is None or r().closed  # nothing holds it any more: stopped
 
 
-@EXECUTORS
-def test_cancelling_futures_while_they_complete_raises_nowhere(make):
+def test_cancelling_futures_while_they_complete_raises_nowhere():
     # a caller's cancel may meet the thread completing the same future: the cancel wins or the
-    # result does, and no thread reports an InvalidStateError
+    # result does, and no thread reports an InvalidStateError. suiro's executor only: Debian's
+    # CPython 3.11.2 ProcessPoolExecutor hangs at shutdown after futures are submitted and
+    # cancelled at once (CPython gh-94440, fixed in 3.11.4), so it cannot stand beside it here.
+    # The body runs in a thread joined with a bound: a hang fails the test, not the suite.
     import threading
-    errors = []
+    errors, outcome = [], []
     old = threading.excepthook
     threading.excepthook = lambda a: errors.append(a.exc_value)
-    try:
-        with make(2) as ex:
+
+    def body():
+        with suiro_executor(2) as ex:
             for _ in range(5):
                 fs = [ex.submit(abs, -i) for i in range(300)]
                 for f in fs:
                     f.cancel()
                 for i, f in enumerate(fs):
                     assert f.cancelled() or f.result(timeout=60) == i
+        outcome.append("done")
+
+    try:
+        t = threading.Thread(target=body, daemon=True)
+        t.start()
+        t.join(180)
     finally:
         threading.excepthook = old
+    assert outcome == ["done"], "the executor did not finish (%r)" % (errors,)
     assert errors == []
 
 
