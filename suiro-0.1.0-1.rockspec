@@ -36,7 +36,7 @@ build = {
   install_command = [[
     set -e
     mkdir -p "$(LUADIR)/suiro" "$(LIBDIR)/suiro" "$(BINDIR)"
-    cp lua/suiro/*.lua "$(LUADIR)/suiro/"
+    cp lua/suiro/*.lua engine/conf/suiro/*.lua "$(LUADIR)/suiro/"
     cp build/lib/suiro/core.so "$(LIBDIR)/suiro/"
     if [ -f build/lib/suiro/mpi.so ]; then cp build/lib/suiro/mpi.so "$(LIBDIR)/suiro/"; fi
     if [ -f build/lib/suiro/cluster.so ]; then cp build/lib/suiro/cluster.so "$(LIBDIR)/suiro/"; fi

@@ -45,7 +45,7 @@ def copy_lua_modules():
     dst = os.path.join(HERE, "suiro", "lua", "suiro")
     os.makedirs(dst, exist_ok=True)
     for name in ("parse.lua", "config.lua"):
-        src = os.path.join(ROOT, "lua", "suiro", name)
+        src = os.path.join(ROOT, "engine", "conf", "suiro", name)
         if os.path.exists(src):
             shutil.copyfile(src, os.path.join(dst, name))
         elif not os.path.exists(os.path.join(dst, name)):

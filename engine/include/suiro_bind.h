@@ -189,7 +189,7 @@ enum { SUIRO_OUT_VALUES = 0, SUIRO_OUT_SCALAR = 1, SUIRO_OUT_ARRAY = 2, SUIRO_OU
 #define SUIRO_TEMPLATE_NAME_MAX 63
 
 /* A result template as C sees it (faces parse "f64", "f64[3]", "{mean: f64, sd: f64}" with the
- * one LPeg grammar, lua/suiro/parse.lua, and fill this). */
+ * one LPeg grammar, engine/conf/suiro/parse.lua, and fill this). */
 typedef struct suiro_template {
   int kind;                    /* SUIRO_OUT_* */
   int type;                    /* SCALAR, ARRAY: WIRE_T_F64 .. WIRE_T_BOOL (not C128) */

@@ -18,6 +18,24 @@ local M = {
 }
 
 local here = debug.getinfo(1, "S").source:sub(2) -- this file, as positions name it
+
+-- The config readers every face shares (suiro.parse, suiro.config) live in engine/conf of a
+-- checkout, not next to this file; installed, they sit beside it and the usual searchers find
+-- them first. This searcher, tried last, finds the checkout's copy.
+do
+  local root = here:match("^(.-)lua/suiro/init%.lua$")
+  if root then
+    package.searchers[#package.searchers + 1] = function(name)
+      local leaf = name:match("^suiro%.(%a+)$")
+      if leaf ~= "parse" and leaf ~= "config" then return nil end
+      local path = root .. "engine/conf/suiro/" .. leaf .. ".lua"
+      local f = io.open(path)
+      if not f then return "\n\tno file '" .. path .. "'" end
+      f:close()
+      return assert(loadfile(path)), path
+    end
+  end
+end
 local function checked(f, ...)
   local ok, v = pcall(f, ...)
   if not ok then

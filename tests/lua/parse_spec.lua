@@ -1,4 +1,4 @@
--- Specs for suiro.parse (lua/suiro/parse.lua) and the examples in docs/config-strings.md.
+-- Specs for suiro.parse (engine/conf/suiro/parse.lua) and the examples in docs/config-strings.md.
 -- Run from the checkout root: lua5.4 /usr/bin/busted --ignore-lua tests/lua/parse_spec.lua
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 

@@ -16,11 +16,11 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "N
 
 def _lua_dir():
     """Where suiro/parse.lua and suiro/config.lua are: copies in the package (made at build time),
-    else the checkout's lua/."""
+    else the checkout's engine/conf/ (the config readers' home)."""
     d = os.path.join(_HERE, "lua")
     if os.path.exists(os.path.join(d, "suiro", "config.lua")):
         return d
-    d = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "lua"))
+    d = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "engine", "conf"))
     if os.path.exists(os.path.join(d, "suiro", "config.lua")):
         return d
     raise RuntimeError("suiro: the Lua readers (suiro/config.lua, parse.lua) are missing from the package; "
