@@ -92,6 +92,7 @@ enum {
 };
 #define WIRE_REF_BYTES 0x00 /* REF kind: raw bytes, no shape */
 #define WIRE_REF_WIRE 0x40  /* REF kind: a complete wire buffer (header word included) */
+#define WIRE_REF_CHAN 0x41  /* REF kind: a channel endpoint (suiro_chan.h): flags = token, length = side */
 
 #define WIRE_ORDER_C 0 /* row-major: last index varies fastest */
 #define WIRE_ORDER_F 1 /* column-major (Fortran, R): first index varies fastest */

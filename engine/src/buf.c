@@ -620,6 +620,9 @@ int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t by
 suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v) {
   if (!v || !ref) return suiro_set_error(SUIRO_ERR, "suiro_zc_open: %s is NULL", !v ? "v" : "ref");
   memset(v, 0, sizeof *v);
+  if (ref->type == WIRE_REF_CHAN) /* a face that binds channels opens it with suiro_chan_open */
+    return suiro_set_error(SUIRO_ERR, "a channel endpoint was received, but this language does not bind "
+                                      "channels yet: refused");
   char name[SUIRO_NAME_MAX];
   if (ref->name.len == 0 || ref->name.len >= sizeof name || memchr(ref->name.ptr, 0, ref->name.len))
     return suiro_set_error(SUIRO_ERR, "reference: region name of %zu bytes", ref->name.len);

@@ -72,6 +72,7 @@ static const char *kind_name(uint32_t kind) {
   case HANDLE_POOL: return "pool";
   case HANDLE_MAP: return "map";
   case HANDLE_BUF: return "buffer";
+  case HANDLE_CHAN: return "channel endpoint";
   }
   return "handle";
 }

@@ -8,6 +8,7 @@
 #define HANDLE_POOL 0x4c4f4f50u /* "POOL" */
 #define HANDLE_MAP 0x2050414du  /* "MAP " */
 #define HANDLE_BUF 0x20465542u  /* "BUF " */
+#define HANDLE_CHAN 0x4e414843u /* "CHAN" */
 #define HANDLE_DEAD 0x44414544u /* "DEAD" */
 
 /* The first member of struct suiro_pool, suiro_map and suiro_buf. word = kind << 32 | epoch while

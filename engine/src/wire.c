@@ -48,6 +48,7 @@ const char *suiro_wire_type_name(int type) {
   if (type >= 1 && type <= WIRE_T_MAX) return names[type];
   if (type == WIRE_REF_BYTES) return "bytes";
   if (type == WIRE_REF_WIRE) return "wire";
+  if (type == WIRE_REF_CHAN) return "channel";
   return NULL;
 }
 
@@ -677,6 +678,11 @@ static const char *ref_problem(const suiro_wire_ref *r, char *buf, size_t cap) {
   if (memchr(r->name.ptr, 0, r->name.len)) return "ref region name contains a NUL byte";
   if (r->offset > MAXN || r->length > MAXN) return "ref offset or length exceeds 2^48-1";
   if (r->offset & 7) return "ref offset is not a multiple of 8";
+  if (r->type == WIRE_REF_CHAN) { /* a channel endpoint: flags the token, length the side */
+    if (r->ndim != 0 || r->order != 0 || r->offset != 0) return "channel ref with a shape, order or offset";
+    if (r->length > 1) return "channel ref side is not 0 (sending) or 1 (receiving)";
+    return NULL;
+  }
   if (r->type == WIRE_REF_BYTES || r->type == WIRE_REF_WIRE) {
     if (r->ndim != 0 || r->order != 0) return "untyped ref with a shape or order";
     if (r->type == WIRE_REF_WIRE && (r->length < 8 || (r->length & 7)))
@@ -1106,7 +1112,7 @@ static int read_call(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
 static int read_ref(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   STEP_LOCALS;
   suiro_wire_ref *ref = &it->ref;
-  if (suiro_wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE)
+  if (suiro_wire_type_size(aux) == 0 && aux != WIRE_REF_BYTES && aux != WIRE_REF_WIRE && aux != WIRE_REF_CHAN)
     return rfail(r, pos + 1, "bad ref kind 0x%02x", aux);
   if (n > WIRE_MAX_NDIM)
     return rfail(r, pos + 2, "ref with %llu dimensions (max %d)", (unsigned long long)n, WIRE_MAX_NDIM);

@@ -1504,7 +1504,12 @@ TEST(malformed_refs) {
   expect_err(REF(WIRE_T_F64, 1, 0, 0, 24, 2, 'r'),
              "wire: ref length 24 does not match its shape (2 elements of 8 bytes) at byte 16");
   expect_err(REF(WIRE_T_F64, 1, 3, 0, 16, 2, 'r'), "wire: ref order 3 (0 = C, 1 = F) at byte 24");
-  expect_err(REF(0x41, 1, 0, 0, 16, 2, 'r'), "wire: bad ref kind 0x41 at byte 9");
+  expect_err(REF(0x42, 1, 0, 0, 16, 2, 'r'), "wire: bad ref kind 0x42 at byte 9");
+  /* a channel endpoint (kind 0x41): no shape, order or offset; its length is the side, 0 or 1 */
+  expect_ok(mk(7, H(WIRE_REF, WIRE_REF_CHAN, 0), W(7), W(0), W(0), W(1), H(WIRE_STR, 0, 1), W('r')));
+  expect_err(REF(WIRE_REF_CHAN, 1, 0, 0, 16, 2, 'r'), "wire: channel ref with a shape, order or offset at byte 16");
+  expect_err(mk(7, H(WIRE_REF, WIRE_REF_CHAN, 0), W(7), W(0), W(0), W(2), H(WIRE_STR, 0, 1), W('r')),
+             "wire: channel ref side is not 0 (sending) or 1 (receiving) at byte 16");
   expect_err(REF(WIRE_REF_BYTES, 1, 0, 0, 16, 2, 'r'), "wire: untyped ref with a shape or order at byte 16");
   expect_err(REF(WIRE_T_F64, 1, 0, 0, 16, 2, 0), "wire: ref region name contains a NUL byte at byte 16");
   expect_err(REF(WIRE_T_F64, 1, 0, UINT64_C(1) << 48, 16, 2, 'r'),
