@@ -170,7 +170,7 @@ local lua_sources = { root .. "/lua/lpool.c", root .. "/lua/ltask.c", root .. "/
                       root .. "/lua/lrecord.c", root .. "/lua/lfunc.c", root .. "/lua/lerror.c", root .. "/lua/lworker.c",
                       root .. "/lua/larray.c", root .. "/lua/lkind.c", root .. "/lua/lmap.c", root .. "/lua/lrange.c",
                       root .. "/lua/lvalues.c", root .. "/lua/lframe.c", root .. "/engine/conf/conf.c",
-                      root .. "/lua/linit.c", root .. "/lua/lbuf.c" }
+                      root .. "/lua/linit.c", root .. "/lua/lbuf.c", root .. "/lua/lchan.c" }
 
 project "suiro_lua"
   kind "SharedLib"

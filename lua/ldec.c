@@ -329,6 +329,10 @@ static void dec_value(dec *d, wire_item *it) {
       push_refdesc(L, &it->ref);
       return;
     }
+    if (it->ref.type == WIRE_REF_CHAN) { /* a channel endpoint, claimed by this process */
+      lchan_push_ref(L, &it->ref);
+      return;
+    }
     dec_ref_view(d, it);
     return;
   default:

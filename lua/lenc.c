@@ -676,6 +676,11 @@ static void enc_value(enc *e, int idx) {
       wire_put_bool(e->w, WIRE_NA_BOOL);
       return;
     }
+    if (lchan_test(L, idx)) { /* a channel endpoint: it goes to the receiver (lchan.c) */
+      const char *why = lchan_encode(L, idx, e->w);
+      if (why) enc_fail(L, e, why);
+      return;
+    }
     const char *tn = "userdata";
     if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) tn = lua_tostring(L, -1);
     enc_fail(L, e, lua_pushfstring(L, "userdata (%s) cannot be sent", tn));

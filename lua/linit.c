@@ -16,6 +16,7 @@ int luaopen_suiro_core(lua_State *L) {
   lua_setfield(L, -2, "error_mt"); /* error objects: lerror.c */
   lmap_open(L);                    /* maps: lmap.c */
   lrange_open(L);                  /* suiro.range: lrange.c */
+  lchan_open(L);                   /* suiro.channel: lchan.c */
   luaopen_suiro_array(L);
   lua_setfield(L, -2, "array");    /* typed arrays: larray.c */
   lworker_open(L);      /* suiro.random and the worker's registry entries: lworker.c */

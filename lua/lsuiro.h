@@ -252,6 +252,14 @@ void lmap_progress(lua_State *L, int self, uint64_t done, uint64_t n, double t0,
                    int final);
 int lmap_exec_runner(lua_State *L, const void *arg, size_t len, suiro_out *out);
 
+/* lchan.c — suiro.channel: registers the function and the endpoint metatable; an endpoint's wire
+ * form (lchan_encode exports it: NULL, or why not; lchan_push_ref claims one and pushes it). */
+extern const char lsuiro_key_chan;
+void lchan_open(lua_State *L);
+int lchan_test(lua_State *L, int idx);
+const char *lchan_encode(lua_State *L, int idx, wire_writer *w);
+void lchan_push_ref(lua_State *L, const wire_ref *r);
+
 /* lrange.c — suiro.range: pushes one; reads the one at idx (returns 1 if it is a range, else 0). */
 void lrange_open(lua_State *L);
 void lrange_push(lua_State *L, int64_t start, int64_t step, uint64_t n);

@@ -2,13 +2,13 @@
  * chan.c — channels (suiro_chan.h): a bounded single-producer single-consumer ring of messages in
  * a shared region, between any two processes of a pool family.
  *
- * Layout. One region, /suiro_<root>_<id>_c<n> (named after the family root, like a worker's
+ * Layout. One region, /suiro_<root>_<id>_ch<n> (named after the family root, like a worker's
  * pools, so every process of the family accepts it): a header (chan_hdr below), then the ring,
  * `ring` bytes (a power of two, at least twice the byte cap plus a header, so any message that
  * passes the cap fits an empty ring). A message is an 8-byte header (u32 length, u32 kind) and
  * its bytes padded to 8, so every message starts 8-aligned (a wire buffer is decoded in place).
  * A message never wraps: when the end of the ring lacks room, a SKIP header fills it and the
- * message starts at 0. Next to the region lives a FIFO (the region's name + "e") that wakes the
+ * message starts at 0. Next to the region lives a FIFO (the region's name + ".e") that wakes the
  * receiving end's event fd.
  *
  * Memory ordering
@@ -149,7 +149,7 @@ static suiro_status guard(const suiro_chan *ch, const char *fn) {
     }                                                                                \
   } while (0)
 
-static void fifo_path(const char *name, char *out, size_t cap) { snprintf(out, cap, "/dev/shm/%se", name + 1); }
+static void fifo_path(const char *name, char *out, size_t cap) { snprintf(out, cap, "/dev/shm/%s.e", name + 1); }
 
 /* ---- the peer ------------------------------------------------------------------------------ */
 
@@ -287,7 +287,7 @@ suiro_status suiro_chan_create(const suiro_chan_opts *o, suiro_chan **tx, suiro_
   region_identity(&pid, &id);
   buf_family_root(&pid, &id); /* in a worker: the family root's name, so the whole family accepts it */
   suiro_region *r1, *r2 = NULL;
-  suiro_status st = region_create_owned(off + ring, off + ring, pid, id, "c", &r1);
+  suiro_status st = region_create_owned(off + ring, off + ring, pid, id, "ch", &r1);
   if (st != SUIRO_OK) return st;
   chan_hdr *h = r1->addr;
   h->magic = CHAN_MAGIC;

@@ -373,6 +373,27 @@ end
 core.map_methods.await = await
 
 ---------------------------------------------------------------------------------------------------
+-- Channels (lua/lchan.c; docs/api.md "Channels")
+
+--- suiro.channel { capacity = 1024, bytes = } -> tx, rx: a stream between two processes of the
+--- pool family; an endpoint crosses in task arguments and results.
+M.channel = core.channel
+local channel_methods = core.channel_methods
+local CHAN = {}
+--- rx:await([timeout]): inside suiro.run, yields until a message (or the close, or the sender's
+--- death) arrives, then answers as rx:recv(0) would; elsewhere the same as rx:recv(timeout).
+function channel_methods.await(self, timeout)
+  local co = coroutine.running()
+  if managed[co] then
+    if timeout ~= nil then timeout = checked(seconds, timeout, "await: timeout") end
+    local res = table.pack(coroutine.yield(AWAIT, self, timeout, CHAN))
+    if res[1] then return table.unpack(res, 2, res.n) end
+    error(res[2], 0)
+  end
+  return self:recv(timeout)
+end
+
+---------------------------------------------------------------------------------------------------
 -- Call specs
 
 local call_mt = core.call_mt
@@ -455,7 +476,8 @@ function M.run(fn, ...)
     end
     if r[2] == AWAIT then
       local task, timeout = r[3], r[4]
-      waiting[task] = { co = co, deadline = timeout and (core.now() + seconds(timeout, "timeout")) }
+      waiting[task] = { co = co, deadline = timeout and (core.now() + seconds(timeout, "timeout")),
+                        chan = r[5] == CHAN }
       nwaiting = nwaiting + 1
     else
       -- a plain yield (not an await): resume it again later with nothing
@@ -480,12 +502,17 @@ function M.run(fn, ...)
       end
       if nwaiting == 0 then break end
       -- Arm every pool's eventfd, then look for finished tasks; only then sleep on the fds.
-      local pools, seen = {}, {}
-      for task in pairs(waiting) do
-        local p = pool_of(task)
-        if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
+      local pools, seen, chans = {}, {}, {}
+      for task, w in pairs(waiting) do
+        if w.chan then
+          chans[#chans + 1] = task
+        else
+          local p = pool_of(task)
+          if p and not seen[p] then seen[p] = true; pools[#pools + 1] = p end
+        end
       end
       core.arm_events(pools)
+      for _, rx in ipairs(chans) do rx:eventfd() end
       local progressed = false
       local now = core.now()
       local next_deadline = math.huge
@@ -493,7 +520,7 @@ function M.run(fn, ...)
         if task:ready() then
           waiting[task] = nil
           nwaiting = nwaiting - 1
-          runnable[#runnable + 1] = { w.co, table.pack(pcall(task.collect, task, 0)) }
+          runnable[#runnable + 1] = { w.co, table.pack(pcall(w.chan and task.recv or task.collect, task, 0)) }
           progressed = true
         elseif w.deadline and now >= w.deadline then
           waiting[task] = nil
@@ -506,7 +533,7 @@ function M.run(fn, ...)
       end
       if not progressed then
         local wait = next_deadline == math.huge and -1 or math.max(0, next_deadline - now)
-        core.wait_events(pools, wait)
+        if #chans > 0 then core.wait_any(pools, chans, wait) else core.wait_events(pools, wait) end
       end
     end
   end
