@@ -319,6 +319,18 @@ int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, co
   return rc;
 }
 
+int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *len, char *err, size_t cap) {
+  lua_State *L = e->L;
+  int top = lua_gettop(L);
+  lua_pushstring(L, kind ? kind : "?");
+  if (call(e, "suiro.embed.config", "worker_env", 1, err, cap) != 0) return lua_settop(L, top), -1;
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
+  lua_settop(L, top);
+  return rc;
+}
+
 int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);

@@ -1,7 +1,7 @@
 /*
  * suiro_conf.h — the config readers every face links: config scripts, templates, durations and
- * sizes are read by the one implementation in suiro/{config,parse}.lua (the Lua face's modules),
- * run in a private Lua state, so every language accepts the same strings and gives the same
+ * sizes are read by the one implementation in engine/conf/suiro/{config,parse}.lua (which the
+ * Lua face loads as its modules suiro.config and suiro.parse), run in a private Lua state, so every language accepts the same strings and gives the same
  * messages.
  *
  *   suiro_conf *e = suiro_conf_open("/path/to/lua", err, sizeof err); // holds suiro/parse.lua
@@ -39,6 +39,10 @@ int suiro_conf_config(suiro_conf *e, const char *path, void **buf, size_t *len, 
  * keyword arguments); returns the normalised DICT like suiro_conf_config's entries. */
 int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, const char *where, void **buf,
                              size_t *len, char *err, size_t errcap);
+/* The environment every face gives workers of a launcher kind ("lua", "python", "r") by default
+ * (suiro.config.worker_env: one thread per numeric library, R's locale), as a wire DICT of strings
+ * (malloc'd). The launcher's and the pool's env override it. */
+int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *len, char *err, size_t errcap);
 /* A result template ("f64", "i32[2,3]", "{mean: f64, n: i64}") as the engine's description. */
 int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t errcap);
 /* A duration ("250ms", "1m30s", "inf") in seconds; a size ("256KiB") in bytes. */

@@ -192,7 +192,6 @@ local function python_worker(l, env)
   end
   env.SUIRO_HOST_LANG = "lua"
   env.SUIRO_PYTHONPATH = env.SUIRO_PYTHONPATH or os.getenv("PYTHONPATH")
-  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
   return py, l.argv or argv
 end
 
@@ -222,9 +221,7 @@ local function r_worker(l, env)
         .. ".libPaths(), e.g. one named by R_LIBS)"):format(rscript), 0)
     end
   end
-  env.LANG = env.LANG or "C.UTF-8"
   env.SUIRO_HOST_LANG = "lua"
-  for _, k in ipairs { "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS" } do env[k] = env[k] or "1" end
   return rscript, l.argv or { rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
 end
 
@@ -235,7 +232,7 @@ local function pool_spec(o)
   if l.kind ~= "lua" and l.kind ~= "python" and l.kind ~= "r" then
     error("unknown launcher kind " .. tostring(l.kind), 0)
   end
-  local env = {}
+  local env = config().worker_env(l.kind) -- one thread per numeric library, R's locale
   for k, v in pairs(l.env or {}) do env[k] = v end
   for k, v in pairs(o.env or {}) do env[k] = v end
   -- Workers resolve "module.fn" references and require() with the host's search paths.

@@ -83,3 +83,32 @@ describe("python workers from Lua find modules", function()
     assert.matches("suiro_pp_probe", tostring(err))
   end)
 end)
+
+-- One environment rule for workers of every kind, from every host (suiro.config.worker_env): each
+-- numeric library limited to one thread, R in a UTF-8 locale; the pool's env overrides a default.
+describe("worker environment from a Lua host", function()
+  local thread_vars = require("suiro.config").thread_vars
+  local names = suiro.strings(thread_vars)
+  local readers = {
+    lua = function(ks) local out = {} for i = 1, #ks do out[i] = os.getenv(ks[i]) or "" end return out end,
+    python = suiro.call { source = "[__import__('os').environ.get(k, '') for k in ks]", ks = names },
+    r = suiro.call { source = "unname(Sys.getenv(ks))", ks = names },
+  }
+  for _, kind in ipairs { "lua", "python", "r" } do
+    it(kind .. " workers get the thread limits and the pool's env wins", function()
+      assert.is_true(#thread_vars >= 7)
+      local pool <close> = suiro.pool { workers = 1, launcher = suiro[kind] {}, timeout = "30s",
+                                        env = { MKL_NUM_THREADS = "3" } }
+      local t = kind == "lua" and pool:submit(readers.lua, names) or pool:submit(readers[kind])
+      local got = t:collect()
+      for i, k in ipairs(thread_vars) do
+        local v = got[i]
+        assert.are.equal(k == "MKL_NUM_THREADS" and "3" or "1", v, kind .. " worker: " .. k)
+      end
+      if kind == "r" then
+        local lang = pool:submit(suiro.call { source = "Sys.getenv('LANG')" }):collect()
+        assert.are.equal("C.UTF-8", lang)
+      end
+    end)
+  end
+end)

@@ -335,3 +335,26 @@ def test_ctrl_c_interrupts_a_submit_waiting_for_queue_room():
                               "held = [p.submit(time.sleep, 30) for _ in range(3)]  # one runs, two fill the queue",
                               "p.submit(abs, 1)")
     assert word == "interrupted" and 0.25 < took < 3.0
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@pytest.mark.parametrize("kind", ["python", "lua", "r"])
+def test_worker_environment_is_one_rule_for_every_kind(kind):
+    # suiro.config.worker_env, as Lua and R hosts apply it: one thread per numeric library, R in a
+    # UTF-8 locale; the pool's env overrides a default
+    readers = {
+        "python": suiro.call(source="[__import__('os').environ.get(k, '') for k in ks]", ks=list(THREAD_VARS)),
+        "lua": suiro.call(source="local out = {} for i = 1, #ks do out[i] = os.getenv(ks[i]) or '' end "
+                          "return out", ks=list(THREAD_VARS)),
+        "r": suiro.call(source="as.list(unname(Sys.getenv(ks)))", ks=list(THREAD_VARS)),
+    }
+    launcher = getattr(suiro, kind)()
+    with suiro.pool(workers=1, launcher=launcher, env={"MKL_NUM_THREADS": "3"}, timeout=60) as p:
+        got = list(p.submit(readers[kind]).collect(timeout=60))
+        want = ["3" if k == "MKL_NUM_THREADS" else "1" for k in THREAD_VARS]
+        assert got == want
+        if kind == "r":
+            assert p.submit(suiro.call(source="Sys.getenv('LANG')")).collect(timeout=60) == "C.UTF-8"

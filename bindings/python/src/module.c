@@ -173,6 +173,17 @@ static PyObject *m_embed_pool_options(PyObject *self, PyObject *args) {
   return buf_result(rc, buf, len, err, PyExc_ValueError);
 }
 
+/* The environment every face gives workers of a launcher kind by default (suiro.config). */
+static PyObject *m_embed_worker_env(PyObject *self, PyObject *kind) {
+  const char *k = PyUnicode_AsUTF8(kind);
+  if (!k || embed_ready() < 0) return NULL;
+  void *buf = NULL;
+  size_t len = 0;
+  char err[512];
+  int rc = suiro_conf_worker_env(embed, k, &buf, &len, err, sizeof err);
+  return buf_result(rc, buf, len, err, PyExc_ValueError);
+}
+
 int sp_duration(const char *s, double *sec) {
   if (embed_ready() < 0) return -1;
   char err[512];
@@ -325,6 +336,7 @@ static PyMethodDef methods[] = {
   { "template", m_template, METH_O, "Parse a result template (\"f64\", \"{a: f64, n: i64}\")." },
   { "embed_config", m_embed_config, METH_O, "Read a config script with the Lua face's reader." },
   { "embed_pool_options", m_embed_pool_options, METH_VARARGS, "Check and normalise pool options." },
+  { "embed_worker_env", m_embed_worker_env, METH_O, "Default environment of workers of a launcher kind." },
   { "duration", m_embed_duration, METH_O, "A duration (\"250ms\") in seconds." },
   { "check_fnref", m_embed_fnref, METH_O, "Check a function reference (\"numpy.mean\")." },
   { "random", (PyCFunction)(void (*)(void))m_random, METH_FASTCALL, "suiro.random([m [, n]])" },

@@ -10,8 +10,6 @@ __all__ = ["Pool", "Map", "PreparedMap", "Launcher", "pool", "python", "lua", "r
            "Pools"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
 
 
 def _lua_dir():
@@ -72,9 +70,6 @@ def _r_worker(rscript, env, where):
     if libs and "R_LIBS" not in env:
         inherited = os.environ.get("R_LIBS")
         env["R_LIBS"] = libs + (":" + inherited if inherited else "")
-    env.setdefault("LANG", "C.UTF-8")
-    for v in _THREAD_VARS:
-        env.setdefault(v, "1")
     return rscript, [rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()"]
 
 
@@ -145,7 +140,9 @@ def _start(o, where, p=None):
         node = _cluster.enter(where)  # ranks 1.. of an MPI job serve here and exit
     l = o["launcher"]
     kind = l["kind"]
-    env = {}
+    if kind not in ("python", "lua", "r"):
+        raise ValueError("%s: unknown launcher kind %r" % (where, kind))
+    env = dict(_core.embed_worker_env(kind))  # one thread per numeric library, R's locale (suiro.config)
     env.update(l.get("env") or {})
     env.update(o.get("env") or {})
     exe = l.get("exe")
@@ -154,8 +151,6 @@ def _start(o, where, p=None):
         exe = exe or l.get("python") or _default_python()
         if not argv:
             argv = [exe, "-I", worker_script()]
-        for v in _THREAD_VARS:
-            env.setdefault(v, "1")
         paths = [os.getcwd() if p == "" else p for p in sys.path]
         env.setdefault("SUIRO_PYTHONPATH", os.pathsep.join(p for p in paths if p))
         env.setdefault("SUIRO_CWD", os.getcwd())

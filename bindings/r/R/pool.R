@@ -36,6 +36,10 @@ python_has_suiro <- function(exe) {
   python_probes[[exe]]
 }
 
+# The environment every face gives workers of a launcher kind by default (suiro.config.worker_env:
+# one thread per numeric library, R's locale); the launcher's and the pool's env override it.
+worker_env_defaults <- function(kind) .Call(C_worker_env, kind)
+
 # What a launcher starts: the executable, its arguments and the environment added for workers.
 launch_spec <- function(l) {
   env <- l$env %||% list()
@@ -43,16 +47,15 @@ launch_spec <- function(l) {
     exe <- l$rscript %||% file.path(R.home("bin"), "Rscript")
     argv <- c(exe, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()")
     libs <- unique(c(dirname(getNamespaceInfo("suiro", "path")), .libPaths()))
-    base <- list(R_LIBS = paste(libs, collapse = ":"), LANG = "C.UTF-8",
-                 OPENBLAS_NUM_THREADS = "1", OMP_NUM_THREADS = "1", MKL_NUM_THREADS = "1",
-                 GOTO_NUM_THREADS = "1", SUIRO_HOST_LANG = "r")
-    env <- utils::modifyList(base, env)
+    base <- list(R_LIBS = paste(libs, collapse = ":"), SUIRO_HOST_LANG = "r")
+    env <- utils::modifyList(utils::modifyList(worker_env_defaults("r"), base), env)
   } else if (l$kind == "lua") {
     exe <- l$exe %||% (if (nzchar(Sys.getenv("SUIRO_WORKER_EXE"))) Sys.getenv("SUIRO_WORKER_EXE") else unname(Sys.which("suiro")))
     if (!nzchar(exe))
       stop("suiro_lua(): no Lua worker executable: install suiro's Lua rock (luarocks make, its bin/ on PATH), ",
            "pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE", call. = FALSE)
     argv <- unlist(l$argv) %||% exe
+    env <- utils::modifyList(worker_env_defaults("lua"), env)
   } else {
     exe <- l$python %||% "/usr/bin/python3"
     # The checkout's worker script (SUIRO_PY_WORKER, set by scripts/rscript), else the suiro
@@ -64,10 +67,9 @@ launch_spec <- function(l) {
       stop("suiro_python(): ", exe, " has no suiro package: pip install it into that interpreter's ",
            "environment, or pass python = an interpreter that has it", call. = FALSE)
     argv <- unlist(l$argv) %||% (if (nzchar(script)) c(exe, "-I", script) else c(exe, "-I", "-m", "suiro._worker"))
-    base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd(), OMP_NUM_THREADS = "1", OPENBLAS_NUM_THREADS = "1",
-                 MKL_NUM_THREADS = "1")
+    base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd())
     if (nzchar(Sys.getenv("PYTHONPATH"))) base$SUIRO_PYTHONPATH <- Sys.getenv("PYTHONPATH")
-    env <- utils::modifyList(base, env)
+    env <- utils::modifyList(utils::modifyList(worker_env_defaults("python"), base), env)
   }
   list(exe = exe, argv = argv, env = env)
 }

@@ -1,7 +1,7 @@
 /*
  * rembed.c — the Lua face's readers for R (suiro_embed.h): config scripts (suiro_open), pool
  * options, templates ("f64", "{mean: f64, sd: f64}") and durations ("250ms") are read by the one
- * implementation in lua/suiro/{config,parse}.lua, so R accepts the same strings with the same
+ * implementation in engine/conf/suiro/{config,parse}.lua, so R accepts the same strings with the same
  * messages as Lua and Python. The private Lua state opens on first use (workers rarely need it).
  */
 #include <stdlib.h>
@@ -68,6 +68,23 @@ SEXP C_pool_options(SEXP wire, SEXP where) {
   memcpy(RAW(raw), buf, len);
   free(buf);
   v = rs_decode(RAW(raw), len, &o);
+  UNPROTECT(1);
+  return v;
+}
+
+/* The environment every face gives workers of a launcher kind by default (suiro.config):
+ * a named list of strings. */
+SEXP C_worker_env(SEXP kind) {
+  void *buf;
+  size_t len;
+  char err[512];
+  if (suiro_conf_worker_env(embed(), CHAR(STRING_ELT(kind, 0)), &buf, &len, err, sizeof err) != 0)
+    Rf_error("%s", err);
+  rs_dec_opts o = { 0, NULL, "env", NULL, "the Lua option checks" };
+  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
+  memcpy(RAW(raw), buf, len);
+  free(buf);
+  SEXP v = rs_decode(RAW(raw), len, &o);
   UNPROTECT(1);
   return v;
 }

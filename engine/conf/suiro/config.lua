@@ -29,6 +29,26 @@ config.launcher_keys = {
   r = { env = true, rscript = true, exe = true, argv = true },
 }
 
+-- What every face adds to a worker's environment, under what the launcher's and the pool's env
+-- give (theirs win): one thread for the numeric libraries a worker may load (a pool of N workers
+-- on N cores must not start N x N threads), and a UTF-8 locale for R. The host adds
+-- SUIRO_HOST_LANG (its own language) and its search paths.
+config.thread_vars = {
+  "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS",
+  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS",
+}
+
+--- config.worker_env(kind) -> { NAME = value }: the defaults for workers of that launcher kind.
+function config.worker_env(kind)
+  if not config.launcher_keys[kind] then
+    error(('worker_env: launcher kind must be "lua", "python" or "r", got %s'):format(tostring(kind)), 0)
+  end
+  local env = {}
+  for _, k in ipairs(config.thread_vars) do env[k] = "1" end
+  if kind == "r" then env.LANG = "C.UTF-8" end
+  return env
+end
+
 local launcher_mt = { __name = "suiro.launcher" }
 launcher_mt.__index = launcher_mt
 function launcher_mt:__tostring() return "suiro.launcher(" .. self.kind .. ")" end
