@@ -47,15 +47,16 @@ double lpool_seconds(lua_State *L, int idx, const char *verb, const char *what) 
     lua_pop(L, 2);
   } else if (lua_type(L, idx) == LUA_TNUMBER) {
     t = lua_tonumber(L, idx);
-    if (t != t || t < 0)
-      luaL_error(L, "%s: %s must be zero or more seconds (math.huge or \"inf\" for no limit), got %s", verb, what,
-                 lua_tostring(L, idx));
   } else {
     luaL_error(L, "%s: %s must be a number of seconds or a duration string (\"250ms\"), got %s", verb, what,
                luaL_typename(L, idx));
     return 0;
   }
-  return t >= 1e12 ? -1 : t;
+  double out;
+  if (suiro_timeout_norm(t, &out) != 0)
+    luaL_error(L, "%s: %s must be zero or more seconds (math.huge or \"inf\" for no limit), got %s", verb, what,
+               lua_tostring(L, idx));
+  return out;
 }
 
 /* An integer argument in lo..hi (floats with an integral value count), or raises naming verb and

@@ -11,7 +11,7 @@
  *   3. outgoing messages       suiro_msg: a wire writer that remembers the grants written into it
  *   4. map runners             suiro_run_map: attach, claim, elements, completion, cancel, failure
  *   5. waiting                 suiro_wait_sliced: a host's long wait in slices, with its lock and
- *                              interrupt hooks
+ *                              interrupt hooks; suiro_timeout_norm, the rule of timeout arguments
  *
  * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
  * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
@@ -266,6 +266,14 @@ typedef struct suiro_wait_hooks {
   int (*reacquire)(void *ud, int deep);
   int (*interrupted)(void *ud);
 } suiro_wait_hooks;
+
+/* The one rule for a timeout argument of every face, once a face's duration string ("250ms",
+ * "inf") became seconds: NaN is refused (SUIRO_TIMEOUT_NAN), a negative number is refused
+ * (SUIRO_TIMEOUT_NEGATIVE), 1e12 seconds or more (infinity) means no limit (*out = -1), anything
+ * else is itself. The face words the refusal in its language ("None", "math.huge", "Inf"). */
+#define SUIRO_TIMEOUT_NAN (-1)
+#define SUIRO_TIMEOUT_NEGATIVE (-2)
+int suiro_timeout_norm(double seconds, double *out);
 
 typedef suiro_status (*suiro_wait_step)(void *ctx, double slice);
 int suiro_wait_sliced(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx, const suiro_wait_hooks *h,

@@ -19,6 +19,13 @@
 
 static inline double min2(double a, double b) { return a < b ? a : b; }
 
+int suiro_timeout_norm(double seconds, double *out) {
+  if (seconds != seconds) return SUIRO_TIMEOUT_NAN;
+  if (seconds < 0) return SUIRO_TIMEOUT_NEGATIVE;
+  *out = seconds >= 1e12 ? -1 : seconds; /* also infinity */
+  return 0;
+}
+
 int suiro_wait_sliced(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx, const suiro_wait_hooks *h,
                       void *ud) {
   if (timeout == 0) return step(ctx, 0);

@@ -1,6 +1,7 @@
 /* test_wait.c — suiro_wait_sliced (suiro_face.h section 5), the one wait loop of every face:
  * the order of its phases and hooks, deadlines, interrupts, a failed reacquire, and the event fd
  * slice waking on a completion. */
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -133,4 +134,20 @@ TEST(an_event_fd_slice_wakes_on_completion) {
   CHECK(c.r.len == sizeof ms);
   CHECK(strchr(s.log, 'R') != NULL && strchr(s.log, 'A') != NULL); /* polled in a deep release */
   CHECK_OK(suiro_pool_stop(p, 5));
+}
+
+TEST(one_rule_for_timeout_arguments) {
+  double out = 7;
+  CHECK_EQ(suiro_timeout_norm(NAN, &out), SUIRO_TIMEOUT_NAN);
+  CHECK_EQ(suiro_timeout_norm(-0.5, &out), SUIRO_TIMEOUT_NEGATIVE);
+  CHECK_EQ(suiro_timeout_norm(-INFINITY, &out), SUIRO_TIMEOUT_NEGATIVE);
+  CHECK(out == 7); /* untouched on a refusal */
+  CHECK_EQ(suiro_timeout_norm(0, &out), 0);
+  CHECK(out == 0);
+  CHECK_EQ(suiro_timeout_norm(2.5, &out), 0);
+  CHECK(out == 2.5);
+  CHECK_EQ(suiro_timeout_norm(1e12, &out), 0);
+  CHECK(out == -1);
+  CHECK_EQ(suiro_timeout_norm(INFINITY, &out), 0);
+  CHECK(out == -1);
 }

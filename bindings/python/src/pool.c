@@ -105,11 +105,12 @@ double sp_timeout_arg(PyObject *v, double dflt, const char *verb) {
       Py_XDECREF(msg), Py_XDECREF(et), Py_XDECREF(ev), Py_XDECREF(etb);
       return -2;
     }
-    if (t != t || t < 0) {
+    double out;
+    if (suiro_timeout_norm(t, &out) != 0) {
       PyErr_Format(PyExc_ValueError, "%s: timeout must be >= 0 seconds or None, got %R", verb, v);
       return -2;
     }
-    return isinf(t) || t >= 1e12 ? -1 : t;
+    return out;
   }
   double t = PyFloat_AsDouble(v);
   if (t == -1 && PyErr_Occurred()) {
@@ -117,11 +118,12 @@ double sp_timeout_arg(PyObject *v, double dflt, const char *verb) {
                  verb, Py_TYPE(v)->tp_name);
     return -2;
   }
-  if (t != t || t < 0) {
+  double out;
+  if (suiro_timeout_norm(t, &out) != 0) {
     PyErr_Format(PyExc_ValueError, "%s: timeout must be >= 0 seconds or None, got %R", verb, v);
     return -2;
   }
-  return isinf(t) || t >= 1e12 ? -1 : t;
+  return out;
 }
 
 /* ---- the lock ---------------------------------------------------------------------------------- */

@@ -338,16 +338,18 @@ int rs_duration(const char *s, double *sec, char *err, size_t cap); /* rembed.c 
 double rs_timeout_arg(SEXP t, double dflt, const char *verb) {
   if (t == R_NilValue) return dflt;
   if ((TYPEOF(t) == REALSXP || TYPEOF(t) == INTSXP) && XLENGTH(t) == 1) {
-    double v = Rf_asReal(t);
-    if (v != v) Rf_error("%s: timeout is NA", verb);
-    if (v < 0) Rf_error("%s: timeout must be zero or more seconds, got %g", verb, v);
-    return v >= 1e12 ? -1 : v;
+    double v = Rf_asReal(t), out;
+    int bad = suiro_timeout_norm(v, &out);
+    if (bad == SUIRO_TIMEOUT_NAN) Rf_error("%s: timeout is NA", verb);
+    if (bad) Rf_error("%s: timeout must be zero or more seconds (Inf for no limit), got %g", verb, v);
+    return out;
   }
   if (TYPEOF(t) == STRSXP && XLENGTH(t) == 1 && STRING_ELT(t, 0) != NA_STRING) {
-    double v;
+    double v, out;
     char err[256];
     if (rs_duration(CHAR(STRING_ELT(t, 0)), &v, err, sizeof err) != 0) Rf_error("%s: timeout: %s", verb, err);
-    return v >= 1e12 ? -1 : v;
+    if (suiro_timeout_norm(v, &out) != 0) Rf_error("%s: timeout must be zero or more seconds, got %g", verb, v);
+    return out;
   }
   Rf_error("%s: timeout must be a number of seconds or a duration string such as \"250ms\"", verb);
 }
