@@ -291,16 +291,21 @@ static int call(suiro_conf *e, const char *module, const char *fn, int nargs, ch
   return 0;
 }
 
-int suiro_conf_config(suiro_conf *e, const char *path, void **buf, size_t *len, char *err, size_t cap) {
-  lua_State *L = e->L;
-  int top = lua_gettop(L);
-  lua_pushstring(L, path);
-  if (call(e, "suiro.embed.config", "load", 1, err, cap) != 0) return lua_settop(L, top), -1;
+/* The value on top of L as one wire buffer (malloc'd), then L back to `top`. */
+static int top_as_wire(lua_State *L, int top, void **buf, size_t *len, char *err, size_t cap) {
   suiro_wire_writer w;
   suiro_wire_writer_init(&w, NULL, 0);
   int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
   lua_settop(L, top);
   return rc;
+}
+
+int suiro_conf_config(suiro_conf *e, const char *path, void **buf, size_t *len, char *err, size_t cap) {
+  lua_State *L = e->L;
+  int top = lua_gettop(L);
+  lua_pushstring(L, path);
+  if (call(e, "suiro.embed.config", "load", 1, err, cap) != 0) return lua_settop(L, top), -1;
+  return top_as_wire(L, top, buf, len, err, cap);
 }
 
 int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, const char *where, void **buf,
@@ -312,11 +317,7 @@ int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, co
   if (push_value(L, &r, 0, err, cap) != 0) return lua_settop(L, top), -1;
   lua_pushstring(L, where ? where : "pool");
   if (call(e, "suiro.embed.config", "pool_options", 2, err, cap) != 0) return lua_settop(L, top), -1;
-  suiro_wire_writer w;
-  suiro_wire_writer_init(&w, NULL, 0);
-  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
-  lua_settop(L, top);
-  return rc;
+  return top_as_wire(L, top, buf, len, err, cap);
 }
 
 int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *len, char *err, size_t cap) {
@@ -324,11 +325,7 @@ int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *l
   int top = lua_gettop(L);
   lua_pushstring(L, kind ? kind : "?");
   if (call(e, "suiro.embed.config", "worker_env", 1, err, cap) != 0) return lua_settop(L, top), -1;
-  suiro_wire_writer w;
-  suiro_wire_writer_init(&w, NULL, 0);
-  int rc = put_value(L, -1, &w, 0, err, cap) == 0 ? finish(&w, buf, len, err, cap) : (suiro_wire_writer_free(&w), -1);
-  lua_settop(L, top);
-  return rc;
+  return top_as_wire(L, top, buf, len, err, cap);
 }
 
 int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t cap) {
