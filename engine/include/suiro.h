@@ -380,6 +380,11 @@ suiro_status suiro_map_kill(suiro_map *m);
 int suiro_map_error(suiro_map *m, uint64_t *index, const void **data, size_t *len, int *kind);
 /* Untyped result of element i (1), or 0 when it has none. */
 int suiro_map_result(suiro_map *m, uint64_t i, const void **data, size_t *len);
+/* After wait, or for a range suiro_map_next_range gave: calls fn for every note of the elements
+ * in [begin, end), in element order (the bytes are valid until the next run or free). Returns
+ * the number of notes. */
+size_t suiro_map_notes(suiro_map *m, uint64_t begin, uint64_t end,
+                       void (*fn)(void *ctx, uint64_t i, const void *data, size_t len), void *ctx);
 /* Streaming maps: the next range of finished elements, in completion order (0: none yet). */
 int suiro_map_next_range(suiro_map *m, uint64_t *begin, uint64_t *end);
 void suiro_map_free(suiro_map *m); /* cancels and waits if it still runs */
@@ -394,6 +399,9 @@ int suiro_map_cancelled(suiro_map *m);
 int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len); /* -1: heap full */
 void suiro_map_completed(suiro_map *m, uint64_t begin, uint64_t end);
 int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len); /* 1: first */
+/* Runner side: attaches a note to element i of this run (a face's bytes beside the element's
+ * result, e.g. the warnings R relays); 0, or -1 when the heap is full. */
+int suiro_map_note(suiro_map *m, uint64_t i, const void *data, size_t len);
 void suiro_map_detach(suiro_map *m);
 
 /* For map runners and other in-flight references that never got sent: undo suiro_buf_ref. */

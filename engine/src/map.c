@@ -57,7 +57,8 @@ typedef struct map_hdr {
   uint64_t err_off, err_len;
   SUIRO_ALIGNED _Atomic uint64_t heap_top;
   /* per runner, one cache line each: the element it is running (read after its worker died) */
-  struct { SUIRO_ALIGNED _Atomic uint64_t current; } runner[POOL_MAX_WORKERS];
+  /* and its notes (suiro_map_note): heap offset + 1 of the last one written, 0 for none */
+  struct { SUIRO_ALIGNED _Atomic uint64_t current; _Atomic uint64_t notes; } runner[POOL_MAX_WORKERS];
 } map_hdr;
 
 typedef struct map_slot {
@@ -291,7 +292,10 @@ suiro_status suiro_map_start(suiro_map *m, double timeout) {
   st_rlx(&h->err_index, NO_ERROR);
   h->err_off = h->err_len = 0;
   st_rlx(&h->heap_top, 0);
-  for (uint32_t r = 0; r < l->runners; r++) st_rlx(&h->runner[r].current, NO_ERROR);
+  for (uint32_t r = 0; r < l->runners; r++) {
+    st_rlx(&h->runner[r].current, NO_ERROR);
+    st_rlx(&h->runner[r].notes, 0);
+  }
   m->died = 0;
   m->died_msg[0] = 0;
   m->died_index = UINT64_MAX;
@@ -626,6 +630,74 @@ int suiro_map_put(suiro_map *m, uint64_t i, const void *data, size_t len) {
   s->off = off;
   st_rel(&s->gen, m->h->gen);
   return 0;
+}
+
+/* A note is a heap record: index, length, the offset + 1 of the runner's previous note (0: none),
+ * then the face's bytes. A runner's notes are linked newest first from runner[r].notes; each is
+ * written before the link to it is published (release), and a runner's heap only grows, so a
+ * previous note always lies at a lower offset (a reader follows only decreasing links). */
+typedef struct map_note {
+  uint64_t index, len, prev;
+} map_note;
+
+int suiro_map_note(suiro_map *m, uint64_t i, const void *data, size_t len) {
+  MAP_GUARD(m, "suiro_map_note", -1);
+  if (i >= m->lay.n || (!data && len) || len > SIZE_MAX - sizeof(map_note) - 8) return -1;
+  uint64_t off;
+  char *dst = heap_alloc(m, sizeof(map_note) + len, &off);
+  if (!dst) return -1;
+  _Atomic uint64_t *head = &m->h->runner[m->runner].notes;
+  map_note nt = { i, len, ld_rlx(head) };
+  memcpy(dst, &nt, sizeof nt);
+  if (len) memcpy(dst + sizeof nt, data, len);
+  st_rel(head, off + 1);
+  return 0;
+}
+
+typedef struct note_ref {
+  uint64_t index;
+  const char *data;
+  size_t len;
+} note_ref;
+
+static int note_cmp(const void *a, const void *b) {
+  const note_ref *x = a, *y = b;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+size_t suiro_map_notes(suiro_map *m, uint64_t begin, uint64_t end, void (*fn)(void *ctx, uint64_t i, const void *data, size_t len),
+                       void *ctx) {
+  if (!map_readable(m, "suiro_map_notes") || !fn) return 0;
+  const map_layout *l = &m->lay;
+  const char *heap = m->base + l->heap_off;
+  note_ref *v = NULL;
+  size_t n = 0, cap = 0;
+  for (uint32_t r = 0; r < l->runners; r++) {
+    uint64_t at = ld_acq(&m->h->runner[r].notes), last = UINT64_MAX;
+    while (at && at - 1 < last) { /* links only go down: a damaged chain still ends */
+      uint64_t off = at - 1;
+      map_note nt;
+      if (off > l->heap_bytes || l->heap_bytes - off < sizeof nt) break;
+      memcpy(&nt, heap + off, sizeof nt);
+      if (nt.len > l->heap_bytes - off - sizeof nt) break; /* damaged: no more of this runner */
+      if (nt.index >= begin && nt.index < end) {
+        if (n == cap) {
+          size_t nc = cap ? cap * 2 : 16;
+          note_ref *g = realloc(v, nc * sizeof *v);
+          if (!g) break;
+          v = g;
+          cap = nc;
+        }
+        v[n++] = (note_ref){ nt.index, heap + off + sizeof nt, (size_t)nt.len };
+      }
+      last = off;
+      at = nt.prev;
+    }
+  }
+  if (n > 1) qsort(v, n, sizeof *v, note_cmp);
+  for (size_t k = 0; k < n; k++) fn(ctx, v[k].index, v[k].data, v[k].len);
+  free(v);
+  return n;
 }
 
 int suiro_map_fail(suiro_map *m, uint64_t index, const void *err, size_t len) {

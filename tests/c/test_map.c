@@ -13,6 +13,7 @@ typedef struct desc {
   int64_t sleep_us;  /* per element */
   int64_t nested;    /* each element maps 1..nested itself and sums sqrt */
   int64_t untyped;   /* results go to slots instead of the output area */
+  int64_t notes;     /* every element i with i % notes == 0 gets a note holding i (0: none) */
 } desc;
 
 static double nested_sum(int64_t from, int64_t count);
@@ -41,6 +42,7 @@ static int runner(uint64_t fn, const void *arg, size_t len, suiro_out *out, void
       double v = d->nested ? nested_sum(1 + (int64_t)i * d->nested, d->nested) : sqrt((double)(d->base + (int64_t)i));
       if (d->untyped) suiro_map_put(m, i, &v, sizeof v);
       else o[i] = v;
+      if (d->notes && i % (uint64_t)d->notes == 0) suiro_map_note(m, i, &i, sizeof i);
       if (suiro_map_cancelled(m)) break;
     }
     suiro_map_completed(m, b, e);
@@ -59,7 +61,7 @@ static double run_map(suiro_pool *p, int64_t from, int64_t count, desc extra, su
   o.desc_bytes = sizeof(desc);
   o.out_bytes = (size_t)count * sizeof(double);
   o.slots = extra.untyped ? 1 : 0;
-  o.heap_bytes = extra.untyped ? (size_t)count * 16 + 4096 : 4096;
+  o.heap_bytes = (extra.untyped ? (size_t)count * 16 : 0) + (extra.notes ? (size_t)count * 40 : 0) + 4096;
   suiro_map *m;
   if (suiro_map_create(p, &o, &m) != SUIRO_OK) return NAN;
   desc *d = suiro_map_desc(m);
@@ -102,6 +104,42 @@ TEST(map_million_elements) {
   desc d = { 0, -1, 0, 0, 0 };
   double s = run_map(p, 1, 1000000, d, NULL);
   CHECK(fabs(s - sqrt_sum(1, 1000000)) < 1e-3);
+  suiro_pool_stop(p, 5);
+}
+
+typedef struct seen_notes {
+  uint64_t n, last, bad;
+} seen_notes;
+
+static void see_note(void *ctx, uint64_t i, const void *data, size_t len) {
+  seen_notes *s = ctx;
+  uint64_t v = UINT64_MAX;
+  if (len == sizeof v) memcpy(&v, data, sizeof v);
+  if (v != i || (s->n && i <= s->last)) s->bad++;
+  s->last = i;
+  s->n++;
+}
+
+TEST(map_notes_in_element_order) {
+  suiro_pool *p = test_pool(2);
+  desc d = { 0, -1, 0, 0, 0, 7 };
+  suiro_map *m;
+  CHECK(!isnan(run_map(p, 1, 10000, d, &m)));
+  seen_notes s = { 0, 0, 0 };
+  CHECK_EQ(suiro_map_notes(m, 0, 10000, see_note, &s), 1429);
+  CHECK_EQ(s.n, 1429);
+  CHECK_EQ(s.bad, 0);
+  seen_notes r = { 0, 0, 0 };
+  CHECK_EQ(suiro_map_notes(m, 100, 200, see_note, &r), 14); /* 105, 112, ..., 196 */
+  CHECK_EQ(r.bad, 0);
+  CHECK_EQ(r.last, 196);
+  /* a new run starts with none */
+  desc *dd = suiro_map_desc(m);
+  dd->notes = 0;
+  CHECK_EQ(suiro_map_start(m, 10), SUIRO_OK);
+  CHECK_EQ(suiro_map_wait(m, 60), SUIRO_OK);
+  CHECK_EQ(suiro_map_notes(m, 0, 10000, see_note, &s), 0);
+  suiro_map_free(m);
   suiro_pool_stop(p, 5);
 }
 
