@@ -51,7 +51,8 @@ extern "C" {
  *
  * A task that fails carries an ERROR value: class, message, traceback (may be empty) and the
  * 0-based element index in a map (-1 otherwise); or LIST [ERROR, raised], whose second item is
- * the raised object itself, for faces whose errors can be any value (a Lua table): a reader that
+ * the raised object itself, for faces whose errors can be any value (a Lua table; R's condition
+ * objects with the conditions signalled before them, docs/wire-format.md "R conventions"): a reader that
  * wants it decodes the whole payload with its own decoder. The engine reports the failures it detects
  * itself with the classes below; a face may use other classes for its language's exceptions
  * (Python: the exception's qualified name).

@@ -591,6 +591,22 @@ static void v_func_recursive(suiro_wire_writer *w) { /* a local function that ca
   suiro_wire_put_nil(w);
   suiro_wire_put_backref(w, 0);
 }
+static void v_func_r_relay(suiro_wire_writer *w) { /* an R task's value 42 with the warning it signalled */
+  static const char *const cls[] = { "simpleWarning", "warning", "condition" };
+  static const char *const names[] = { "message", "call" };
+  suiro_wire_put_func(w, WIRE_LANG_R, 0, 3);
+  put_s(w, "suiro::relay");
+  suiro_wire_put_i64(w, 42);
+  suiro_wire_put_list(w, 1);
+  suiro_wire_put_func(w, WIRE_LANG_R, 0, 3); /* simpleWarning("careful"): base::structure(bare list, attributes) */
+  put_s(w, "base::structure");
+  suiro_wire_put_list(w, 2);
+  put_s(w, "careful");
+  suiro_wire_put_nil(w);
+  suiro_wire_put_dict(w, 2);
+  put_s(w, "names"), put_strs(w, 2, names);
+  put_s(w, "class"), put_strs(w, 3, cls);
+}
 static void v_task_func(suiro_wire_writer *w) { /* a Lua task as submitted: [function, 1, 2] */
   suiro_wire_put_list(w, 3);
   suiro_wire_put_func(w, WIRE_LANG_LUA, UINT64_C(0x0123456789ABCDEF), 1);
@@ -687,6 +703,7 @@ static const golden goldens[] = {
   { "func_proto", "Lua closure: prototype key 0xFEDCBA9876543210, captured 10 and {\"x\"}", v_func_proto },
   { "func_recursive", "Lua closure capturing itself (backref 0)", v_func_recursive },
   { "task_func", "a Lua task: [function without upvalues, 1, 2]", v_task_func },
+  { "func_r_relay", "R only: a value 42 with the warning its task signalled (suiro::relay)", v_func_r_relay },
   { "backref_shared", "the same dict twice: [{a = 1}, <container 1>]", v_backref_shared },
   { "backref_cycle", "a dict that contains itself: t.self = t", v_backref_cycle },
   { "task_args", "the hot path: task arguments (1, 2)", v_task_args },

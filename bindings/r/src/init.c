@@ -66,6 +66,8 @@ SEXP C_view_stats(void);
 SEXP C_view_region(SEXP x);
 SEXP C_worker_set_handler(SEXP h);
 SEXP C_worker_note_error(SEXP cond, SEXP calls);
+SEXP C_worker_set_relay(SEXP h);
+SEXP C_worker_note_condition(SEXP cond);
 SEXP C_worker_run(SEXP token);
 SEXP C_current_pool(void);
 SEXP C_worker_slot(void);
@@ -127,6 +129,8 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_view_region, 1),
   CALLDEF(C_worker_set_handler, 1),
   CALLDEF(C_worker_note_error, 2),
+  CALLDEF(C_worker_set_relay, 1),
+  CALLDEF(C_worker_note_condition, 1),
   CALLDEF(C_worker_run, 1),
   CALLDEF(C_current_pool, 0),
   CALLDEF(C_worker_slot, 0),

@@ -14,7 +14,7 @@
 SEXP rs_sym_class, rs_sym_levels, rs_sym_tzone, rs_sym_names, rs_sym_dim, rs_sym_rownames;
 SEXP rs_sym_suiro_bits, rs_sym_suiro_type, rs_sym_suiro_form, rs_sym_suiro_order, rs_sym_suiro_shape, rs_sym_suiro_unit;
 SEXP rs_cls_factor, rs_cls_ordered, rs_cls_date, rs_cls_posixct, rs_cls_integer64, rs_cls_frame;
-SEXP rs_cls_call, rs_cls_remote, rs_cls_wire_ref, rs_cls_wire_func;
+SEXP rs_cls_call, rs_cls_remote, rs_cls_wire_ref, rs_cls_wire_func, rs_cls_relay;
 int rs_native_utf8 = 1; /* the session's native encoding is UTF-8 */
 
 static SEXP mkclass(int n, ...) {
@@ -51,6 +51,7 @@ void rs_class_init(void) {
   rs_cls_remote = mkclass(4, "suiro_error_remote", "suiro_error", "error", "condition");
   rs_cls_wire_ref = mkclass(1, "suiro_wire_ref");
   rs_cls_wire_func = mkclass(1, "suiro_wire_func");
+  rs_cls_relay = mkclass(1, "suiro_relayed");
   SEXP call = PROTECT(Rf_lang1(Rf_install("l10n_info")));
   SEXP info = PROTECT(Rf_eval(call, R_BaseEnv));
   SEXP nm = Rf_getAttrib(info, R_NamesSymbol);

@@ -514,6 +514,14 @@ static SEXP dec_func(rs_decoder *d, wire_item *it) {
       if (TYPEOF(raw) != RAWSXP) dfail(d, "a serialized R object without its bytes");
       x = rs_unserialize(raw);
       UNPROTECT(1);
+    } else if (nmi.n == 12 && !memcmp(nmi.data, "suiro::relay", 12) && it->n == 3) {
+      /* a result with the conditions its task signalled (rerror.c): list(value, conditions) */
+      x = PROTECT(Rf_allocVector(VECSXP, 2));
+      SET_VECTOR_ELT(x, 0, rs_dec_next_value(d));
+      SET_VECTOR_ELT(x, 1, rs_dec_next_value(d));
+      if (TYPEOF(VECTOR_ELT(x, 1)) != VECSXP && VECTOR_ELT(x, 1) != R_NilValue) dfail(d, "malformed relayed conditions");
+      Rf_setAttrib(x, R_ClassSymbol, rs_cls_relay);
+      UNPROTECT(1);
     } else {
       x = PROTECT(rs_resolve_fn(nmi.data, nmi.n));
       for (uint64_t k = 1; k < it->n; k++) rs_dec_next_value(d); /* captured values: none expected */
@@ -691,6 +699,22 @@ SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o) {
   }
   UNPROTECT(2);
   return x;
+}
+
+SEXP rs_unrelay(SEXP x, SEXP *conds) {
+  *conds = R_NilValue;
+  if (TYPEOF(x) != VECSXP || ATTRIB(x) == R_NilValue || Rf_getAttrib(x, R_ClassSymbol) != rs_cls_relay) return x;
+  *conds = VECTOR_ELT(x, 1);
+  return VECTOR_ELT(x, 0);
+}
+
+void rs_relay_signal(SEXP conds) {
+  if (conds == R_NilValue || XLENGTH(conds) == 0) return;
+  PROTECT(conds);
+  SEXP fn = PROTECT(rs_call_fn("suiro", "relay_conditions"));
+  SEXP call = PROTECT(Rf_lang2(fn, conds));
+  Rf_eval(call, R_GlobalEnv);
+  UNPROTECT(3);
 }
 
 /* ---- .Call entry point: suiro_wire_decode ------------------------------------------------------- */

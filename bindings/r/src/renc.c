@@ -668,6 +668,31 @@ static void enc_structure(rs_encoder *e, SEXP x) {
   wcheck(e);
 }
 
+/* FUNC(R, 0) "suiro::relay" [value, conditions] (docs/wire-format.md, "R conventions"): a result
+ * with the conditions its task signalled; also what rdec.c's list(value, conditions) of the
+ * class object rs_cls_relay encodes back to. */
+static void enc_relay(rs_encoder *e, SEXP value, SEXP conds) {
+  wire_put_func(&e->m.w, WIRE_LANG_R, 0, 3);
+  e->ncont++;
+  put_cstr(e, "suiro::relay");
+  wcheck(e);
+  enc(e, value);
+  size_t at = e->plen;
+  rs_enc_path_push(e, "%s", " (its conditions)");
+  enc(e, conds);
+  rs_enc_path_pop(e, at);
+  wcheck(e);
+}
+
+void rs_enc_relay(rs_encoder *e, SEXP value, SEXP conds, const char *what) {
+  size_t at = e->plen;
+  if (what) rs_enc_path_push(e, "%s", what);
+  if (++e->depth > WIRE_MAX_DEPTH) efail(e, "nested more than %d levels deep", WIRE_MAX_DEPTH);
+  enc_relay(e, value, conds);
+  e->depth--;
+  rs_enc_path_pop(e, at);
+}
+
 static void enc_serialized(rs_encoder *e, SEXP x) {
   if (TYPEOF(x) == CLOSXP && CLOENV(x) != R_GlobalEnv) {
     /* a function inside a value keeps only the captured variables it uses */
@@ -909,6 +934,8 @@ static void enc_list(rs_encoder *e, SEXP x) {
   }
   if (rs_class_is(x, rs_cls_call)) return enc_call_spec(e, x);
   if (Rf_inherits(x, "suiro_wire_ref") || Rf_inherits(x, "suiro_wire_func")) return enc_descriptor(e, x);
+  if (e->o.rich && XLENGTH(x) == 2 && Rf_getAttrib(x, R_ClassSymbol) == rs_cls_relay)
+    return enc_relay(e, VECTOR_ELT(x, 0), VECTOR_ELT(x, 1));
   if (e->o.rich) return enc_structure(e, x);
   if (rs_class_is(x, rs_cls_frame)) return enc_frame(e, x);
   if (Rf_inherits(x, "suiro_error_remote")) return enc_error_obj(e, x);

@@ -5,6 +5,13 @@
  * the last one into the class, message and traceback of the task's ERROR payload.
  * The noted condition is this worker's one piece of state: R's main thread only, set by the
  * handler, read and cleared by rs_error_parts.
+ *
+ * Relaying (R hosts only, docs/r.md "Conditions"): while a task or a map element from an R
+ * process runs, a calling handler for every condition (rs_relay_on) records the warnings,
+ * messages and other conditions that reach the top of the task, muffling warnings and messages
+ * (so the worker no longer prints them); the task's result, or the element's map note, carries
+ * them (rs_put_relay: FUNC(R) "suiro::relay" [value or error condition, list of conditions]) and
+ * the host signals them again when it collects the result. Errors are left to the error handler.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +21,10 @@
 static SEXP noted_cond, noted_calls; /* from the error handler (preserved) */
 static SEXP add_handler;              /* .Internal(.addCondHands("error", list(h), ...)) */
 static SEXP note_handler;             /* h itself: function(e) note the condition and sys.calls() */
+static SEXP add_relay;                /* .Internal(.addCondHands("condition", list(relay handler), ...)) */
+static SEXP relayed;                  /* the conditions recorded so far (preserved VECSXP), relay_n used */
+static R_xlen_t relay_n, relay_dropped;
+#define RS_RELAY_MAX 1000             /* per task or element; beyond, a count of what was dropped */
 
 /* The calling handler for errors, established at the start of each task and map runner: R_ToplevelExec
  * starts with an empty handler stack (so a global handler would not be seen), and evaluating
@@ -30,6 +41,108 @@ SEXP C_worker_set_handler(SEXP h) {
   R_PreserveObject(note_handler);
   UNPROTECT(2);
   return R_NilValue;
+}
+
+/* The relay handler (R/worker.R relay_handler) as an .addCondHands call, made once. */
+SEXP C_worker_set_relay(SEXP h) {
+  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
+  SET_VECTOR_ELT(hl, 0, h);
+  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("condition"), hl, R_GlobalEnv, R_NilValue,
+                                Rf_ScalarLogical(1)));
+  add_relay = Rf_lang2(Rf_install(".Internal"), inner);
+  R_PreserveObject(add_relay);
+  UNPROTECT(2);
+  return R_NilValue;
+}
+
+SEXP C_worker_note_condition(SEXP cond);
+
+void rs_relay_clear(void) {
+  for (R_xlen_t i = 0; i < relay_n; i++) SET_VECTOR_ELT(relayed, i, R_NilValue);
+  relay_n = relay_dropped = 0;
+}
+
+/* From here to the end of the current top-level context (the task or the map runner), conditions
+ * are recorded for the host. */
+void rs_relay_on(void) {
+  rs_relay_clear();
+  if (add_relay) Rf_eval(add_relay, R_GlobalEnv);
+}
+
+/* What a task waiting on a nested result had recorded (R_NilValue: nothing), and back. */
+SEXP rs_relay_save(void) {
+  if (!relay_n && !relay_dropped) return R_NilValue;
+  SEXP v = PROTECT(Rf_allocVector(VECSXP, relay_n + 1));
+  for (R_xlen_t i = 0; i < relay_n; i++) SET_VECTOR_ELT(v, i, VECTOR_ELT(relayed, i));
+  SET_VECTOR_ELT(v, relay_n, Rf_ScalarReal((double)relay_dropped));
+  rs_relay_clear();
+  UNPROTECT(1);
+  return v;
+}
+
+void rs_relay_restore(SEXP v) {
+  rs_relay_clear();
+  if (v == R_NilValue) return;
+  R_xlen_t n = XLENGTH(v) - 1;
+  for (R_xlen_t i = 0; i < n; i++) C_worker_note_condition(VECTOR_ELT(v, i));
+  relay_dropped = (R_xlen_t)REAL(VECTOR_ELT(v, n))[0];
+}
+
+R_xlen_t rs_relay_count(void) { return relay_n + (relay_dropped > 0); }
+
+SEXP C_worker_note_condition(SEXP cond) {
+  if (relay_n >= RS_RELAY_MAX) {
+    relay_dropped++;
+    return R_NilValue;
+  }
+  if (!relayed || relay_n == XLENGTH(relayed)) {
+    R_xlen_t cap = relayed ? XLENGTH(relayed) * 2 : 8;
+    SEXP nv = PROTECT(Rf_allocVector(VECSXP, cap));
+    for (R_xlen_t i = 0; i < relay_n; i++) SET_VECTOR_ELT(nv, i, VECTOR_ELT(relayed, i));
+    if (relayed) R_ReleaseObject(relayed);
+    R_PreserveObject(nv);
+    relayed = nv;
+    UNPROTECT(1);
+  }
+  SET_VECTOR_ELT(relayed, relay_n++, cond);
+  return R_NilValue;
+}
+
+/* The recorded conditions as a list (a warning says how many were dropped beyond the limit); clears
+ * the record. */
+static SEXP relay_take(void) {
+  R_xlen_t n = relay_n;
+  SEXP v = PROTECT(Rf_allocVector(VECSXP, n + (relay_dropped > 0)));
+  for (R_xlen_t i = 0; i < n; i++) SET_VECTOR_ELT(v, i, VECTOR_ELT(relayed, i));
+  if (relay_dropped) {
+    SEXP fn = PROTECT(rs_call_fn("suiro", "relay_dropped"));
+    SEXP call = PROTECT(Rf_lang2(fn, Rf_ScalarReal((double)relay_dropped)));
+    SET_VECTOR_ELT(v, n, Rf_eval(call, R_GlobalEnv));
+    UNPROTECT(2);
+  }
+  rs_relay_clear();
+  UNPROTECT(1);
+  return v;
+}
+
+/* Writes FUNC(R, key 0, n 3) "suiro::relay" [value, list of the recorded conditions] (clears the
+ * record). May signal an R error (the encoder's). */
+void rs_put_relay(rs_encoder *e, SEXP value) {
+  SEXP conds = PROTECT(relay_take());
+  rs_enc_relay(e, value, conds, "result");
+  UNPROTECT(1);
+}
+
+/* The error condition of the last top-level error, made fit to travel (R/worker.R relay_condition),
+ * or R_NilValue. Call before rs_error_parts (which clears it). */
+SEXP rs_error_cond(void) {
+  if (!noted_cond) return R_NilValue;
+  SEXP fn = PROTECT(rs_call_fn("suiro", "relay_condition"));
+  SEXP call = PROTECT(Rf_lang2(fn, noted_cond));
+  int err = 0;
+  SEXP c = R_tryEvalSilent(call, R_GlobalEnv, &err);
+  UNPROTECT(2);
+  return err ? R_NilValue : c;
 }
 
 void rs_worker_handle_errors(void) {

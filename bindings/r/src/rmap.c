@@ -452,10 +452,72 @@ static SEXP results_range(SEXP self, rmap *mp, uint64_t b, uint64_t e) {
   return v;
 }
 
-/* The failure of a finished run as an R condition, signalled after the map is released. */
+/* ---- relayed conditions: the elements' map notes (R workers, rerror.c) ------------------------ */
+
+typedef struct note_list {
+  uint64_t *index;
+  const void **data;
+  size_t *len;
+  size_t n, cap;
+} note_list;
+
+static void note_seen(void *ctx, uint64_t i, const void *data, size_t len) {
+  note_list *l = ctx;
+  if (l->n == l->cap) return; /* counted first: never more than that */
+  l->index[l->n] = i;
+  l->data[l->n] = data;
+  l->len[l->n++] = len;
+}
+
+static void note_count(void *ctx, uint64_t i, const void *data, size_t len) {
+  (void)i, (void)data, (void)len;
+  (*(size_t *)ctx)++;
+}
+
+/* The conditions the elements in [b, e) relayed, in element order, as list(conditions, error
+ * condition of element err_index or NULL); NULL when there are none (maps of other languages
+ * never have any). Decoded before the map's region is released. */
+static SEXP map_notes(rmap *mp, uint64_t b, uint64_t e, uint64_t err_index) {
+  if (!mp->m || !mp->rp || mp->rp->lang != WIRE_LANG_R) return R_NilValue;
+  size_t count = 0;
+  suiro_map_notes(mp->m, b, e, note_count, &count);
+  if (!count) return R_NilValue;
+  note_list l = { (uint64_t *)R_alloc(count, sizeof(uint64_t)), (const void **)R_alloc(count, sizeof(void *)),
+                  (size_t *)R_alloc(count, sizeof(size_t)), 0, count };
+  suiro_map_notes(mp->m, b, e, note_seen, &l);
+  SEXP per = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)l.n));
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  rs_dec_opts o = { 0, NULL, "element's conditions", NULL, NULL };
+  R_xlen_t total = 0;
+  for (size_t k = 0; k < l.n; k++) {
+    SEXP conds;
+    SEXP v = PROTECT(rs_unrelay(rs_decode(l.data[k], l.len[k], &o), &conds));
+    if (conds != R_NilValue) {
+      SET_VECTOR_ELT(per, (R_xlen_t)k, conds);
+      total += XLENGTH(conds);
+    }
+    if (l.index[k] == err_index && v != R_NilValue) SET_VECTOR_ELT(out, 1, v);
+    UNPROTECT(1);
+  }
+  SEXP all = PROTECT(Rf_allocVector(VECSXP, total));
+  R_xlen_t at = 0;
+  for (size_t k = 0; k < l.n; k++) {
+    SEXP c = VECTOR_ELT(per, (R_xlen_t)k);
+    for (R_xlen_t i = 0; c != R_NilValue && i < XLENGTH(c); i++) SET_VECTOR_ELT(all, at++, VECTOR_ELT(c, i));
+  }
+  SET_VECTOR_ELT(out, 0, all);
+  UNPROTECT(3);
+  return out;
+}
+
+static SEXP notes_conds(SEXP notes) { return notes == R_NilValue ? R_NilValue : VECTOR_ELT(notes, 0); }
+
+/* The failure of a finished run as an R condition, signalled after the map is released: first the
+ * conditions the elements relayed (all of them, in element order), then the error. */
 static void raise_if_failed(rmap *mp) {
   suiro_error_info e;
   if (!suiro_map_failure(mp->m, &e)) return;
+  SEXP notes = PROTECT(map_notes(mp, 0, mp->n, e.index < 0 ? UINT64_MAX : (uint64_t)e.index));
   char *cls = strndup(e.cls.ptr, e.cls.len), *msg = strndup(e.message.ptr, e.message.len),
        *tb = strndup(e.traceback.ptr, e.traceback.len);
   suiro_error_info c = e;
@@ -471,7 +533,8 @@ static void raise_if_failed(rmap *mp) {
   c.cls = (wire_str){ CHAR(STRING_ELT(keep, 0)), (size_t)LENGTH(STRING_ELT(keep, 0)) };
   c.message = (wire_str){ CHAR(STRING_ELT(keep, 1)), (size_t)LENGTH(STRING_ELT(keep, 1)) };
   c.traceback = (wire_str){ CHAR(STRING_ELT(keep, 2)), (size_t)LENGTH(STRING_ELT(keep, 2)) };
-  rs_signal_error_info(&c);
+  rs_relay_signal(notes_conds(notes));
+  rs_signal_error_cond(&c, notes == R_NilValue ? R_NilValue : VECTOR_ELT(notes, 1));
 }
 
 static suiro_status step_map(void *ctx, double slice) { return suiro_map_wait(((rmap *)ctx)->m, slice); }
@@ -494,12 +557,14 @@ SEXP C_map_collect(SEXP self, SEXP timeout) {
   double t = rs_timeout_arg(timeout, mp->rp->timeout, "suiro_collect");
   if (mp->started && !map_wait(mp, t)) return rs_sentinel("timeout");
   raise_if_failed(mp);
+  SEXP notes = PROTECT(map_notes(mp, 0, mp->n, UINT64_MAX));
   SEXP v = PROTECT(results_range(self, mp, 0, mp->n));
   if (!mp->prepared) {
     mp->collected = 1;
     map_release(mp); /* the region goes back warm for the next map */
   }
-  UNPROTECT(1);
+  rs_relay_signal(notes_conds(notes));
+  UNPROTECT(2);
   return v;
 }
 
@@ -524,6 +589,7 @@ SEXP C_map_next(SEXP self, SEXP timeout) {
       for (uint64_t i = b; i < e; i++) REAL(idx)[i - b] = (double)i + 1;
       SET_VECTOR_ELT(out, 0, idx);
       SET_VECTOR_ELT(out, 1, results_range(self, mp, b, e));
+      rs_relay_signal(notes_conds(map_notes(mp, b, e, UINT64_MAX)));
       UNPROTECT(3);
       return out;
     }
@@ -579,7 +645,11 @@ SEXP C_map_run(SEXP self, SEXP x, SEXP timeout) {
     return rs_sentinel("timeout");
   }
   raise_if_failed(mp);
-  return results_range(self, mp, 0, mp->n);
+  SEXP notes = PROTECT(map_notes(mp, 0, mp->n, UINT64_MAX));
+  SEXP v = PROTECT(results_range(self, mp, 0, mp->n));
+  rs_relay_signal(notes_conds(notes));
+  UNPROTECT(2);
+  return v;
 }
 
 SEXP C_map_cancel(SEXP self) {
@@ -869,6 +939,46 @@ static int store(runner *r, uint64_t i, SEXP v) {
   return 0;
 }
 
+/* The conditions element i signalled (and, for a failed element, its error condition) as the
+ * element's map note: a wire buffer holding FUNC(R) "suiro::relay" [error condition or nil,
+ * conditions], which the host decodes when it delivers the element. Encoded under a top-level
+ * context of its own; what cannot be noted is said on stderr rather than lost silently. */
+typedef struct note_job {
+  runner *r;
+  uint64_t i;
+  SEXP value;
+  int full;
+} note_job;
+
+static void note_body(void *p) {
+  note_job *j = p;
+  rs_encoder *e = &j->r->enc;
+  rs_enc_opts o = { 1, 0, "R" };
+  rs_encoder_init(e, &o);
+  j->r->enc_live = 1;
+  rs_put_relay(e, j->value);
+  const void *buf;
+  size_t len;
+  rs_encoder_finish(e, &buf, &len);
+  j->full = suiro_map_note(j->r->m, j->i, buf, len) != 0;
+  rs_encoder_cleanup(e);
+  j->r->enc_live = 0;
+}
+
+static void note_element(runner *r, uint64_t i, SEXP value) {
+  note_job j = { r, i, value, 0 };
+  R_xlen_t n = rs_relay_count();
+  int ok = R_ToplevelExec(note_body, &j);
+  if (!ok && r->enc_live) {
+    rs_encoder_cleanup(&r->enc);
+    r->enc_live = 0;
+  }
+  if (!ok || j.full)
+    REprintf("suiro: element %.0f: %.0f conditions could not be relayed to the host (%s)\n", (double)i + 1, (double)n,
+             !ok ? "they could not be encoded" : "the map's heap is full");
+  rs_relay_clear();
+}
+
 /* The runner's side (suiro_run_map, engine/src/runner.c): the engine claims, completes, cancels,
  * reports failures and detaches; this face builds the call, evaluates it on the elements of a
  * claimed range and stores the results. Everything runs inside one R_ToplevelExec. */
@@ -881,12 +991,14 @@ static int rrun_range(void *ud, suiro_runner *sr, uint64_t b, uint64_t e) {
     uint64_t i = r->current = sr->current;
     const suiro_rng *cur = suiro_rng_current(); /* set for the element of a seeded map */
     if (cur) element_r_seed(r, cur);
+    if (r->rich && rs_relay_count()) rs_relay_clear();
     SEXP x = PROTECT(element(r, &el));
     SETCADR(r->call, x);
     SEXP v = PROTECT(Rf_eval(r->call, R_GlobalEnv));
     int bad = store(r, i, v);
     UNPROTECT(2);
     if (bad) Rf_error("%s", r->err);
+    if (r->rich && rs_relay_count()) note_element(r, i, R_NilValue);
   }
   if (k < 0) Rf_error("map: %s", suiro_last_error());
   return 0;
@@ -935,6 +1047,7 @@ static int rrun_prepare(void *ud, suiro_runner *sr) {
   R_PreserveObject(call);
   r->call = call;
   UNPROTECT(4); /* call, names, fn, the decoder's table */
+  if (r->rich) rs_relay_on(); /* for this runner's top-level context: every element's conditions */
   return 0;
 }
 
@@ -959,6 +1072,10 @@ static int rrun_protect(void *ud, int (*body)(void *ctx), void *ctx) {
 
 static void rrun_fail(void *ud, suiro_runner *sr, suiro_wire_str *cls, suiro_wire_str *msg, suiro_wire_str *tb) {
   runner *r = ud;
+  SEXP cond = r->rich ? rs_error_cond() : R_NilValue;
+  PROTECT(cond);
+  if (cond != R_NilValue || (r->rich && rs_relay_count())) note_element(r, sr->current, cond);
+  UNPROTECT(1);
   rs_error_parts(&r->ecls, &r->emsg, &r->etb);
   const char *m = r->emsg ? r->emsg : "";
   size_t n = strlen(m) + 32;

@@ -105,7 +105,86 @@ static void __attribute__((noreturn)) raise(SEXP cond) {
   Rf_error("unreachable");
 }
 
-void rs_signal_error_info(const suiro_error_info *e) {
+void rs_signal_error_info(const suiro_error_info *e) { rs_signal_error_cond(e, R_NilValue); }
+
+/* e as a condition; with cond (the error condition an R worker raised, or R_NilValue), that
+ * condition itself with suiro's classes and fields added (R/worker.R remote_condition). */
+void rs_signal_error_cond(const suiro_error_info *e, SEXP cond) {
+  if (cond != R_NilValue) {
+    PROTECT(cond);
+    const char *names[] = { "remote_class", "traceback", "index", "slot", "pid" };
+    SEXP vals[] = { PROTECT(wstr(e->cls)), PROTECT(wstr(e->traceback)),
+                    PROTECT(e->index < 0 ? Rf_ScalarInteger(NA_INTEGER) : Rf_ScalarReal((double)e->index + 1)),
+                    PROTECT(Rf_ScalarInteger(e->slot)), PROTECT(Rf_ScalarInteger(e->pid)) };
+    SEXP fields = PROTECT(Rf_allocVector(VECSXP, 5));
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 5));
+    for (int i = 0; i < 5; i++) {
+      SET_VECTOR_ELT(fields, i, vals[i]);
+      SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+    }
+    Rf_setAttrib(fields, R_NamesSymbol, nm);
+    SEXP fn = PROTECT(rs_call_fn("suiro", "remote_condition"));
+    SEXP call = PROTECT(Rf_lang4(fn, cond, fields, e->index >= 0 ? wstr(e->message) : R_NilValue));
+    int err = 0;
+    SEXP c = R_tryEvalSilent(call, R_GlobalEnv, &err);
+    if (!err && c != R_NilValue) raise(c);
+    UNPROTECT(10);
+  }
+  rs_signal_plain(e);
+}
+
+/* The raised value beside a failure's ERROR (LIST [ERROR, raised]) when an R worker wrote it: the
+ * conditions signalled before the error (*conds) and the error condition (returned), or
+ * R_NilValue for both. Never signals: a payload that does not decode counts as none. */
+typedef struct raised_job {
+  const void *data;
+  size_t len;
+  SEXP out;
+} raised_job;
+
+static void raised_body(void *p) {
+  raised_job *j = p;
+  rs_dec_opts o = { 0, NULL, "error", NULL, NULL };
+  SEXP l = rs_decode(j->data, j->len, &o);
+  if (TYPEOF(l) == VECSXP && XLENGTH(l) == 2) {
+    SEXP conds;
+    SEXP v = rs_unrelay(VECTOR_ELT(l, 1), &conds);
+    if (conds != R_NilValue) {
+      SEXP out = Rf_allocVector(VECSXP, 2);
+      SET_VECTOR_ELT(out, 0, v);
+      SET_VECTOR_ELT(out, 1, conds);
+      j->out = out;
+      R_PreserveObject(out);
+    }
+  }
+}
+
+SEXP rs_failure_raised(int lang, const suiro_result *r, SEXP *conds) {
+  *conds = R_NilValue;
+  suiro_error_info e;
+  if (lang != WIRE_LANG_R || r->kind != SUIRO_RESULT_ERROR || ((uintptr_t)r->data & 7) ||
+      suiro_error_read(r->kind, r->data, r->len, &e) != 0 || !e.has_value)
+    return R_NilValue;
+  raised_job j = { r->data, r->len, NULL };
+  if (!R_ToplevelExec(raised_body, &j) || !j.out) return R_NilValue;
+  R_ReleaseObject(j.out); /* the caller protects what it keeps */
+  *conds = VECTOR_ELT(j.out, 1);
+  return VECTOR_ELT(j.out, 0);
+}
+
+/* A failed result of a pool of language lang: its relayed conditions, then its error. */
+void rs_signal_result_failure(int lang, const suiro_result *r, int64_t index) {
+  SEXP conds;
+  SEXP cond = PROTECT(rs_failure_raised(lang, r, &conds));
+  PROTECT(conds);
+  rs_relay_signal(conds);
+  suiro_error_info e;
+  if (suiro_result_error(r, &e) != 0) Rf_error("suiro: a result that is not a failure");
+  if (index >= 0 && e.index < 0) e.index = index;
+  rs_signal_error_cond(&e, cond);
+}
+
+void rs_signal_plain(const suiro_error_info *e) {
   SEXP idx = PROTECT(e->index < 0 ? Rf_ScalarInteger(NA_INTEGER) : Rf_ScalarReal((double)e->index + 1));
   if (e->cls.len == strlen(SUIRO_CLASS_WORKER_DIED) && !memcmp(e->cls.ptr, SUIRO_CLASS_WORKER_DIED, e->cls.len)) {
     const char *names[] = { "message", "call", "slot", "pid", "index" };
@@ -473,13 +552,20 @@ suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, d
   return rs_wait(p, timeout, step_collect, &c);
 }
 
-/* A collected result: its value, or the condition of a failure. */
+/* A collected result: its value (after the conditions it relayed are signalled), or the
+ * condition of a failure. */
 static SEXP result_value(const rpool *rp, const suiro_result *r) {
   if (r->kind == SUIRO_RESULT_VALUE) {
     rs_dec_opts o = { 0, NULL, "result", NULL, rs_lang_origin(rp->lang) };
-    return rs_decode_single(r->data, r->len, &o);
+    SEXP conds;
+    SEXP v = PROTECT(rs_unrelay(rs_decode_single(r->data, r->len, &o), &conds));
+    PROTECT(conds);
+    rs_relay_signal(conds);
+    UNPROTECT(2);
+    return v;
   }
-  rs_signal_failure(r, -1);
+  rs_signal_result_failure(rp->lang, r, -1);
+  return R_NilValue;
 }
 
 SEXP C_map_collect(SEXP self, SEXP timeout); /* rmap.c */
@@ -598,6 +684,8 @@ SEXP C_collect_any(SEXP tasks, SEXP timeout) {
 
 typedef struct all_ctx {
   SEXP out;      /* protected by the caller */
+  SEXP conds;    /* per task its relayed conditions, then the first failure's error condition */
+  int lang;
   const char *foreign; /* who wrote the results (rs_dec_opts.foreign) */
   rtask **ks;
   long failed;   /* 1-based index of the first failed task (0: none), -index: undecodable */
@@ -617,7 +705,11 @@ typedef struct sink_job {
 static void sink_decode(void *p) {
   sink_job *j = p;
   rs_dec_opts o = { 0, NULL, "result", NULL, j->c->foreign };
-  SET_VECTOR_ELT(j->c->out, (R_xlen_t)j->i, rs_decode_single(j->r->data, j->r->len, &o));
+  SEXP conds;
+  SEXP v = PROTECT(rs_unrelay(rs_decode_single(j->r->data, j->r->len, &o), &conds));
+  SET_VECTOR_ELT(j->c->out, (R_xlen_t)j->i, v);
+  SET_VECTOR_ELT(j->c->conds, (R_xlen_t)j->i, conds);
+  UNPROTECT(1);
 }
 
 static char *dupws(wire_str s) {
@@ -633,6 +725,11 @@ static int all_sink(void *ctx, size_t i, const suiro_result *r) {
   all_ctx *c = ctx;
   c->ks[i]->state = 1;
   if (r->kind != SUIRO_RESULT_VALUE) {
+    SEXP conds;
+    SEXP cond = PROTECT(rs_failure_raised(c->lang, r, &conds));
+    SET_VECTOR_ELT(c->conds, (R_xlen_t)i, conds);
+    if (!c->failed) SET_VECTOR_ELT(c->conds, XLENGTH(c->conds) - 1, cond);
+    UNPROTECT(1);
     if (!c->failed) {
       suiro_error_info e;
       suiro_result_error(r, &e);
@@ -688,14 +785,18 @@ static SEXP all_run(void *p) {
   tasks_of(tasks, "suiro_collect_all", ts, ks, &rp);
   double t = rs_timeout_arg(j->timeout, rp->timeout, "suiro_collect_all");
   j->c.out = out;
+  j->c.conds = PROTECT(Rf_allocVector(VECSXP, n + 1));
+  j->c.lang = rp->lang;
   j->c.ks = ks;
   j->c.foreign = rs_lang_origin(rp->lang);
   collect_all_step c = { rp->p, ts, (size_t)n, &j->c };
   suiro_status st = rs_wait(rp->p, t, step_collect_all, &c); /* a timeout consumes nothing */
   if (st != SUIRO_OK) {
-    UNPROTECT(1);
+    UNPROTECT(2);
     return rs_outcome(st, "suiro_collect_all");
   }
+  /* every task's conditions in task order (all were collected), then the first failure */
+  for (R_xlen_t i = 0; i < n; i++) rs_relay_signal(VECTOR_ELT(j->c.conds, i));
   if (j->c.failed > 0) {
     suiro_error_info e;
     memset(&e, 0, sizeof e);
@@ -705,10 +806,10 @@ static SEXP all_run(void *p) {
     e.index = j->c.failed - 1;
     e.slot = j->c.slot;
     e.pid = j->c.pid;
-    rs_signal_error_info(&e); /* the cleanup frees the copies */
+    rs_signal_error_cond(&e, VECTOR_ELT(j->c.conds, n)); /* the cleanup frees the copies */
   }
   if (j->c.failed < 0) Rf_error("suiro_collect_all: tasks[[%ld]]: %s", -j->c.failed, j->c.decode_err);
-  UNPROTECT(1);
+  UNPROTECT(2);
   return out;
 }
 

@@ -66,6 +66,15 @@ suiro_status rs_collect_sliced(suiro_pool *p, suiro_task t, suiro_result *res, d
 /* Signals the condition for a failed result (never returns). index: element index or -1. */
 void rs_signal_failure(const suiro_result *r, int64_t index) __attribute__((noreturn));
 void rs_signal_error_info(const suiro_error_info *e) __attribute__((noreturn));
+/* The same with the error condition an R worker raised (R_NilValue: none): it is signalled itself,
+ * with suiro's classes and fields added (docs/r.md, "Conditions"). */
+void rs_signal_error_cond(const suiro_error_info *e, SEXP cond) __attribute__((noreturn));
+void rs_signal_plain(const suiro_error_info *e) __attribute__((noreturn));
+/* A failed result of a pool of language lang: the conditions it relayed, then its error. */
+void rs_signal_result_failure(int lang, const suiro_result *r, int64_t index) __attribute__((noreturn));
+/* Of a failed result from R workers: the error condition raised (R_NilValue when none travelled)
+ * and the conditions signalled before it (*conds). Never signals. */
+SEXP rs_failure_raised(int lang, const suiro_result *r, SEXP *conds);
 SEXP rs_sentinel(const char *which); /* "timeout", "closed", "peer_gone", "full" */
 SEXP rs_outcome(suiro_status st, const char *verb); /* sentinel or error */
 double rs_timeout_arg(SEXP t, double dflt, const char *verb);
@@ -78,6 +87,9 @@ extern SEXP rs_sym_suiro_bits, rs_sym_suiro_type, rs_sym_suiro_form, rs_sym_suir
   rs_sym_suiro_unit;
 extern SEXP rs_cls_factor, rs_cls_ordered, rs_cls_date, rs_cls_posixct, rs_cls_integer64, rs_cls_frame;
 extern SEXP rs_cls_call, rs_cls_remote, rs_cls_wire_ref, rs_cls_wire_func;
+/* list(value, conditions) decoded from FUNC(R) "suiro::relay": this very class object marks it (a
+ * value of that class made by anyone else has a class vector of its own) */
+extern SEXP rs_cls_relay;
 extern int rs_native_utf8; /* the session's native encoding is UTF-8 */
 void rs_class_init(void);
 int rs_class_is(SEXP x, SEXP cls);  /* the class attribute is exactly cls */
@@ -133,6 +145,8 @@ void rs_encoder_sent(rs_encoder *e);
 void rs_enc_path_push(rs_encoder *e, const char *fmt, ...);
 void rs_enc_path_pop(rs_encoder *e, size_t at);
 const char *rs_enc_path(rs_encoder *e);
+/* FUNC(R) "suiro::relay" [value, conditions]: a result with the conditions its task signalled. */
+void rs_enc_relay(rs_encoder *e, SEXP value, SEXP conds, const char *what);
 /* Prepares the zero-copy stage for the value (one region for all large private vectors). */
 void rs_enc_prescan(rs_encoder *e, SEXP x);
 
@@ -157,6 +171,11 @@ const char *rs_task_foreign(void);
 SEXP rs_decode(const void *buf, size_t len, const rs_dec_opts *o);
 /* Decodes a LIST [value] buffer (task results, map elements): the value. */
 SEXP rs_decode_single(const void *buf, size_t len, const rs_dec_opts *o);
+/* A decoded result that carried relayed conditions (FUNC(R) "suiro::relay"): its value, with the
+ * conditions in *conds (R_NilValue when none; protect both). */
+SEXP rs_unrelay(SEXP x, SEXP *conds);
+/* Signals the conditions of a result again in the host, in order (R/worker.R relay_conditions). */
+void rs_relay_signal(SEXP conds);
 
 /* Pull-decoding for the worker's task lists: a reader positioned on an item. Lives on the C stack
  * of its user (no allocation per decode); rs_decoder_init protects one R object (the back-reference
@@ -212,6 +231,13 @@ void rs_map_runner(const void *arg, size_t len, suiro_out *out);
 void rs_worker_handle_errors(void);                 /* establishes the calling handler (map runners) */
 SEXP rs_on_task_error(SEXP cond, void *unused);     /* the same, as R_withCallingErrorHandler's */
 void rs_error_parts(char **cls, char **msg, char **tb); /* the last error's parts, malloc'd; clears it */
+SEXP rs_error_cond(void);          /* the last error's condition, fit to travel (before rs_error_parts) */
+void rs_relay_on(void);            /* record conditions for the host until the top-level context ends */
+void rs_relay_clear(void);
+R_xlen_t rs_relay_count(void);     /* conditions recorded so far */
+SEXP rs_relay_save(void);          /* the record, taken aside (nested tasks), and put back */
+void rs_relay_restore(SEXP saved);
+void rs_put_relay(rs_encoder *e, SEXP value); /* FUNC(R) "suiro::relay" [value, conditions]; clears */
 
 /* the serialize()/unserialize() fallbacks for R-only objects (rclass.c) */
 SEXP rs_serialize(SEXP x);

@@ -290,12 +290,20 @@ static int r_by_code(void *ud, uint64_t key, const void *code, size_t len, void 
   return !damaged;
 }
 
+static int task_rich; /* the running task answers an R process: its conditions are relayed */
+
+static void relay_start(int rich) {
+  task_rich = rich;
+  if (rich) rs_relay_on();
+}
+
 static void result_out(rs_encoder *e, SEXP result, int rich, suiro_out *out) {
   e->o.rich = rich;
   e->o.peer = rich ? "R" : "a host of another language";
   wire_put_list(&e->m.w, 1);
   rs_enc_prescan(e, result);
-  rs_enc_value(e, result, "result");
+  if (rich && rs_relay_count()) rs_put_relay(e, result); /* the value with the conditions it signalled */
+  else rs_enc_value(e, result, "result");
   const void *buf;
   size_t blen;
   if (wire_writer_finish(&e->m.w, &buf, &blen) != WIRE_OK)
@@ -321,6 +329,7 @@ static int r_run(void *ud, void *fnp, const suiro_wire_item *fi, suiro_wire_read
                "family (send a \"pkg::fn\" name or a call spec)", d->o.foreign);
     if (f.n != 3) Rf_error("malformed task: an R function item has %d children, not 3", (int)f.n);
     rich = 1;
+    relay_start(1);
     SEXP names;
     SEXP obj = PROTECT(func_r(d, &f, &names));
     PROTECT(names);
@@ -343,6 +352,7 @@ static int r_run(void *ud, void *fnp, const suiro_wire_item *fi, suiro_wire_read
     }
     UNPROTECT(3);
   } else { /* STR: the engine resolved it */
+    relay_start(rich);
     SEXP args = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)nargs));
     for (uint64_t i = 0; i < nargs; i++) SET_VECTOR_ELT(args, (R_xlen_t)i, rs_dec_next_value(d));
     result = call_with((SEXP)fnp, args, R_NilValue, R_NilValue);
@@ -361,6 +371,7 @@ static int r_run_call(void *ud, const suiro_wire_item *spec_item, suiro_wire_rea
   rs_decoder_init_at(d, r, &o);
   rs_dec_count_container(d); /* the task list */
   wire_item f = *spec_item;
+  relay_start(host_is_r);
   SEXP spec = PROTECT(rs_dec_item(d, &f));
   SEXP result = PROTECT(run_call_spec(spec));
   result_out(j->e, result, host_is_r, out);
@@ -368,12 +379,52 @@ static int r_run_call(void *ud, const suiro_wire_item *spec_item, suiro_wire_rea
   return 0;
 }
 
+/* A failure for an R receiver: LIST [ERROR, FUNC(R) "suiro::relay" [the error condition, the
+ * conditions signalled before it]] (suiro_bind.h section 2: the raised value rides beside the
+ * ERROR), encoded under its own top-level context (fail runs outside the task's). */
+typedef struct fail_job {
+  SEXP cond;
+  const char *cls, *msg, *tb;
+  int64_t index;
+  suiro_out *out;
+  int rc;
+} fail_job;
+
+static void fail_rich(void *p) {
+  fail_job *j = p;
+  rs_encoder e;
+  rs_enc_opts o = { 1, 1, "R" };
+  rs_encoder_init(&e, &o);
+  wire_put_list(&e.m.w, 2);
+  wire_put_error(&e.m.w, (wire_str){ j->cls, strlen(j->cls) }, (wire_str){ j->msg, strlen(j->msg) },
+                 (wire_str){ j->tb, strlen(j->tb) }, j->index < 0 ? -1 : j->index);
+  rs_put_relay(&e, j->cond);
+  const void *buf;
+  size_t len;
+  rs_encoder_finish(&e, &buf, &len);
+  suiro_out_error_bytes(j->out, buf, len); /* marks the task failed */
+  rs_encoder_sent(&e);
+  rs_encoder_cleanup(&e);
+  j->rc = 0;
+}
+
 static int r_fail(void *ud, suiro_out *out, int64_t index) {
   (void)ud;
   char *cls, *msg, *tb;
+  SEXP cond = task_rich ? rs_error_cond() : R_NilValue;
+  PROTECT(cond);
   rs_error_parts(&cls, &msg, &tb);
-  int rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
-                          (wire_str){ tb, strlen(tb) }, index);
+  int rc = -1;
+  fail_job j = { cond, cls, msg, tb, index, out, -1 };
+  if (task_rich && (cond != R_NilValue || rs_relay_count()) && R_ToplevelExec(fail_rich, &j) && j.rc == 0) {
+    rc = -1; /* written: the task failed with it */
+  } else { /* not an R receiver, nothing to relay, or the relay could not be encoded */
+    rc = suiro_out_fail(out, (wire_str){ cls, strlen(cls) }, (wire_str){ msg, strlen(msg) },
+                        (wire_str){ tb, strlen(tb) }, index);
+  }
+  UNPROTECT(1);
+  rs_relay_clear();
+  task_rich = 0;
   free(cls);
   free(msg);
   free(tb);
@@ -392,7 +443,7 @@ static const suiro_exec_ops r_ops = {
   .fail = r_fail,
 };
 
-static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
+static int exec_one(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
   if (fn == SUIRO_FN_MAP) {
     rs_map_runner(arg, len, out);
     rs_views_after_task();
@@ -407,6 +458,18 @@ static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *
   rs_encoder_cleanup(&e);
   vmaxset(vmax);
   rs_views_after_task();
+  return rc;
+}
+
+static int exec(uint64_t fn, const void *arg, size_t len, suiro_out *out, void *ud) {
+  /* a task waiting on a nested result runs others meanwhile: its record of conditions waits */
+  int was_rich = task_rich;
+  SEXP saved = PROTECT(rs_relay_save());
+  task_rich = 0;
+  int rc = exec_one(fn, arg, len, out, ud);
+  rs_relay_restore(saved);
+  task_rich = was_rich;
+  UNPROTECT(1);
   return rc;
 }
 

@@ -286,9 +286,18 @@ read_vector <- function(path) {
       func = {
         n <- as.integer(t[4])
         kids <- lapply(seq_len(n), function(i) parse())
+        ok <- all(vapply(kids, `[[`, NA, "ok"))
+        if (t[2] == "r") { # R-only forms (wire-format.md, "R conventions"): R applies them
+          cap <- lapply(kids[-1], `[[`, "value")
+          v <- switch(kids[[1]]$value,
+                      "base::structure" = do.call(structure, c(list(cap[[1]]), cap[[2]])),
+                      "suiro::relay" = structure(cap, class = "suiro_relayed"),
+                      stop("no R mapping for R function ", kids[[1]]$value))
+          return(list(value = v, typed = v, ok = ok, r_only = TRUE))
+        }
         v <- structure(list(lang = t[2], key = t[3], name = kids[[1]]$value,
                             captured = lapply(kids[-1], `[[`, "value")), class = "suiro_wire_func")
-        list(value = v, typed = v, ok = all(vapply(kids, `[[`, NA, "ok")), describe = TRUE)
+        list(value = v, typed = v, ok = ok, describe = TRUE)
       },
       backref = list(value = NULL, typed = NULL, ok = FALSE, backref = TRUE),
       range = {
@@ -299,7 +308,8 @@ read_vector <- function(path) {
       stop("unknown keyword ", kw))
   }
   out <- parse()
-  out$describe <- any(grepl("^(ref|func) ", lines))
+  out$r_only <- any(grepl("^func r ", lines))
+  out$describe <- any(grepl("^(ref|func) ", lines)) && !out$r_only
   out$backref <- any(grepl("^backref ", lines))
   out$nul <- any(vapply(lines, function(l) grepl("^str ", l) && inherits(hex_str(strsplit(l, " ")[[1]][2]), "nul_string"), NA))
   out

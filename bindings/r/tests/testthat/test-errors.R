@@ -5,7 +5,7 @@ test_that("a task that fails signals suiro_error_remote with class, message and 
   deep <- function(x) inner(x)
   inner <- function(x) stop("bad value: ", x)
   err <- tryCatch(suiro_collect(suiro_submit(p, deep, 7), timeout = 5), error = identity)
-  expect_s3_class(err, c("suiro_error_remote", "suiro_error", "error", "condition"), exact = TRUE)
+  expect_s3_class(err, c("simpleError", "suiro_error_remote", "suiro_error", "error", "condition"), exact = TRUE)
   expect_identical(conditionMessage(err), "bad value: 7")
   expect_identical(err$remote_class, "simpleError")
   expect_match(err$traceback, "inner\\(x\\)")
