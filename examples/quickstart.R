@@ -38,7 +38,8 @@ cat(sprintf("counted %d lines in %d chunks in %.1f ms\n", length(lines), length(
             as.numeric(Sys.time() - t0, units = "secs") * 1e3))
 cat(sprintf("  %-8s %d\n", names(top), as.integer(top)), sep = "")
 
-# 5. errors come back as conditions carrying the worker's traceback
+# 5. errors come back as the conditions raised (here a simpleError, also a suiro_error_remote),
+#    carrying the worker's traceback
 e <- tryCatch(suiro_collect(suiro_submit(p, function() stop("no such canal")), timeout = 30),
               suiro_error_remote = function(e) e)
 cat("error caught:", class(e)[1], conditionMessage(e), "\n")

@@ -30,7 +30,7 @@ local examples = {
     "error caught: LookupError no such canal %(worker traceback attached: True%)",
     "worker 1 %(pid %d+%): idle" },
   { R .. "examples/quickstart.R", "1 %+ 2 = 3", "counted 20000 lines in 8 chunks",
-    "water%s+16232\n%s+canal%s+16148\n%s+stream%s+16114", "error caught: suiro_error_remote no such canal",
+    "water%s+16232\n%s+canal%s+16148\n%s+stream%s+16114", "error caught: simpleError no such canal",
     "worker 1 %(pid %d+%): idle" },
   -- the cluster example from Python and R hosts, without mpirun (tests/mpi: three ranks, as Lua's)
   { PY .. "examples/cluster_map.py", "squares: 100000 elements, sum 333338333350000",
