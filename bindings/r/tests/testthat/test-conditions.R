@@ -140,3 +140,17 @@ test_that("an error after warnings delivers the warnings, then the error", {
   expect_identical(r$seen, c("W a", "W about to fail", "M really"))
   expect_s3_class(r$value, "my_error")
 })
+
+test_that("a nested task's warnings reach the host through the task that collected them", {
+  # one worker: it runs the inner task itself while the outer one waits (its record is set aside)
+  p <- local_pool(workers = 1)
+  f <- function() {
+    warning("outer before")
+    inner <- suiro_collect(suiro_submit(suiro_current_pool(), function() { warning("inner"); 5 }), timeout = 10)
+    warning("outer after")
+    inner + 1
+  }
+  r <- seen_while(suiro_collect(suiro_submit(p, f), timeout = 20))
+  expect_identical(r$value, 6)
+  expect_identical(r$seen, c("W outer before", "W inner", "W outer after"))
+})
