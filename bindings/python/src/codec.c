@@ -857,6 +857,10 @@ static int enc_value(enc *e, PyObject *o) {
     return rc;
   }
   if (o == SP.NA) return wire_put_bool(w, WIRE_NA_BOOL), 0;
+  if (PyObject_TypeCheck(o, &SpChan_Type)) { /* a channel endpoint: given to the receiver (chan.c) */
+    const char *why = sp_chan_encode(o, w);
+    return why ? enc_fail(e, PyExc_ValueError, "%s", why) : 0;
+  }
   if (!SP.ndarray && PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") && sp_numpy() < 0) return -1;
   if (SP.ndarray && t == (PyTypeObject *)SP.ndarray) return enc_ndarray(e, o);
   if (t == &PyRange_Type) {
@@ -1605,6 +1609,7 @@ static PyObject *dec_ref(dec *d, wire_item *it) {
     Py_DECREF(dims);
     return o;
   }
+  if (r->type == WIRE_REF_CHAN) return sp_chan_decode(r); /* a channel endpoint (chan.c) */
   suiro_view v;
   if (suiro_zc_open(r, &v) != SUIRO_OK) {
     PyErr_Format(PyExc_ValueError, "cannot decode value: %s (byte %zu)", suiro_last_error(), it->pos);

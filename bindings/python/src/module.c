@@ -392,6 +392,8 @@ PyMODINIT_FUNC PyInit__core(void) {
   if (!m) return NULL;
   int sp_cluster_add(PyObject *m); /* cluster.c: backend = "mpi" */
   if (sp_cluster_add(m) < 0) return NULL;
+  int sp_chan_add(PyObject *m); /* chan.c: channels */
+  if (sp_chan_add(m) < 0) return NULL;
   suiro_set_interrupt_check(interrupt_check, NULL);
   PyModule_AddObjectRef(m, "View", (PyObject *)&SpView_Type);
   PyModule_AddObjectRef(m, "Pool", (PyObject *)&SpPool_Type);

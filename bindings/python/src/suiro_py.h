@@ -67,6 +67,11 @@ typedef struct TaskObject {
 } TaskObject;
 
 extern PyTypeObject SpPool_Type, SpTask_Type, SpView_Type, SpMap_Type;
+/* chan.c: channel endpoints; their wire form (encode exports it: NULL, or why not; decode claims
+ * it: a new reference, or NULL with an exception). */
+extern PyTypeObject SpChan_Type;
+const char *sp_chan_encode(PyObject *ch, wire_writer *w);
+PyObject *sp_chan_decode(const wire_ref *r);
 
 int sp_pool_lock(PoolObject *po);   /* 0, or -1 with an exception (re-entrant use) */
 void sp_pool_unlock(PoolObject *po);

@@ -15,6 +15,7 @@ from ._api import Launcher, Map, Pool, Pools, PreparedMap, current_pool, lua, op
 from ._errors import (CancelledError, PeerGone, PoolClosed, PoolFull, RemoteError, StartError, SuiroError,
                       TaskError, WorkerDied)
 from ._values import NA, Call, Dates, Frame, Func, Ref, Strings, Timestamps, call
+from ._chan import Channel, ChannelClosed, ChannelFull, PeerDied, channel
 
 _lua_dir = _api._lua_dir  # where the embedded Lua readers find suiro/config.lua (used by _core)
 Task = _core.Task
@@ -57,7 +58,7 @@ __all__ = ["pool", "Pool", "Task", "Map", "PreparedMap", "Launcher", "python", "
            "current_pool", "call", "Call", "random", "NA", "Strings", "Frame", "Dates", "Timestamps", "Ref",
            "Func", "wire", "SuiroError", "RemoteError", "TaskError", "WorkerDied", "CancelledError",
            "RemoteTraceback", "PoolClosed", "PoolFull", "PeerGone", "StartError", "PoolExecutor", "now",
-           "worker_script"]
+           "worker_script", "channel", "Channel", "PeerDied", "ChannelClosed", "ChannelFull"]
 
 
 def __getattr__(name):
