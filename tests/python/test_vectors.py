@@ -203,11 +203,11 @@ def same(a, b, memo=None):
     if isinstance(a, (list, suiro.Strings)):
         memo[key] = True
         return len(a) == len(b) and all(same(x, y, memo) for x, y in zip(a, b))
+    if isinstance(a, suiro.Frame):  # a read-only mapping (a dict subclass): before dicts
+        return a.names == b.names and a.nrow == b.nrow and all(same(x, y, memo) for x, y in zip(a.columns, b.columns))
     if isinstance(a, dict):
         memo[key] = True
         return list(a) == list(b) and all(same(a[k], b[k], memo) for k in a)
-    if isinstance(a, suiro.Frame):
-        return a.names == b.names and a.nrow == b.nrow and all(same(x, y, memo) for x, y in zip(a.columns, b.columns))
     if isinstance(a, pd.Categorical):
         return (list(a.categories) == list(b.categories) and a.ordered == b.ordered
                 and list(a.codes) == list(b.codes))

@@ -13,14 +13,22 @@
  *   range                           RANGE
  *   numpy array f64 f32 i64 i32     ARRAY (1-d) / NDARRAY (C or F order), or REF from the
  *     u8 bool c128                  zero-copy floor up (a view of a region goes by reference)
- *   numpy.ma bool array             ARRAY bool with NA where masked (other types: their NA)
+ *   numpy.ma array                  Python receivers: a pickle (mask, fill_value kept), but a bool
+ *                                   one the bool NA holds exactly as below; foreign receivers and
+ *                                   frame columns: ARRAY with the type's NA where masked
  *   datetime64[D] / [s..ns]         DATE i64 / TIMESTAMP i64 (no time zone)
+ *   numpy scalars                   Python receivers: FUNC(python, 0) "scalar:" + a 1-element
+ *                                   ARRAY (the scalar of its dtype comes back); others: the value
+ *   other numpy arrays, subclasses  Python receivers: a pickle; others: to_wire's mapping
  *   suiro.Strings, Dates,           STRS, DATE, TIMESTAMP, FRAME, CALL, ERROR
  *     Timestamps, Frame, Call,
  *     RemoteError
- *   pandas objects                  through suiro._values.to_wire (DataFrame -> FRAME, ...)
+ *   pandas objects                  Python receivers: a pickle (a Categorical of str: FACTOR);
+ *                                   others: through suiro._values.to_wire (DataFrame -> FRAME, ...)
  *   anything else                   Python receivers: a pickle, FUNC(python, 0) named
- *                                   "pickle:<type>" with the bytes; foreign receivers refuse it
+ *                                   "pickle:<type>" with the bytes (protocol 5) and its out-of-band
+ *                                   buffers as u8 arrays (REFs when large); foreign receivers
+ *                                   refuse it
  *
  * Functions (the first item of a task): a str is a reference ("module.fn"); a callable that can
  * be imported back by module and qualified name goes by reference too; any other is pickled
@@ -281,30 +289,93 @@ static PyObject *dumps_captured(void) {
   return dumps_captured_helper;
 }
 
+/* _values.dumps_oob (pickle protocol 5, its buffers out of band), looked up once */
+static PyObject *dumps_oob_helper;
+static PyObject *dumps_oob(void) {
+  if (!dumps_oob_helper) {
+    PyObject *m = PyImport_ImportModule("suiro._values");
+    dumps_oob_helper = m ? PyObject_GetAttrString(m, "dumps_oob") : NULL;
+    Py_XDECREF(m);
+  }
+  return dumps_oob_helper;
+}
+
+static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int order);
+static int format_type(const char *f, Py_ssize_t itemsize);
+
+/* An out-of-band buffer of a pickle (a pickle.PickleBuffer over a contiguous array): its bytes as
+ * a u8 ARRAY, by reference from the zero-copy floor up (a view of a region goes as it is). */
+static int put_oob(enc *e, PyObject *pb) {
+  Py_buffer v;
+  if (PyObject_GetBuffer(pb, &v, PyBUF_FULL_RO) < 0) return enc_fail(e, PyExc_TypeError, "a pickle buffer has no buffer");
+  if (!PyBuffer_IsContiguous(&v, 'A')) {
+    PyBuffer_Release(&v);
+    return enc_fail(e, PyExc_TypeError, "internal: a pickle buffer that is not contiguous");
+  }
+  Py_buffer f = v;
+  Py_ssize_t len = v.len;
+  f.ndim = 1;
+  f.shape = &len;
+  f.strides = NULL;
+  f.itemsize = 1;
+  f.format = "B";
+  int rc = put_typed(e, v.obj, &f, WIRE_T_U8, WIRE_ORDER_C);
+  PyBuffer_Release(&v);
+  return rc;
+}
+
+/* A pickle for Python receivers: FUNC(python, 0, 2 + k) "pickle:<type>", the pickle's bytes, then
+ * its k out-of-band buffers (protocol 5) as u8 arrays, so large arrays inside pickled objects
+ * (pandas blocks, numpy arrays of other dtypes) cross by reference like plain arrays. */
 static int enc_pickle(enc *e, PyObject *o, const char *why) {
   if (e->o->foreign)
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent to %s%s%s", type_name(o), e->o->foreign_dest,
                     why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
-  PyObject *dumps = SP.pickle_dumps;
-  if (e->captured && !(dumps = dumps_captured())) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
+  PyObject *dumps = e->captured ? dumps_captured() : dumps_oob();
+  if (!dumps) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
   PyObject *b = PyObject_CallOneArg(dumps, o);
   if (!b) return enc_fail_pickling(e, o);
+  PyObject *bufs = NULL;
+  if (PyTuple_CheckExact(b) && PyTuple_GET_SIZE(b) == 2 && PyList_CheckExact(PyTuple_GET_ITEM(b, 1))) {
+    bufs = Py_NewRef(PyTuple_GET_ITEM(b, 1));
+    Py_SETREF(b, Py_NewRef(PyTuple_GET_ITEM(b, 0)));
+  }
   if (!PyBytes_Check(b)) {
     Py_DECREF(b);
+    Py_XDECREF(bufs);
     return enc_fail(e, PyExc_TypeError, "%s cannot be sent (pickling gave no bytes)", type_name(o));
   }
   PyObject *tn = PyUnicode_FromFormat("pickle:%s", type_name(o));
   if (!tn) {
     Py_DECREF(b);
+    Py_XDECREF(bufs);
     return -1;
   }
-  Py_ssize_t tl;
+  Py_ssize_t tl, nb = bufs ? PyList_GET_SIZE(bufs) : 0;
   const char *ts = PyUnicode_AsUTF8AndSize(tn, &tl);
-  wire_put_func(e->w, WIRE_LANG_PYTHON, 0, 2);
+  wire_put_func(e->w, WIRE_LANG_PYTHON, 0, 2 + (uint64_t)nb);
   wire_put_str(e->w, ts, (size_t)tl);
   wire_put_bytes(e->w, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
   Py_DECREF(tn);
   Py_DECREF(b);
+  int rc = 0;
+  for (Py_ssize_t i = 0; i < nb && rc == 0; i++) rc = put_oob(e, PyList_GET_ITEM(bufs, i));
+  Py_XDECREF(bufs);
+  return rc;
+}
+
+/* A numpy scalar of a wire element type, for Python receivers: FUNC(python, 0, 2) "scalar:" and a
+ * one-element array, which decodes to the scalar of that dtype. 1 when o has no such form. */
+static int enc_np_scalar(enc *e, PyObject *o) {
+  Py_buffer v;
+  if (PyObject_GetBuffer(o, &v, PyBUF_RECORDS_RO) < 0) return PyErr_Clear(), 1;
+  int type = v.ndim == 0 ? format_type(v.format, v.itemsize) : 0;
+  if (!type) return PyBuffer_Release(&v), 1;
+  wire_put_func(e->w, WIRE_LANG_PYTHON, 0, 2);
+  wire_put_str(e->w, "scalar:", 7);
+  void *dst = wire_put_array(e->w, type, 1);
+  if (dst) memcpy(dst, v.buf, wire_type_size(type));
+  PyBuffer_Release(&v);
   return 0;
 }
 
@@ -412,6 +483,11 @@ static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int 
 
 static int enc_replacement(enc *e, PyObject *o, PyObject *rep);
 
+/* What _values.to_wire is asked for: 0 a Python receiver (exact forms: None means pickle it),
+ * 1 a foreign one (the documented mapping, or a refusal), 2 a frame column for a Python receiver
+ * (the mapping: a FRAME's columns are wire vectors). */
+static int wire_mode(const enc *e) { return e->o->foreign ? 1 : e->in_frame ? 2 : 0; }
+
 /* A numpy array: the common types straight from its buffer, the rest through to_wire. */
 static int enc_ndarray(enc *e, PyObject *o) {
   Py_buffer v;
@@ -432,7 +508,7 @@ static int enc_ndarray(enc *e, PyObject *o) {
     PyErr_Clear(); /* datetime64 and others export no buffer */
   }
   /* strided, other types: to_wire converts (contiguous copy, widened type, strings, dates) */
-  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
+  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, wire_mode(e));
   if (!rep) return enc_fail_why(e, o);
   int rc = enc_replacement(e, o, rep);
   Py_DECREF(rep);
@@ -807,11 +883,12 @@ out:
  * ("date"/"timestamp", ...) handled here; None: pickle or refuse. */
 static int enc_replacement(enc *e, PyObject *o, PyObject *rep) {
   if (rep == Py_None) return enc_pickle(e, o, NULL);
-  if (PyTuple_CheckExact(rep) && PyTuple_GET_SIZE(rep) >= 2 && PyUnicode_Check(PyTuple_GET_ITEM(rep, 0))) {
+  if (PyTuple_CheckExact(rep) && PyTuple_GET_SIZE(rep) >= 1 && PyUnicode_Check(PyTuple_GET_ITEM(rep, 0))) {
     const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rep, 0));
     if (!strcmp(k, "array") && PyTuple_GET_SIZE(rep) == 3) /* ("array", wire type, contiguous ndarray) */
       return put_raw(e, PyTuple_GET_ITEM(rep, 2), (int)PyLong_AsLong(PyTuple_GET_ITEM(rep, 1)), WIRE_ARRAY, 0, NULL);
-    if (!strcmp(k, "refuse")) /* ("refuse", why) */
+    if (!strcmp(k, "factor")) return enc_factor(e, o); /* a Categorical that FACTOR holds exactly */
+    if (!strcmp(k, "refuse") && PyTuple_GET_SIZE(rep) == 2) /* ("refuse", why) */
       return enc_fail(e, PyExc_TypeError, "%s cannot be sent%s%s: %U", type_name(o), e->o->foreign ? " to " : "",
                       e->o->foreign ? e->o->foreign_dest : "", PyTuple_GET_ITEM(rep, 1));
     return enc_fail(e, PyExc_TypeError, "internal: unknown conversion %s", k);
@@ -885,9 +962,23 @@ static int enc_value(enc *e, PyObject *o) {
   if (is_type(o, SP.Func)) return enc_funcdesc(e, o);
   if (is_instance(o, SP.RemoteError)) return enc_error_value(e, o);
   if (SP.pd_categorical || (sp_pandas_seen(), SP.pd_categorical))
-    if (is_type(o, SP.pd_categorical)) return enc_factor(e, o);
-  /* numpy scalars: their Python value (np.float64 is a float subclass, np.int64 is not) */
+    if (is_type(o, SP.pd_categorical)) {
+      if (e->o->foreign || e->in_frame) return enc_factor(e, o);
+      /* Python receivers: FACTOR when it holds the Categorical exactly (str categories), else a
+       * pickle (integer categories stay integers) */
+      PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, 0);
+      if (!rep) return enc_fail_why(e, o);
+      int rc = enc_replacement(e, o, rep);
+      Py_DECREF(rep);
+      return rc;
+    }
+  /* numpy scalars: for Python receivers the scalar of its dtype; for others its Python value
+   * (np.float64 is a float subclass, np.int64 is not) */
   if (SP.np_generic && is_instance(o, SP.np_generic) && !is_instance(o, SP.ndarray)) {
+    if (!e->o->foreign) {
+      int r = enc_np_scalar(e, o);
+      return r <= 0 ? r : enc_pickle(e, o, NULL);
+    }
     PyObject *py = PyObject_CallMethod(o, "item", NULL);
     if (!py) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
     PyTypeObject *pt = Py_TYPE(py);
@@ -898,7 +989,6 @@ static int enc_value(enc *e, PyObject *o) {
       return rc;
     }
     Py_DECREF(py);
-    if (!e->o->foreign) return enc_pickle(e, o, NULL);
     /* complex, datetime64 and the like: to_wire knows their vector forms (below) */
   }
   /* subclasses of the basic kinds: Python receivers get them back exactly (pickle), others the
@@ -930,7 +1020,7 @@ static int enc_value(enc *e, PyObject *o) {
     return wire_put_f64(w, PyFloat_AS_DOUBLE(o)), 0;
   }
   /* the rest: pandas objects, masked arrays, other numpy arrays, ... */
-  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, e->o->foreign);
+  PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, wire_mode(e));
   if (!rep) return enc_fail_why(e, o);
   if (rep == Py_None) {
     Py_DECREF(rep);
@@ -1641,6 +1731,18 @@ static PyObject *dec_ref(dec *d, wire_item *it) {
   return sp_view_array(v.buf, v.data, v.bytes, r->type, r->order, r->ndim, r->dims);
 }
 
+/* The one-element array of a "scalar:" item, as the numpy scalar of its dtype. */
+static PyObject *dec_scalar(dec *d, const wire_item *it) {
+  wire_item b;
+  if (dec_next(d, &b) < 0) return NULL;
+  if (b.tag != WIRE_ARRAY || b.n != 1 || it->n != 2)
+    return PyErr_SetString(PyExc_ValueError, "cannot decode value: a numpy scalar without its one-element array"), NULL;
+  PyObject *a = array_copy(b.type, b.data, 1, 0, 1, NULL);
+  PyObject *r = a ? PySequence_GetItem(a, 0) : NULL;
+  Py_XDECREF(a);
+  return r;
+}
+
 /* A Python FUNC item in bytes nobody vouched for: a tuple is plain data; a pickle, a named
  * function (imported) or a function by code (unpickled) is refused, naming what it was. */
 static PyObject *refuse_untrusted(dec *d, wire_item *it) {
@@ -1667,6 +1769,13 @@ static PyObject *refuse_untrusted(dec *d, wire_item *it) {
     PyObject *l = dec_value(d, &b);
     PyObject *res = l ? PyList_AsTuple(l) : NULL;
     Py_XDECREF(l);
+    if (res && slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
+    return res;
+  }
+  if (c.n == 7 && memcmp(c.data, "scalar:", 7) == 0) { /* data only, as a tuple */
+    if (d->r.shared && remember(d, Py_None) < 0) return NULL;
+    Py_ssize_t slot = d->r.shared ? PyList_GET_SIZE(d->refs) - 1 : -1;
+    PyObject *res = dec_scalar(d, it);
     if (res && slot >= 0) PyList_SetItem(d->refs, slot, Py_NewRef(res));
     return res;
   }
@@ -1860,13 +1969,34 @@ static PyObject *dec_func(dec *d, wire_item *it) {
       Py_XDECREF(l);
       if (!res) return NULL;
       n = 0;
+    } else if (c.n == 7 && memcmp(c.data, "scalar:", 7) == 0) { /* a numpy scalar */
+      if (!(res = dec_scalar(d, it))) return NULL;
+      n = 0;
     } else if (c.n > 7 && memcmp(c.data, "pickle:", 7) == 0) {
       wire_item b;
       if (dec_next(d, &b) < 0) return NULL;
-      if (b.tag != WIRE_BYTES || n != 2)
+      if (b.tag != WIRE_BYTES || n < 2)
         return PyErr_SetString(PyExc_ValueError, "cannot decode value: a pickled object without its bytes"), NULL;
       PyObject *bytes = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.n);
-      res = bytes ? PyObject_CallOneArg(SP.pickle_loads, bytes) : NULL;
+      PyObject *bufs = bytes && n > 2 ? PyList_New(0) : NULL;
+      for (uint64_t i = 2; bufs && i < n; i++) { /* its out-of-band buffers (protocol 5) */
+        PyObject *x = dec_child(d);
+        if (!x || PyList_Append(bufs, x) < 0) Py_CLEAR(bufs);
+        Py_XDECREF(x);
+      }
+      if (bytes && n > 2 && !bufs) {
+        Py_DECREF(bytes);
+        return NULL;
+      }
+      if (bufs) {
+        PyObject *args = PyTuple_Pack(1, bytes), *kw = args ? Py_BuildValue("{s:O}", "buffers", bufs) : NULL;
+        res = kw ? PyObject_Call(SP.pickle_loads, args, kw) : NULL;
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        Py_DECREF(bufs);
+      } else {
+        res = bytes ? PyObject_CallOneArg(SP.pickle_loads, bytes) : NULL;
+      }
       Py_XDECREF(bytes);
       if (!res) return NULL;
       n = 0;

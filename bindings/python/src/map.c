@@ -816,7 +816,7 @@ static int prun_range(void *ud, suiro_runner *r, uint64_t b, uint64_t e) {
       rc = store(r->plan, r->tpl, r->width, r->out, i, res);
     } else {
       suiro_msg *m = suiro_runner_msg(r);
-      sp_enc_opts o = { "map: element result", 0, "python", "python workers", 0, NULL, NULL };
+      sp_enc_opts o = { "map: element result", sp_host_foreign, sp_host_lang, sp_host_dest, 0, NULL, NULL };
       if (sp_encode_list(&o, &res, 1, SP_SEG_ELEMENT, (Py_ssize_t)i, suiro_msg_writer(m)) < 0) rc = -1;
       else if (suiro_runner_put(r) != 0) rc = -1, PyErr_SetString(PyExc_ValueError, suiro_last_error());
     }

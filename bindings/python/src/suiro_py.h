@@ -196,6 +196,8 @@ int sp_error_out(suiro_out *out, PyObject *exc_info_unused, int64_t index); /* c
 void sp_take_exception(wire_str *cls, wire_str *msg, wire_str *trace, PyObject **hold); /* worker.c */
 PyObject *sp_current_pool(void);   /* suiro.current_pool(): borrowed worker handle (new ref) */
 extern int sp_in_worker;
+extern int sp_host_foreign; /* worker.c: what a worker's results are encoded for */
+extern const char *sp_host_lang, *sp_host_dest;
 
 /* a.reshape(shape, order="C"/"F") (new reference) */
 PyObject *sp_reshape(PyObject *a, PyObject *shape, int order);

@@ -23,8 +23,8 @@
 #include "suiro_py.h"
 
 int sp_in_worker;
-static int host_foreign;
-static const char *host_lang = "python", *host_dest = "a python host";
+int sp_host_foreign; /* the host is not Python (SUIRO_HOST_LANG): results take the documented mapping */
+const char *sp_host_lang = "python", *sp_host_dest = "a python host";
 
 
 static PyObject *run_call_helper;
@@ -72,7 +72,7 @@ static int write_result(suiro_out *out, PyObject *value) {
   _Alignas(8) unsigned char stack[512];
   suiro_msg g;
   suiro_msg_init(&g, stack, sizeof stack);
-  sp_enc_opts o = { "task result", host_foreign, host_lang, host_dest, 1, NULL, &g };
+  sp_enc_opts o = { "task result", sp_host_foreign, sp_host_lang, sp_host_dest, 1, NULL, &g };
   const void *buf;
   size_t len;
   if (sp_encode_list(&o, &value, 1, SP_SEG_RESULT, 0, &g.w) < 0 || wire_writer_finish(&g.w, &buf, &len) != WIRE_OK) {
@@ -225,9 +225,9 @@ PyObject *sp_worker_run(PyObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "s", &token)) return NULL;
   const char *hl = getenv("SUIRO_HOST_LANG");
   if (hl && (!strcmp(hl, "lua") || !strcmp(hl, "r"))) {
-    host_foreign = 1;
-    host_lang = hl[0] == 'l' ? "lua" : "r";
-    host_dest = hl[0] == 'l' ? "a lua host" : "an r host";
+    sp_host_foreign = 1;
+    sp_host_lang = hl[0] == 'l' ? "lua" : "r";
+    sp_host_dest = hl[0] == 'l' ? "a lua host" : "an r host";
   }
   sp_in_worker = 1;
   suiro_set_executor(executor, NULL);

@@ -159,12 +159,26 @@ def _same_array(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-class Frame:
-    """A data frame: named columns of equal length, in order.
+class Frame(dict):
+    """A data frame: named columns of equal length, in order -- what a frame from R or Lua (wire
+    FRAME) arrives as, and what suiro.Frame(df) makes of a pandas DataFrame for them.
 
-    Columns are numpy arrays (numeric, bool; masked bool arrays for bool with NA), Strings,
-    pandas Categorical (factors), Dates, Timestamps or numpy datetime64 arrays. frame["x"] gives
-    a column, frame.to_pandas() a pandas DataFrame; suiro.Frame(df) makes one from pandas.
+    A read-only mapping of column names to arrays: frame["x"], list(frame) (the names, in order),
+    len(frame) (the number of columns; frame.nrow the rows), "x" in frame, frame.items(). The
+    arrays are what pandas takes: numpy arrays, pandas masked arrays where the wire marks NA in
+    ints, floats or bools, object arrays of str/None for strings, Categorical for factors,
+    datetime64 for dates and timestamps (as frame.to_pandas() gives them). frame.columns keeps
+    the wire columns themselves (numpy arrays with R's NA markers, masked bool arrays, Strings,
+    Categorical, Dates, Timestamps), which cross back unchanged.
+
+    A name may repeat (R allows it): frame["a"] of a repeated name raises ValueError (which of
+    them is meant is not known); frame.items(), frame.columns and frame.to_pandas() have every
+    column, in order.
+
+    pd.DataFrame(frame) builds the DataFrame frame.to_pandas() gives (it reads the mapping: the
+    class is a dict subclass because pandas 1.5 takes column-wise input only from dicts; its
+    methods that would change it raise TypeError). frame.__dataframe__() is the dataframe
+    interchange protocol (pandas.api.interchange.from_dataframe(frame)).
     """
 
     __slots__ = ("names", "columns", "nrow")
@@ -195,30 +209,69 @@ class Frame:
 
     @classmethod
     def _make(cls, names, columns, nrow):
-        f = object.__new__(cls)
+        f = dict.__new__(cls)
         f.names, f.columns, f.nrow = names, columns, nrow
         return f
 
+    # ---- the mapping (read-only) ----
+
     def __len__(self):
-        return self.nrow
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(list(self.names))
+
+    def __reversed__(self):
+        return reversed(list(self.names))
 
     def __getitem__(self, name):
-        try:
+        return _frames().column_array(self.column(name))
+
+    def column(self, name):
+        """The wire column of that name (as frame.columns holds it)."""
+        k = self.names.count(name) if isinstance(name, str) else 0
+        if k == 1:
             return self.columns[self.names.index(name)]
-        except ValueError:
-            raise KeyError(name) from None
+        if k == 0:
+            raise KeyError(name)
+        raise ValueError("suiro.Frame: %d columns are named %r: take them from frame.items() or frame.columns"
+                         % (k, name))
 
     def __contains__(self, name):
         return name in self.names
 
+    def get(self, name, default=None):
+        return self[name] if name in self.names else default
+
     def keys(self):
         return list(self.names)
 
+    def values(self):
+        return [_frames().column_array(c) for c in self.columns]
+
     def items(self):
+        """(name, wire column) pairs, every column in order (repeated names too)."""
         return list(zip(self.names, self.columns))
 
     def to_dict(self):
         return dict(zip(self.names, self.columns))
+
+    def copy(self):
+        return Frame._make(list(self.names), list(self.columns), self.nrow)
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("suiro.Frame is read-only (frame.to_pandas() gives a DataFrame to change)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __or__(self, other):
+        return NotImplemented
+
+    __ror__ = __or__
+
+    def __dataframe__(self, nan_as_null=False, allow_copy=True):
+        """The dataframe interchange protocol (pandas.api.interchange.from_dataframe(frame))."""
+        return _frames().Interchange(self, allow_copy)
 
     def to_pandas(self):
         return _frames().to_pandas(self)
@@ -227,6 +280,11 @@ class Frame:
         if not isinstance(other, Frame) or self.names != other.names or self.nrow != other.nrow:
             return False
         return all(_column_equal(a, b) for a, b in zip(self.columns, other.columns))
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
 
     def __repr__(self):
         return "suiro.Frame(%d rows: %s)" % (self.nrow, ", ".join(self.names))
@@ -427,15 +485,24 @@ def make_func(lang, key):
 
 def to_wire(obj, foreign):
     """A replacement the codec knows for obj, or None (pickle it, or refuse it for foreign
-    receivers), or ("array", wire type, contiguous ndarray), or ("refuse", why)."""
+    receivers), or ("array", wire type, contiguous ndarray), ("factor",) or ("refuse", why).
+
+    foreign (codec.c, wire_mode): 0 for a Python receiver, which gets every object as it was
+    (None: pickled, large buffers out of band); 1 for Lua and R receivers, which get the
+    documented mapping or a refusal; 2 for a frame column going to a Python receiver (a FRAME's
+    columns are wire vectors: the mapping)."""
     np = sys.modules.get("numpy")
     if np is not None:
         if isinstance(obj, np.ma.MaskedArray):
+            if not foreign and not _masked_is_wire_exact(np, obj):
+                return None  # pickled: mask, fill_value and the data under the mask kept
             return _masked_to_wire(np, obj)
         if isinstance(obj, np.ndarray):
+            if not foreign and type(obj) is not np.ndarray:
+                return None  # np.matrix and other subclasses: pickled, their type kept
             return _array_to_wire(np, obj, foreign)
     mod = type(obj).__module__ or ""
-    if foreign:
+    if foreign == 1:
         rep = _scalar_to_wire(np, obj, mod)
         if rep is not None:
             return rep
@@ -482,6 +549,17 @@ def _scalar_to_wire(np, obj, mod):
     return None
 
 
+def _masked_is_wire_exact(np, a):
+    """A masked bool array that the wire's bool-with-NA gives back exactly (what a decoded one
+    is: some entry masked, False under the mask, the default fill_value, a soft mask)."""
+    if type(a) is not np.ma.MaskedArray or a.dtype != np.bool_ or a.ndim == 0 or a.hardmask:
+        return False
+    m = np.ma.getmask(a)
+    if m is np.ma.nomask or not m.any() or bool(np.ma.getdata(a)[m].any()):
+        return False
+    return a.fill_value == np.ma.default_fill_value(a)
+
+
 def _masked_to_wire(np, a):
     mask = np.ma.getmaskarray(a)
     data = np.ma.getdata(a)
@@ -513,6 +591,8 @@ def _na_fill(np, dt):
 def _array_to_wire(np, a, foreign):
     dt = a.dtype
     if dt.byteorder == ">":
+        if not foreign:
+            return None  # pickled: the byte order kept
         return a.astype(dt.newbyteorder("="))
     if dt.kind == "M":
         unit, count = np.datetime_data(dt)
@@ -525,6 +605,8 @@ def _array_to_wire(np, a, foreign):
         v = np.ascontiguousarray(a).view(np.int64)
         return _dates(np, v) if unit == "D" else Timestamps(v, unit, "")
     if dt.kind in "OUS":
+        if not foreign:
+            return None  # pickled: str_, bytes_ and object arrays stay what they are
         if a.ndim != 1:
             return ("refuse", "an n-d array of strings or objects") if foreign else None
         items = a.tolist()
@@ -568,6 +650,23 @@ def dumps(obj):
 
 
 loads = pickle.loads
+
+
+def dumps_oob(obj):
+    """obj pickled for another Python process with protocol 5: the bytes, or (bytes, buffers)
+    when it has out-of-band buffers (numpy and pandas data), which the codec sends as arrays
+    (by reference when large) beside the pickle instead of copying them into it."""
+    bufs = []
+    try:
+        data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    except Exception as first:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise first from None
+        bufs = []
+        data = cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    return (data, bufs) if bufs else data
 
 
 def dumps_captured(obj):
