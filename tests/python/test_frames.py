@@ -1,5 +1,6 @@
-"""pandas frames through the wire: every column kind, with NA, both ways; large frames as one
-region whose numeric columns arrive as views."""
+"""suiro.Frame (the wire FRAME, what Lua and R exchange): every column kind, with NA, both ways;
+large frames as one region whose numeric columns arrive as views. Between Python processes a
+pandas DataFrame itself crosses exactly (test_pandas_exact.py); suiro.Frame(df) sends the FRAME."""
 
 import numpy as np
 import pandas as pd
@@ -34,21 +35,23 @@ def frame_with_na():
 
 def test_every_column_kind_round_trips(pool):
     df = frame_with_na()
-    back = pool.submit(pyfuncs.identity, df).collect(timeout=10)
-    assert isinstance(back, suiro.Frame) and back.names == list(df.columns) and len(back) == 3
+    back = pool.submit(pyfuncs.identity, suiro.Frame(df)).collect(timeout=10)
+    assert isinstance(back, suiro.Frame) and back.names == list(df.columns) and back.nrow == 3
+    assert len(back) == len(df.columns)  # a mapping of the columns
     pdt.assert_frame_equal(back.to_pandas(), df, check_dtype=True)
 
 
 def test_na_positions_are_kept(pool):
     df = frame_with_na()
-    back = pool.submit(pyfuncs.identity, df).collect(timeout=10).to_pandas()
+    back = pool.submit(pyfuncs.identity, suiro.Frame(df)).collect(timeout=10).to_pandas()
     assert back.isna().to_numpy().tolist() == df.isna().to_numpy().tolist()
 
 
 def test_a_frame_is_a_value_inside_values(pool):
     df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
-    got = pool.submit(pyfuncs.identity, {"df": df, "n": 2}).collect(timeout=10)
-    pdt.assert_frame_equal(got["df"].to_pandas(), df)
+    got = pool.submit(pyfuncs.identity, {"df": df, "f": suiro.Frame(df), "n": 2}).collect(timeout=10)
+    pdt.assert_frame_equal(got["df"], df)
+    pdt.assert_frame_equal(got["f"].to_pandas(), df)
 
 
 def test_frame_for_lua_workers(luapool):
@@ -61,7 +64,7 @@ def test_large_frames_go_as_one_region(pool):
     n = 100000
     df = pd.DataFrame({"x": np.arange(n, dtype=np.float64), "k": np.arange(n, dtype=np.int32) % 7,
                        "name": ["r%d" % (i % 10) for i in range(n)]})
-    back = pool.submit(pyfuncs.identity, df).collect(timeout=30)
+    back = pool.submit(pyfuncs.identity, suiro.Frame(df)).collect(timeout=30)
     x = back["x"]
     assert not x.flags.writeable  # a view of the region
     b = x.base
@@ -81,12 +84,15 @@ def test_frame_from_lua_and_r_kinds():
     assert p["d"].isna().tolist() == [False, True, False] and str(p["t"].dtype) == "datetime64[ns, UTC]"
 
 
-def test_bad_columns_are_refused(pool):
+def test_bad_columns_are_refused(luapool):
     df = pd.DataFrame({"o": ["a", 3]})
-    with pytest.raises(TypeError, match=r"submit: argument 2: DataFrame cannot be sent: column 'o': a int in a column of strings"):
-        pool.submit(pyfuncs.identity, df)
+    with pytest.raises(TypeError, match=r"submit: argument 2: DataFrame cannot be sent to lua workers: column 'o': "
+                                        r"a int in a column of strings"):
+        luapool.submit("tostring", df)
     with pytest.raises(TypeError, match="frame column names must be str"):
-        pool.submit(pyfuncs.identity, pd.DataFrame({1: [1]}))
+        luapool.submit("tostring", pd.DataFrame({1: [1]}))
+    with pytest.raises(TypeError, match="column 'o': a int in a column of strings"):
+        suiro.Frame(df)
 
 
 def test_map_record_template_gives_a_frame(pool):
@@ -118,10 +124,10 @@ def test_numeric_frames_take_the_one_block_path_and_keep_every_value():
         for name, col in zip(fr.names, fr.columns):
             np.testing.assert_array_equal(col, df[name].to_numpy())
             assert col.dtype == df[name].dtype and col.flags.c_contiguous
-        back = suiro.wire.decode(suiro.wire.encode(df)).to_pandas()
+        back = suiro.wire.decode(suiro.wire.encode(fr)).to_pandas()
         pd.testing.assert_frame_equal(back, df.reset_index(drop=True))
     # -0.0 survives bit for bit
-    fr = suiro.wire.decode(suiro.wire.encode(pd.DataFrame({"a": [-0.0, 1.0], "b": [2.0, 3.0]})))
+    fr = suiro.wire.decode(suiro.wire.encode(suiro.Frame(pd.DataFrame({"a": [-0.0, 1.0], "b": [2.0, 3.0]}))))
     assert np.signbit(fr.to_pandas()["a"][0])
 
 
