@@ -278,3 +278,21 @@ def test_repeated_names_in_a_frame():
     df = f.to_pandas()
     assert list(df.columns) == ["a", "a", "b"] and df.iloc[:, 1].tolist() == [3, 4]
     assert f["b"].tolist() == [5, 6]
+
+
+def as_frame_and_tuple(x):
+    return (pd.DataFrame({"x": [x]}), np.float64(x) / 2)
+
+
+def test_map_results_of_python_workers_follow_the_host_language():
+    # a Lua host's map without a template: each element's result takes the Lua mapping, as task
+    # results do (a DataFrame a frame, a tuple a list, a numpy scalar a number), not Python's
+    from test_crosslang import run_lua
+
+    out = run_lua("""
+        local suiro = require "suiro"
+        local py <close> = suiro.pool { workers = 1, launcher = suiro.python {} }
+        local m = py:map("test_pandas_exact.as_frame_and_tuple", suiro.f64 { 3, 5 }):collect()
+        print(#m, #m[2], m[2][1].x[1], m[2][2], math.type(m[1][2]))
+    """)
+    assert out[0] == "2\t2\t5.0\t2.5\tfloat", out
