@@ -296,3 +296,18 @@ def test_map_results_of_python_workers_follow_the_host_language():
         print(#m, #m[2], m[2][1].x[1], m[2][2], math.type(m[1][2]))
     """)
     assert out[0] == "2\t2\t5.0\t2.5\tfloat", out
+
+
+def test_wire_encode_portable_writes_what_lua_and_r_read():
+    # wire.encode writes what a Python receiver gets (a DataFrame pickled); portable=True writes
+    # the frame Lua and R read, and refuses by name what has no form there
+    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    f = suiro.wire.decode(suiro.wire.encode(df, portable=True))
+    assert isinstance(f, suiro.Frame)
+    pd.testing.assert_frame_equal(f.to_pandas(), df)
+    with pytest.raises(ValueError, match="trusted"):
+        suiro.wire.decode(suiro.wire.encode(df))
+    with pytest.raises(TypeError, match=r"column 'd' \(timedelta64\[ns\]\) has no form"):
+        suiro.wire.encode(pd.DataFrame({"d": pd.to_timedelta([1, 2], unit="s")}), portable=True)
+    with pytest.raises(TypeError, match="only Python processes read pickled objects"):
+        suiro.wire.encode(object(), portable=True)

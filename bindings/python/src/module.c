@@ -273,11 +273,18 @@ static PyObject *m_rng_draws(PyObject *self, PyObject *args) {
 
 /* ---- wire for suiro.wire ----------------------------------------------------------------- */
 
-static PyObject *m_wire_encode(PyObject *self, PyObject *v) {
+/* encode(value, portable=False): portable writes what Lua and R receivers get (a DataFrame as
+ * a FRAME, no pickles: what has no form there is refused by name). */
+static PyObject *m_wire_encode(PyObject *self, PyObject *args, PyObject *kw) {
+  static char *kwl[] = { "value", "portable", NULL };
+  PyObject *v;
+  int portable = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwl, &v, &portable)) return NULL;
   _Alignas(8) unsigned char stack[512];
   wire_writer w;
   wire_writer_init(&w, stack, sizeof stack);
-  sp_enc_opts o = { "suiro.wire.encode", 0, NULL, NULL, 0, NULL, NULL };
+  sp_enc_opts o = { "suiro.wire.encode", portable, portable ? "lua" : NULL,
+                    portable ? "other languages (portable=True)" : NULL, 0, NULL, NULL };
   if (sp_encode_value(&o, v, &w) < 0) return wire_writer_free(&w), NULL;
   const void *buf;
   size_t len;
@@ -341,7 +348,7 @@ static PyMethodDef methods[] = {
   { "check_fnref", m_embed_fnref, METH_O, "Check a function reference (\"numpy.mean\")." },
   { "random", (PyCFunction)(void (*)(void))m_random, METH_FASTCALL, "suiro.random([m [, n]])" },
   { "_rng_draws", m_rng_draws, METH_VARARGS, NULL },
-  { "wire_encode", m_wire_encode, METH_O, "One value to wire bytes." },
+  { "wire_encode", (PyCFunction)(void (*)(void))m_wire_encode, METH_VARARGS | METH_KEYWORDS, "One value to wire bytes." },
   { "wire_decode", (PyCFunction)(void (*)(void))m_wire_decode, METH_VARARGS | METH_KEYWORDS, "Wire bytes to a value." },
   { "now", m_now, METH_NOARGS, NULL },
   { "reap", m_reap, METH_NOARGS, NULL },

@@ -41,8 +41,10 @@ class _Wire:
     """suiro.wire: one value to wire bytes and back (interop and debugging)."""
 
     @staticmethod
-    def encode(value):
-        return _core.wire_encode(value)
+    def encode(value, portable=False):
+        """The wire bytes of one value as a Python receiver gets it; portable=True: as Lua and R
+        receivers get it (a DataFrame as a frame, no pickles; what has no form there is refused)."""
+        return _core.wire_encode(value, portable=portable)
 
     @staticmethod
     def decode(data, describe=False, trusted=False):
