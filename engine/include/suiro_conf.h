@@ -4,7 +4,7 @@
  * Lua face loads as its modules suiro.config and suiro.parse), run in a private Lua state, so every language accepts the same strings and gives the same
  * messages.
  *
- *   suiro_conf *e = suiro_conf_open("/path/to/lua", err, sizeof err); // holds suiro/parse.lua
+ *   suiro_conf *e = suiro_conf_open("/path/to/engine/conf", err, sizeof err); // holds suiro/parse.lua
  *   suiro_conf_config(e, "pools.lua", &buf, &len, err, sizeof err);     // wire DICT of pools
  *   suiro_conf_template(e, "{mean: f64, sd: f64}", &tpl, err, sizeof err);
  *

@@ -8,7 +8,7 @@
 
 static suiro_conf *open_embed(void) {
   char dir[4200], err[512];
-  snprintf(dir, sizeof dir, "%s/../../lua", harness_vectors_dir());
+  snprintf(dir, sizeof dir, "%s/../../engine/conf", harness_vectors_dir()); /* the readers' home */
   suiro_conf *e = suiro_conf_open(dir, err, sizeof err);
   if (!e) fprintf(stderr, "embed: %s\n", err);
   CHECK(e != NULL);
