@@ -54,15 +54,15 @@ static uint64_t recv_from(suiro_chan *rx, uint64_t next, suiro_status *end, doub
 
 /* Sends 0..n-1 as u64 in random batches of 1..64, then closes. */
 static void send_counting(suiro_chan *tx, uint64_t n, int close_it) {
-  uint64_t buf[64];
+  uint64_t buf[64][3] = { { 0 } }; /* a message is 8, 16 or 24 bytes: the count, then zeros */
   suiro_chan_iov iov[64];
   uint64_t i = 0;
   while (i < n) {
     size_t k = 1 + rnd() % 64;
     if (k > n - i) k = (size_t)(n - i);
     for (size_t j = 0; j < k; j++) {
-      buf[j] = i + j;
-      iov[j].data = &buf[j];
+      buf[j][0] = i + j;
+      iov[j].data = buf[j];
       iov[j].len = 8 + (size_t)((i + j) % 3) * 8; /* sizes vary: wrap-around skips happen */
     }
     size_t sent = 0;
@@ -306,9 +306,9 @@ TEST_T(receiver_death_at_random_moments, 120) {
     }
     usleep((useconds_t)(rnd() % 20000));
     kill(c, SIGKILL);
-    uint64_t i = 0;
+    uint64_t i = 0, msg[3] = { 0 };
     suiro_status st;
-    while ((st = suiro_chan_send(tx, &i, 8 + (i % 3) * 8, 10)) == SUIRO_OK) i++;
+    while ((msg[0] = i, st = suiro_chan_send(tx, msg, 8 + (i % 3) * 8, 10)) == SUIRO_OK) i++;
     CHECK_EQ(st, SUIRO_PEER_GONE);
     int ws;
     CHECK(waitpid(c, &ws, 0) == c && WIFSIGNALED(ws));
