@@ -149,6 +149,21 @@ typedef struct suiro_view {
 /* Receiver: validates ref and maps it. OK, or ERR/PEER_GONE with a message naming the problem. */
 suiro_status suiro_zc_open(const suiro_wire_ref *ref, suiro_view *v);
 
+/* Private copies: a received value behaves as a private copy (docs/zero-copy.md). What a face
+ * hands out is never the region's shared mapping but a copy-on-write mapping of its pages:
+ * nothing is copied until a page is written, and a write — by any code, through any pointer into
+ * it — copies that page for this copy alone, so no other process (nor another view here) sees it.
+ * suiro_zc_private returns the copy's counterpart of `data` (bytes inside b as mapped here:
+ * suiro_view.data, or bytes decoded in place in a region), or NULL with the error set; each copy
+ * is given back with suiro_zc_unprivate (the pointer it returned) before b's reference is.
+ * suiro_zc_put accepts a pointer into a copy: unwritten, it sends the region's reference; once a
+ * page of the bytes was written it returns WIRE_ERR (the caller sends them by value).
+ * suiro_zc_written: 1 when a page of [p, p+bytes) of a copy of b was written here (or p is not in
+ * one, or it cannot be told), else 0. */
+void *suiro_zc_private(suiro_buf *b, const void *data, size_t bytes);
+void suiro_zc_unprivate(suiro_buf *b, void *copy);
+int suiro_zc_written(suiro_buf *b, const void *p, size_t bytes);
+
 /* ---------------------------------------------------------------------------------------------
  * 5. Per-element random streams
  *

@@ -69,6 +69,8 @@ struct suiro_buf {
   int in_free;        /* ours alone, kept warm for reuse */
   int in_cache;       /* held elsewhere only: mapping kept for the next view of it */
   uint64_t freed_at;  /* for eviction: oldest first */
+  uint64_t dev, ino;  /* the file mapped (a private copy maps it again: region_map_cow) */
+  region_cow *cows;   /* private copies handed out here (suiro_zc_private), lock held */
   suiro_buf *next;    /* hash chain */
 };
 
@@ -297,6 +299,8 @@ static suiro_status map_region(const char *name, suiro_buf **out) {
   snprintf(b->name, sizeof b->name, "%s", name);
   b->map = map;
   b->map_size = (size_t)sb.st_size;
+  b->dev = (uint64_t)sb.st_dev;
+  b->ino = (uint64_t)sb.st_ino;
   b->cap = b->map_size - REGION_HDR;
   b->hdr = h;
   b->named = 1;
@@ -420,6 +424,11 @@ suiro_buf *suiro_buf_alloc(size_t bytes) {
     return NULL;
   }
   b->map = mmap(NULL, b->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  struct stat sb;
+  if (fstat(fd, &sb) == 0) {
+    b->dev = (uint64_t)sb.st_dev;
+    b->ino = (uint64_t)sb.st_ino;
+  }
   close(fd);
   if (b->map == MAP_FAILED) {
     suiro_set_errno("region: mmap");
@@ -595,13 +604,87 @@ const char *suiro_buf_name(const suiro_buf *b) {
 
 /* ---- zero-copy references (suiro_bind.h, section 4) ------------------------------------------ */
 
+/* ---- private copies (suiro_bind.h, section 4; region_map_cow) ------------------------------- */
+
+void *suiro_zc_private(suiro_buf *b, const void *data, size_t bytes) {
+  if (!buf_readable(b, "suiro_zc_private")) return NULL;
+  const char *base = (const char *)b->map, *p = data;
+  if (!p || p < base + REGION_HDR || (size_t)(p - base) > b->map_size || bytes > b->map_size - (size_t)(p - base)) {
+    suiro_set_error(SUIRO_ERR, "suiro_zc_private: the bytes are not inside region %s as mapped here", b->name);
+    return NULL;
+  }
+  region_cow *c = malloc(sizeof *c);
+  if (!c) {
+    suiro_set_error(SUIRO_ERR, "out of memory");
+    return NULL;
+  }
+  /* the name may be removed meanwhile: then the file is not the one mapped (dev/ino) or gone,
+   * and region_map_cow copies instead */
+  const char *name = suiro_buf_name(b);
+  if (region_map_cow(name, b->dev, b->ino, base, (size_t)(p - base), bytes, c) != 0) {
+    free(c);
+    return NULL;
+  }
+  pthread_mutex_lock(&lock);
+  c->next = b->cows;
+  b->cows = c;
+  pthread_mutex_unlock(&lock);
+  return (char *)c->base + c->data_off;
+}
+
+static region_cow *cow_of(suiro_buf *b, const void *p, size_t bytes) { /* lock held */
+  for (region_cow *c = b->cows; c; c = c->next) {
+    const char *lo = c->base;
+    if ((const char *)p >= lo && (size_t)((const char *)p - lo) <= c->len && bytes <= c->len - (size_t)((const char *)p - lo))
+      return c;
+  }
+  return NULL;
+}
+
+void suiro_zc_unprivate(suiro_buf *b, void *copy) {
+  if (!copy || !buf_readable(b, "suiro_zc_unprivate")) return;
+  pthread_mutex_lock(&lock);
+  region_cow **pp = &b->cows;
+  while (*pp && (char *)(*pp)->base + (*pp)->data_off != (char *)copy) pp = &(*pp)->next;
+  region_cow *c = *pp;
+  if (c) *pp = c->next;
+  pthread_mutex_unlock(&lock);
+  if (!c) {
+    suiro_set_error(SUIRO_ERR, "suiro_zc_unprivate: not a private copy of region %s", b->name);
+    return;
+  }
+  region_unmap_cow(c);
+  free(c);
+}
+
+int suiro_zc_written(suiro_buf *b, const void *p, size_t bytes) {
+  if (!buf_readable(b, "suiro_zc_written")) return 1;
+  pthread_mutex_lock(&lock);
+  region_cow *c = cow_of(b, p, bytes);
+  int w = c ? region_cow_written(c, p, bytes) : 1;
+  pthread_mutex_unlock(&lock);
+  return w;
+}
+
+/* The region's own bytes for [p, p+bytes) of a private copy no page of which was written here, or
+ * NULL (written, or not a copy of b): a view sent on unchanged goes by reference. */
+static const char *shared_of(suiro_buf *b, const char *p, size_t bytes) {
+  pthread_mutex_lock(&lock);
+  region_cow *c = cow_of(b, p, bytes);
+  const char *s = c && !region_cow_written(c, p, bytes)
+                      ? (const char *)b->map + c->file_off + (size_t)(p - (const char *)c->base) : NULL;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
 int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
                  const uint64_t *dims) {
   const char *name = b ? suiro_buf_name(b) : NULL;
   if (!name || !w || !data) return WIRE_ERR;
   const char *base = (const char *)b->map;
   const char *p = data;
-  if (p < base + REGION_HDR || (size_t)(p - base) > b->map_size || bytes > b->map_size - (size_t)(p - base))
+  if (p < base || p >= base + b->map_size) p = shared_of(b, p, bytes); /* a private copy, unwritten */
+  if (!p || p < base + REGION_HDR || (size_t)(p - base) > b->map_size || bytes > b->map_size - (size_t)(p - base))
     return WIRE_ERR;
   suiro_wire_ref ref;
   memset(&ref, 0, sizeof ref);

@@ -54,4 +54,23 @@ int region_owner_alive(unsigned pid, uint64_t start);
 /* Unlinks everything of a dead owner (nothing while it lives); returns how many. */
 int region_reap_owner(int pid, uint64_t start);
 
+/* ---- private copy-on-write views (region.c) ------------------------------------------------- */
+typedef struct region_cow {
+  void *base;       /* the private mapping (page aligned, len bytes) */
+  size_t len;
+  size_t file_off;  /* base's offset in the region's file */
+  size_t data_off;  /* the mapped value's first byte: base + data_off */
+  int anon;         /* 1: a plain copy (the region's file could not be mapped again) */
+  struct region_cow *next;
+} region_cow;
+/* Maps bytes [off, off+len) of region `name` MAP_PRIVATE (copy on write), checking it is the file
+ * (dev, ino) whose shared mapping is at shared_base; when it cannot be (the name is gone), copies
+ * them from shared_base + off into private memory instead. 0, or -1 with the error set. */
+int region_map_cow(const char *name, uint64_t dev, uint64_t ino, const void *shared_base, size_t off, size_t len,
+                   region_cow *out);
+void region_unmap_cow(region_cow *c);
+/* 1 when a page of [p, p+len) inside c was written here (or that cannot be told), 0 when every
+ * page is still the region's (/proc/self/pagemap: a written page is anonymous). */
+int region_cow_written(const region_cow *c, const void *p, size_t len);
+
 #endif

@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "internal.h"
 #include "region.h"
+#include "suiro_bind.h"
 
 static uint64_t free_of(const char *dir) {
   struct statvfs sv;
@@ -108,6 +109,101 @@ TEST(names_carry_a_random_id) {
   CHECK(child_id != 0 && child_id != ia);
   suiro_region_close(a, 1);
   suiro_region_close(b, 1);
+}
+
+/* A received value is a private copy (issue 18, item 5): a copy-on-write mapping of the region's
+ * pages, whoever writes through it, never the region itself; unwritten, it is sent on by reference,
+ * written, by value. */
+TEST(a_private_copy_is_copy_on_write) {
+  size_t n = 300000, bytes = n * sizeof(double);
+  suiro_buf *b = suiro_buf_alloc(bytes);
+  CHECK(b != NULL);
+  double *d = suiro_buf_data(b);
+  for (size_t i = 0; i < n; i++) d[i] = (double)i;
+  char wbuf[512];
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, wbuf, sizeof wbuf);
+  CHECK_EQ(suiro_zc_put(&w, b, d, bytes, WIRE_T_F64, 0, 0, NULL), WIRE_OK);
+  const void *msg;
+  size_t len;
+  CHECK_EQ(suiro_wire_writer_finish(&w, &msg, &len), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_EQ(suiro_wire_reader_init(&r, msg, len), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(it.tag, WIRE_REF);
+  suiro_view v;
+  CHECK_EQ(suiro_zc_open(&it.ref, &v), SUIRO_OK); /* takes the grant: a second holder */
+  double *p = suiro_zc_private(v.buf, v.data, (size_t)v.bytes), *q = suiro_zc_private(v.buf, v.data, (size_t)v.bytes);
+  CHECK(p != NULL && q != NULL && p != (double *)v.data && p != q);
+  CHECK(p[0] == 0.0 && p[n - 1] == (double)(n - 1));
+  CHECK_EQ(suiro_zc_written(v.buf, p, (size_t)v.bytes), 0);
+  /* unwritten: sent on by reference, naming the region's own bytes */
+  suiro_wire_writer_init(&w, wbuf, sizeof wbuf);
+  CHECK_EQ(suiro_zc_put(&w, v.buf, p + 10, 80, WIRE_T_F64, 0, 0, NULL), WIRE_OK);
+  suiro_wire_writer_finish(&w, &msg, &len);
+  suiro_wire_reader_init(&r, msg, len);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(it.ref.offset, (uint64_t)(suiro_buf_offset(b) + 10 * sizeof(double)));
+  suiro_zc_revoke(msg, len);
+  /* a write (here plain C, as any code through the address) stays in that copy */
+  p[0] = -1.0;
+  p[n - 1] = -2.0;
+  CHECK(d[0] == 0.0 && d[n - 1] == (double)(n - 1)); /* the region */
+  CHECK(q[0] == 0.0 && q[n - 1] == (double)(n - 1)); /* another copy of it */
+  CHECK_EQ(suiro_zc_written(v.buf, p, (size_t)v.bytes), 1);
+  CHECK_EQ(suiro_zc_written(v.buf, p + 1024, 8 * 1024), 0); /* pages in between: still the region's */
+  CHECK_EQ(suiro_zc_written(v.buf, q, (size_t)v.bytes), 0);
+  /* written: no reference (the caller sends the bytes) */
+  suiro_wire_writer_init(&w, wbuf, sizeof wbuf);
+  CHECK(suiro_zc_put(&w, v.buf, p, bytes, WIRE_T_F64, 0, 0, NULL) != WIRE_OK);
+  suiro_wire_writer_free(&w);
+  suiro_zc_unprivate(v.buf, p);
+  suiro_zc_unprivate(v.buf, q);
+  suiro_buf_unref(v.buf);
+  suiro_buf_unref(b);
+}
+
+/* The same for a region in the fallback directory (a file, "<name>.f"): mapped again privately. */
+TEST(a_private_copy_of_a_fallback_region_is_copy_on_write) {
+  const char *dir = region_fallback_dir();
+  if (!*dir || !strcmp(dir, "off")) return; /* no fallback directory in this environment */
+  int made_dir = mkdir(dir, 0700) == 0;
+  int pid;
+  uint64_t id;
+  region_identity(&pid, &id);
+  char name[96], path[512];
+  snprintf(name, sizeof name, "/suiro_%x_%llx_cowtest.f", (unsigned)pid, (unsigned long long)id);
+  snprintf(path, sizeof path, "%s%s", dir, name);
+  size_t size = (size_t)1 << 20;
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  CHECK(fd >= 0);
+  CHECK(ftruncate(fd, (off_t)size) == 0);
+  unsigned char *shared = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(shared != MAP_FAILED);
+  memset(shared, 7, size);
+  struct stat sb;
+  CHECK(fstat(fd, &sb) == 0);
+  close(fd);
+  region_cow c;
+  CHECK_EQ(region_map_cow(name, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino, shared, 64, size - 64, &c), 0);
+  unsigned char *p = (unsigned char *)c.base + c.data_off;
+  CHECK(!c.anon); /* mapped, not copied */
+  CHECK(p[0] == 7 && p[size - 65] == 7);
+  CHECK_EQ(region_cow_written(&c, p, size - 64), 0);
+  p[5] = 1;
+  CHECK(shared[64 + 5] == 7);
+  CHECK_EQ(region_cow_written(&c, p, size - 64), 1);
+  shared[size - 1] = 9; /* an unwritten page is still the file's */
+  CHECK(p[size - 65] == 9);
+  region_unmap_cow(&c);
+  /* another file under the name (dev/ino differ): copied from the shared mapping, not mapped */
+  CHECK_EQ(region_map_cow(name, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino + 1, shared, 64, 128, &c), 0);
+  CHECK(c.anon && ((unsigned char *)c.base)[c.data_off] == 7);
+  region_unmap_cow(&c);
+  munmap(shared, size);
+  unlink(path);
+  if (made_dir) rmdir(dir);
 }
 
 /* The fallback directory may be shared with processes of another /dev/shm (a container, a mount
