@@ -1,7 +1,9 @@
 """Zero-copy arrays: from the floor (32 KiB) up, arrays cross as region references and arrive as
-read-only numpy views over the shared pages; a view sent on again goes by reference; a view
-keeps its region until it is collected."""
+numpy arrays over private copy-on-write mappings of the shared pages (writable; a write stays in
+this process, at every size); a view sent on unwritten goes by reference, written by value; a
+view keeps its region until it is collected."""
 
+import ctypes
 import gc
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 
 import suiro
 import pyfuncs
+import zc_funcs
 from suiro import _core
 
 FLOOR = _core.zc_floor()
@@ -25,14 +28,86 @@ def test_floor_is_32k():
     assert FLOOR == 32 * 1024
 
 
-def test_large_results_are_read_only_views(pool):
+def test_large_results_are_writable_views(pool):
     x = np.arange(FLOOR // 8, dtype=np.float64)  # exactly the floor
     y = pool.submit(pyfuncs.times2, x).collect(timeout=10)
     assert np.array_equal(y, x * 2)
-    assert not y.flags.writeable
+    assert y.flags.writeable  # before: read-only from the floor up, writable below it
     assert region_of(y).startswith("/suiro_")
-    with pytest.raises(ValueError):
-        y[0] = 1.0
+    y[0] = 1.0
+
+
+SIZES = [FLOOR // 8 - 1, FLOOR // 8, 1_000_000]  # float64s: below the floor, at it, far above
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_received_arguments_are_private_copies(pool, n):
+    """A worker writing into its argument in place changes nothing anyone else reads."""
+    y = pool.submit(pyfuncs.identity, np.arange(n, dtype=np.float64)).collect(timeout=10)
+    w = pool.submit(pyfuncs.identity, y).collect(timeout=10)  # a second holder (by reference when large)
+    last = float(n - 1)
+    # before: ValueError (read-only) from the floor up
+    assert pool.submit(zc_funcs.write_first, y, -1.0).collect(timeout=10) == [0.0, last, -1.0, -1.0]
+    assert zc_funcs.ends(y) == [0.0, last] and zc_funcs.ends(w) == [0.0, last]  # the sender
+    assert pool.submit(zc_funcs.ends, y).collect(timeout=10) == [0.0, last]  # another task, worker
+    assert pool.submit(zc_funcs.ends, w).collect(timeout=10) == [0.0, last]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_received_results_are_private_copies(pool, n):
+    """The host writing into a result changes no other holder; sent on, it goes as written."""
+    y = pool.submit(pyfuncs.identity, np.arange(n, dtype=np.float64)).collect(timeout=10)
+    w = pool.submit(pyfuncs.identity, y).collect(timeout=10)
+    last = float(n - 1)
+    assert y.flags.writeable and w.flags.writeable
+    y[0] = y[-1] = 7.0
+    assert zc_funcs.ends(w) == [0.0, last]
+    assert pool.submit(zc_funcs.ends, w).collect(timeout=10) == [0.0, last]
+    assert pool.submit(zc_funcs.ends, y).collect(timeout=10) == [7.0, 7.0]  # what the host reads
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_write_through_the_address_stays_private(pool, n):
+    """ctypes (as any C code) writing through a received array's address: before, the "read-only"
+    view was mapped writable over the shared pages, and the write reached every holder."""
+    y = pool.submit(pyfuncs.identity, np.arange(n, dtype=np.float64)).collect(timeout=10)
+    w = pool.submit(pyfuncs.identity, y).collect(timeout=10)
+    ctypes.c_double.from_address(w.ctypes.data).value = 99.0
+    assert w[0] == 99.0 and y[0] == 0.0
+    assert pool.submit(zc_funcs.ends, y).collect(timeout=10)[0] == 0.0
+    assert pool.submit(zc_funcs.ends, w).collect(timeout=10)[0] == 99.0
+    assert pool.submit(zc_funcs.poke, y, -5.0).collect(timeout=10) == -5.0  # in a worker
+    assert y[0] == 0.0 and pool.submit(zc_funcs.ends, y).collect(timeout=10)[0] == 0.0
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_what_a_receiver_holds_is_a_snapshot(pool1, n):
+    """Neither side's later writes change what the other already holds (one worker, keeping it)."""
+    x = np.arange(n, dtype=np.float64)
+    last = float(n - 1)
+    try:
+        y = pool1.submit(zc_funcs.hold, x).collect(timeout=10)  # the worker keeps its argument
+        x[0] = x[-1] = 3.0  # the sender's original
+        assert pool1.submit(zc_funcs.held_ends).collect(timeout=10) == [0.0, last]
+        y[0] = y[-1] = 4.0  # the host's view of what the worker holds
+        assert pool1.submit(zc_funcs.held_ends).collect(timeout=10) == [0.0, last]
+        assert pool1.submit(zc_funcs.write_held, 5.0).collect(timeout=10) == [5.0, 5.0]
+        assert zc_funcs.ends(y) == [4.0, 4.0]
+    finally:
+        pool1.submit(zc_funcs.drop_held).collect(timeout=10)
+
+
+def test_a_view_sent_on_unwritten_goes_by_reference_written_by_value(pool):
+    y = pool.submit(pyfuncs.times2, np.ones(100000)).collect(timeout=10)
+    name = region_of(y)
+    assert pool.submit(pyfuncs.view_region, y).collect(timeout=10) == name
+    assert not view_of(y).written()
+    y[50000] = 0.0
+    assert view_of(y).written()
+    r = pool.submit(pyfuncs.view_region, y).collect(timeout=10)
+    assert r is not None and r != name  # copied into a region of its own
+    s = y[:40000]  # pages before the written one: still the region's
+    assert pool.submit(pyfuncs.view_region, s).collect(timeout=10) == name
 
 
 def test_small_arrays_are_private_copies(pool):
@@ -44,9 +119,9 @@ def test_small_arrays_are_private_copies(pool):
 
 def test_arguments_arrive_as_views(pool):
     x = np.arange(10000, dtype=np.int32).reshape(100, 100)
-    assert pool.submit(pyfuncs.array_info, x).collect(timeout=10) == ["int32", [100, 100], False, False]
+    assert pool.submit(pyfuncs.array_info, x).collect(timeout=10) == ["int32", [100, 100], True, False]
     f = np.asfortranarray(x)
-    assert pool.submit(pyfuncs.array_info, f).collect(timeout=10) == ["int32", [100, 100], False, True]
+    assert pool.submit(pyfuncs.array_info, f).collect(timeout=10) == ["int32", [100, 100], True, True]
     assert pool.submit(pyfuncs.view_region, x).collect(timeout=10).startswith("/suiro_")
 
 

@@ -1,34 +1,35 @@
 /*
- * view.c — suiro._core.View: read-only bytes over a shared region, exported through the buffer
- * protocol so numpy.frombuffer makes arrays over the shared pages (no numpy C API).
+ * view.c — suiro._core.View: a private copy of bytes in a shared region, exported through the
+ * buffer protocol so numpy.frombuffer makes arrays over it (no numpy C API).
  *
- * Ownership: a View owns one reference of its region (suiro_buf) and gives it back
- * (suiro_buf_unref) when it is deallocated; numpy arrays made from it keep it alive through their
- * `base`, so the region lives as long as any array over it. Views are immutable: readers in
- * other processes share the pages, so the buffer is exported read-only.
+ * A received array behaves as a private copy at every size (docs/zero-copy.md): writable, and no
+ * write reaches another process. The copy is a copy-on-write mapping of the region's pages
+ * (suiro_zc_private): nothing is copied until a page is written, and then that page only, whoever
+ * writes (numpy, ctypes, C code through the array's address). Sent on unwritten, it goes by
+ * reference (suiro_zc_put knows the copy); once written, by value.
+ *
+ * Ownership: a View owns one reference of its region (suiro_buf) and its private copy, given back
+ * (suiro_zc_unprivate, then suiro_buf_unref) when it is deallocated; numpy arrays made from it keep
+ * it alive through their `base`.
  */
 #include "suiro_py.h"
 
 typedef struct ViewObject {
   PyObject_HEAD
   suiro_buf *b;
-  const void *data;
+  void *data;     /* the private copy (suiro_zc_private) */
   Py_ssize_t len;
 } ViewObject;
 
 static void view_dealloc(ViewObject *v) {
+  if (v->b && v->data) suiro_zc_unprivate(v->b, v->data);
   if (v->b) suiro_buf_unref(v->b);
   v->b = NULL;
   Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
 static int view_getbuffer(ViewObject *v, Py_buffer *view, int flags) {
-  if (flags & PyBUF_WRITABLE) {
-    PyErr_SetString(PyExc_BufferError, "a suiro view is read-only (other processes share its pages)");
-    view->obj = NULL;
-    return -1;
-  }
-  return PyBuffer_FillInfo(view, (PyObject *)v, (void *)v->data, v->len, 1, flags);
+  return PyBuffer_FillInfo(view, (PyObject *)v, v->data, v->len, 0, flags);
 }
 
 static PyBufferProcs view_as_buffer = { (getbufferproc)view_getbuffer, NULL };
@@ -45,9 +46,14 @@ static PyObject *view_holders(ViewObject *v, PyObject *unused) {
   return PyLong_FromLong(v->b ? suiro_buf_holders(v->b) : 0);
 }
 
+static PyObject *view_written(ViewObject *v, PyObject *unused) {
+  return PyBool_FromLong(v->b && v->data ? suiro_zc_written(v->b, v->data, (size_t)v->len) : 1);
+}
+
 static PyMethodDef view_methods[] = {
   { "region", (PyCFunction)view_region, METH_NOARGS, "The name of the shared region (None once it is gone)." },
   { "holders", (PyCFunction)view_holders, METH_NOARGS, "Holders of the region in this process (views, messages)." },
+  { "written", (PyCFunction)view_written, METH_NOARGS, "Whether a page of this private copy was written here." },
   { NULL, NULL, 0, NULL },
 };
 
@@ -62,20 +68,27 @@ PyTypeObject SpView_Type = {
   .tp_dealloc = (destructor)view_dealloc,
   .tp_as_buffer = &view_as_buffer,
   .tp_flags = Py_TPFLAGS_DEFAULT,
-  .tp_doc = "Read-only bytes in a shared region (the base of suiro's zero-copy numpy arrays).",
+  .tp_doc = "A private copy-on-write copy of bytes in a shared region (the base of suiro's zero-copy numpy arrays).",
   .tp_methods = view_methods,
   .tp_getset = view_getset,
 };
 
 PyObject *sp_view_array(suiro_buf *b, const void *data, uint64_t bytes, int type, int order, int ndim,
                         const uint64_t *dims) {
+  void *copy = suiro_zc_private(b, data, (size_t)bytes);
+  if (!copy) {
+    PyErr_Format(PyExc_OSError, "cannot map a received array: %s", suiro_last_error());
+    suiro_buf_unref(b);
+    return NULL;
+  }
   ViewObject *v = PyObject_New(ViewObject, &SpView_Type);
   if (!v) {
+    suiro_zc_unprivate(b, copy);
     suiro_buf_unref(b);
     return NULL;
   }
   v->b = b;
-  v->data = data;
+  v->data = copy;
   v->len = (Py_ssize_t)bytes;
   PyObject *a = PyObject_CallFunctionObjArgs(SP.np_frombuffer, (PyObject *)v, SP.np_dtypes[type], NULL);
   Py_DECREF(v);
