@@ -64,6 +64,7 @@ SEXP C_rng_draws(SEXP seed, SEXP index, SEXP kind, SEXP count, SEXP lo, SEXP hi)
 SEXP C_is_view(SEXP x);
 SEXP C_view_stats(void);
 SEXP C_view_region(SEXP x);
+SEXP C_view_poke(SEXP x, SEXP i, SEXP value);
 SEXP C_worker_set_handler(SEXP h);
 SEXP C_worker_note_error(SEXP cond, SEXP calls);
 SEXP C_worker_set_relay(SEXP h);
@@ -127,6 +128,7 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_is_view, 1),
   CALLDEF(C_view_stats, 0),
   CALLDEF(C_view_region, 1),
+  CALLDEF(C_view_poke, 3),
   CALLDEF(C_worker_set_handler, 1),
   CALLDEF(C_worker_note_error, 2),
   CALLDEF(C_worker_set_relay, 1),

@@ -6,30 +6,28 @@
  * the finalizer of its record (data1: an external pointer), so a region lives while any view of
  * it is reachable from R, and is recycled after gc() once none is.
  *
- * Views are MARK_NOT_MUTABLE: R copies before changing them. Much of base R asks for a writable
- * pointer even to read (REAL(x)); such a request gets a MAP_PRIVATE mapping of the same pages
- * (copy-on-write at page granularity, so the shared pages never change whatever C code does), and
- * from then on the view reads through it. Duplicate makes a new, mutable view of the same pages
- * (x[1] <- 0 then copies one page, not the vector); such a copy, once handed a writable pointer,
- * is sent by value. Original views are not mutable, so they keep going by reference.
+ * A received vector behaves as a private copy (docs/zero-copy.md). Views are MARK_NOT_MUTABLE: R
+ * copies before changing them. Much of base R asks for a writable pointer even to read (REAL(x));
+ * such a request gets a private copy-on-write mapping of the same pages (suiro_zc_private, for
+ * regions in /dev/shm and in the fallback directory alike: a write copies its page for this view
+ * alone, so the shared pages never change whatever C code does), and from then on the view reads
+ * through it. Duplicate makes a new, mutable view of the same pages (x[1] <- 0 then copies one
+ * page, not the vector). A view is sent by reference while no page of its private mapping was
+ * written (suiro_zc_written), and by value once one was (C code writing into a view in place):
+ * what a receiver gets is always what the sender reads.
  * Serialized_state returns NULL, so serialize()/saveRDS() write views as plain vectors.
  *
  * Ownership: the record is freed by its finalizer only; everything runs on R's main thread.
  */
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "rsuiro.h"
 
 typedef struct view_rec {
   suiro_buf *buf;      /* one reference, ours */
   const void *data;    /* the shared bytes */
-  void *priv;          /* private copy-on-write mapping (or malloc'd copy), NULL until asked */
-  void *map_base;      /* what to munmap (NULL: priv is malloc'd) */
-  size_t map_len;
+  void *priv;          /* private copy-on-write mapping (suiro_zc_private), NULL until asked */
   R_xlen_t n;
   size_t bytes;
   int type;            /* WIRE_T_* */
@@ -138,10 +136,7 @@ static void rec_free(SEXP ptr) {
   view_rec *v = R_ExternalPtrAddr(ptr);
   if (!v) return;
   R_ClearExternalPtr(ptr);
-  if (v->priv) {
-    if (v->map_base) munmap(v->map_base, v->map_len);
-    else free(v->priv);
-  }
+  if (v->priv) suiro_zc_unprivate(v->buf, v->priv);
   suiro_buf_unref(v->buf);
   live_views--;
   live_bytes -= v->bytes;
@@ -202,45 +197,20 @@ int rs_view_info(SEXP x, suiro_buf **b, const void **data, size_t *bytes) {
         R_altrep_inherits(x, cls_raw)))
     return 0;
   view_rec *v = R_ExternalPtrAddr(R_altrep_data1(x));
-  /* A view R made by duplicating may have been written (through its private mapping): it goes by
-   * value. An original view is marked not mutable, so R never writes into it even when it asked
-   * for a writable pointer: it still goes by reference. */
-  if (!v || (v->priv && v->is_copy)) return 0;
+  /* A view written through its private mapping (R changing a duplicate, C code writing into any
+   * view) goes by value: the receiver gets what this process reads. Unwritten, by reference. */
+  if (!v || (v->priv && suiro_zc_written(v->buf, v->priv, v->bytes))) return 0;
   *b = v->buf;
   *data = v->data;
   *bytes = v->bytes;
   return 1;
 }
 
-/* A private copy-on-write mapping of the view's pages (or a copy when the region has no name). */
+/* A private copy-on-write mapping of the view's pages (a copy when the region has no name). */
 static void *privatize(view_rec *v) {
   if (v->priv) return v->priv;
-  const char *name = suiro_buf_name(v->buf);
-  if (name && v->bytes) {
-    int fd = shm_open(name, O_RDONLY, 0);
-    if (fd >= 0) {
-      long page = sysconf(_SC_PAGESIZE);
-      const char *region = (const char *)suiro_buf_data(v->buf) - suiro_buf_offset(v->buf);
-      size_t off = (size_t)((const char *)v->data - region);
-      size_t start = off - off % (size_t)page;
-      size_t len = off - start + v->bytes;
-      /* read-only and populated first (no fault per page when read), then writable: a write
-       * copies its page */
-      void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)start);
-      close(fd);
-      if (m != MAP_FAILED && mprotect(m, len, PROT_READ | PROT_WRITE) == 0) {
-        v->map_base = m;
-        v->map_len = len;
-        v->priv = (char *)m + (off - start);
-        return v->priv;
-      }
-      if (m != MAP_FAILED) munmap(m, len);
-    }
-  }
-  v->priv = malloc(v->bytes ? v->bytes : 1);
-  if (!v->priv) Rf_error("suiro: out of memory for a writable copy of a view");
-  if (v->bytes) memcpy(v->priv, v->data, v->bytes);
-  v->map_base = NULL;
+  v->priv = suiro_zc_private(v->buf, v->data, v->bytes);
+  if (!v->priv) Rf_error("suiro: cannot make a writable copy of a view: %s", suiro_last_error());
   return v->priv;
 }
 
@@ -267,7 +237,7 @@ static SEXP view_duplicate(SEXP x, Rboolean deep) {
   view_rec *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   suiro_buf_hold(v->buf);
-  *c = (view_rec){ v->buf, v->data, NULL, NULL, 0, v->n, v->bytes, v->type, 1, 0 };
+  *c = (view_rec){ v->buf, v->data, NULL, v->n, v->bytes, v->type, 1, 0 };
   live_views++;
   live_bytes += c->bytes;
   return make_view(c, v->type); /* R copies the attributes (altrep_DuplicateEX_default) */
@@ -365,4 +335,14 @@ SEXP C_view_region(SEXP x) {
   if (!v) return R_NilValue;
   const char *name = suiro_buf_name(v->buf);
   return name ? Rf_mkString(name) : R_NilValue;
+}
+
+/* For tests: writes value into element i (0-based) of a double vector in place, as C code does
+ * (REAL(x)[i] = value, whatever R's copy rules say). */
+SEXP C_view_poke(SEXP x, SEXP i, SEXP value) {
+  if (TYPEOF(x) != REALSXP) Rf_error("view_poke: x (argument 1) must be a double vector");
+  R_xlen_t k = (R_xlen_t)Rf_asReal(i);
+  if (k < 0 || k >= XLENGTH(x)) Rf_error("view_poke: i (argument 2) is outside the vector");
+  REAL(x)[k] = Rf_asReal(value);
+  return R_NilValue;
 }

@@ -1,6 +1,7 @@
-# Zero-copy: vectors from the 32 KiB floor up cross as read-only ALTREP views of shared pages; a
-# view sent on goes by reference; views survive gc() while referenced and give their regions back
-# after; views behave like plain vectors everywhere (copy on change, saveRDS, sort).
+# Zero-copy: vectors from the 32 KiB floor up cross as ALTREP views of shared pages that behave as
+# private copies (a change, by R or by C code in place, stays in this process); a view sent on
+# unchanged goes by reference, changed by value; views survive gc() while referenced and give
+# their regions back after; views behave like plain vectors everywhere (copy on change, saveRDS).
 
 region_of <- function(x) .Call(suiro:::C_view_region, x)
 
@@ -74,6 +75,39 @@ test_that("a view is read-only: changing it copies, others never see the change"
   expect_false(suiro_is_view(r))
   expect_identical(r, as.numeric(1:50000))
   expect_identical(unserialize(serialize(v, NULL)), as.numeric(1:50000))
+})
+
+test_that("a view behaves as a private copy: x[1] <- 0 and C writes in place stay here", {
+  p <- local_pool(workers = 2)
+  n <- 1e6
+  v <- suiro_collect(suiro_submit(p, function(x) x, as.numeric(seq_len(n))), timeout = 20)
+  w <- suiro_collect(suiro_submit(p, function(x) x, v), timeout = 20) # another view of the region
+  expect_true(suiro_is_view(v))
+  expect_identical(region_of(w), region_of(v))
+  ends <- function(a) c(a[1], a[length(a)])
+  in_worker <- function(a) suiro_collect(suiro_submit(p, function(x) c(x[1], x[length(x)]), a), timeout = 20)
+  # R-level: x[1] <- 0 on the view
+  x <- v
+  x[1] <- 0
+  expect_identical(ends(x), c(0, n))
+  expect_identical(ends(v), c(1, n))
+  expect_identical(in_worker(v), c(1, n))
+  expect_identical(in_worker(x), c(0, n)) # sent as it reads here
+  # C-level: REAL(v)[0] written in place, R's copy rules bypassed (before: the host read the new
+  # value while a view sent on still went by reference, so workers read the old one)
+  .Call(suiro:::C_view_poke, v, 0, -7)
+  expect_identical(ends(v), c(-7, n))
+  expect_identical(ends(w), c(1, n)) # another holder of the region
+  expect_identical(in_worker(w), c(1, n))
+  expect_identical(in_worker(v), c(-7, n))
+  # the same in a worker: its write reaches neither the host nor the other worker
+  got <- suiro_collect(suiro_submit(p, function(a) {
+    .Call(suiro:::C_view_poke, a, length(a) - 1, -9)
+    c(a[1], a[length(a)])
+  }, w), timeout = 20)
+  expect_identical(got, c(1, -9))
+  expect_identical(ends(w), c(1, n))
+  expect_identical(in_worker(w), c(1, n))
 })
 
 test_that("views survive gc() while referenced and are released after", {
