@@ -12,8 +12,9 @@
  *   (DATE / TIMESTAMP / FACTOR); a:kind(), a:unit(), a:tz(), a:levels(), a:ordered(), a:codes()
  *
  * An array either owns its memory (malloc, or a shared region from larray_alloc_big) or is a view
- * of memory owned elsewhere (a zero-copy value received from another process: read-only, released
- * once at __gc or a:release()). Indexing is 1-based; element access converts to Lua numbers
+ * of memory owned elsewhere (a zero-copy value received from another process: a private
+ * copy-on-write mapping of the region's pages, writable like any array, a write copying its page
+ * for this view alone; released once at __gc or a:release()). Indexing is 1-based; element access converts to Lua numbers
  * (integers for integer types, booleans for bool, {re, im} for c128); a bool NA reads as
  * suiro.NA. A factor is an i32 array of 0-based codes (-1 = NA) with its levels in the user value;
  * its elements read and write as level strings (or suiro.NA).
@@ -353,9 +354,6 @@ static int l_index(lua_State *L) {
 
 static int l_newindex(lua_State *L) {
   larray *a = larray_check(L, 1);
-  if (a->readonly)
-    return luaL_error(L, "suiro.array: this %s array is a read-only view of shared memory; copy it first "
-                         "(a:copy()) to modify it", wire_type_name(a->type));
   int64_t i = check_index(L, a, 2);
   if (a->shared) unshare(L, a);
   store_elem(L, a, 1, i, 3);
@@ -819,6 +817,13 @@ static const luaL_Reg meta[] = {
   { "__close", l_release }, { "__tostring", l_tostring }, { "__add", l_add }, { "__sub", l_sub },
   { "__mul", l_mul }, { "__div", l_div }, { "__unm", l_unm }, { "__eq", l_eq }, { NULL, NULL },
 };
+
+/* A received view: its private copy-on-write mapping, then its reference of the region. */
+void larray_release_view(larray *a) {
+  suiro_zc_unprivate(a->region, a->data);
+  suiro_buf_unref(a->region);
+  a->region = NULL;
+}
 
 /* Large arrays live in shared regions when the process has a pool (zero-copy sends). */
 void larray_release_region(larray *a) {

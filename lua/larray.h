@@ -27,7 +27,7 @@ struct larray {
   int kind;             /* LARRAY_PLAIN / DATE / TIMESTAMP / FACTOR */
   int unit;             /* TIMESTAMP: WIRE_UNIT_* */
   int ordered;          /* FACTOR */
-  int readonly;         /* a view of shared memory: writes raise */
+  int readonly;         /* a received view (a private copy-on-write mapping: writes stay here) */
   int shared;           /* sent by reference: the next write copies it first (copy on write) */
   int owns;             /* data was malloc'd here */
   int64_t shape[LARRAY_MAX_NDIM];
@@ -76,6 +76,7 @@ extern size_t larray_big_bytes;
 /* The release of an array whose data lives in a region (made here, or a view received): gives the
  * region's reference back. */
 void larray_release_region(larray *a);
+void larray_release_view(larray *a); /* a received view (ldec.c) */
 /* Moves a private array's data into memory from larray_alloc_big (so it can be sent by
  * reference); returns 0 when no region can be had. */
 int larray_to_region(lua_State *L, larray *a);

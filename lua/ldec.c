@@ -2,8 +2,9 @@
  * ldec.c — the wire format -> Lua values (docs/wire-format.md): the inverse of lenc.c. Decoding
  * never trusts its input: the engine's reader validates every item, and this file checks what is
  * Lua's to check (dimensions a suiro.array can hold, keys, counts it can allocate). Large arrays
- * arrive as read-only views (suiro_zc_open); dicts whose key order is not the sorted one keep it
- * (lrecord.c); functions arrive only in workers (lworker.c decodes them) or as descriptors.
+ * arrive as views (suiro_zc_open), private copy-on-write mappings (suiro_zc_private); dicts whose
+ * key order is not the sorted one keep it (lrecord.c); functions arrive only in workers
+ * (lworker.c decodes them) or as descriptors.
  */
 #include <math.h>
 #include <stdio.h>
@@ -122,8 +123,8 @@ static void dec_funcdesc(dec *d, wire_item *it) {
   lua_setfield(L, -2, "captured");
 }
 
-/* A typed reference becomes a read-only view of the shared pages (the sender added a reference
- * for us; the view owns it and drops it when collected or released). */
+/* A typed reference becomes a view: a private copy-on-write mapping of the shared pages (the sender
+ * added a reference for us; the view owns it and drops it when collected or released). */
 static void dec_ref_view(dec *d, wire_item *it) {
   lua_State *L = d->L;
   const wire_ref *r = &it->ref;
@@ -134,7 +135,12 @@ static void dec_ref_view(dec *d, wire_item *it) {
   suiro_view v;
   if (suiro_zc_open(r, &v) != SUIRO_OK)
     luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
-  larray *a = larray_new_view(L, r->type, (int64_t)v.count, v.data, 1, v.buf, larray_release_region, !v.fresh);
+  void *copy = suiro_zc_private(v.buf, v.data, (size_t)v.bytes); /* a private copy-on-write mapping */
+  if (!copy) {
+    suiro_buf_unref(v.buf);
+    luaL_error(L, "cannot decode value: %s (byte %d)", suiro_last_error(), (int)it->pos);
+  }
+  larray *a = larray_new_view(L, r->type, (int64_t)v.count, copy, 1, v.buf, larray_release_view, !v.fresh);
   if (r->ndim >= 1) {
     a->nd = 1;
     a->ndim = r->ndim;

@@ -1,5 +1,6 @@
--- Zero-copy: large arrays cross as references, arrive as read-only views, come back O(1), and
--- their regions are recycled and removed.
+-- Zero-copy: large arrays cross as references, arrive as views that behave as private copies
+-- (copy-on-write mappings: writable, a write stays here), come back O(1), and their regions are
+-- recycled and removed.
 local suiro = require "suiro"
 local support = require "tests.lua.support"
 local probe = require "suiro.probe"
@@ -24,14 +25,31 @@ describe("zero-copy arrays", function()
     assert.are.equal(2 * 200000 * 200001 / 2, y:sum())
   end)
 
-  it("makes views read-only", function()
-    local v = pool:submit(function() return suiro.f64(50000) + 1 end):collect()
-    assert.is_true(v:isview())
-    assert.has_error(function() v[1] = 2 end)
-    local c = v:copy()
-    c[1] = 5
-    assert.are.equal(5.0, c[1])
-    assert.are.equal(1.0, v[1])
+  it("makes received arrays private copies at every size: writable, a write stays here", function()
+    for _, n in ipairs { 4095, 4096, 1000000 } do -- f64s: below the 32 KiB floor, at it, far above
+      local a = suiro.array("f64", n)
+      for i = 1, n do a[i] = i end
+      local y = pool:submit(function(x) return x end, a):collect()
+      local w = pool:submit(function(x) return x end, y):collect() -- another holder (a view when large)
+      assert.are.equal(n >= 4096, y:isview())
+      y[1], y[n] = -1, -1 -- before: "a read-only view of shared memory" from the floor up
+      assert.are.equal(-1.0, y[1])
+      assert.are.same({ 1.0, n + 0.0 }, { w[1], w[n] })
+      assert.are.same({ 1.0, n + 0.0 }, { a[1], a[n] })
+      local ends = function(x) return { x[1], x[#x] } end
+      assert.are.same({ 1.0, n + 0.0 }, pool:submit(ends, w):collect())
+      assert.are.same({ -1.0, -1.0 }, pool:submit(ends, y):collect()) -- sent as it reads here
+      -- a worker writing into its argument in place changes nothing the host or a later task reads
+      assert.are.same({ -5.0, -5.0 }, pool:submit(function(x)
+        x[1], x[#x] = -5, -5
+        return { x[1], x[#x] }
+      end, w):collect())
+      assert.are.same({ 1.0, n + 0.0 }, { w[1], w[n] })
+      assert.are.same({ 1.0, n + 0.0 }, pool:submit(ends, w):collect())
+      local c = w:copy()
+      c[1] = 5
+      assert.are.same({ 5.0, 1.0 }, { c[1], w[1] })
+    end
   end)
 
   it("copies a sent array before it changes (copy on write)", function()
