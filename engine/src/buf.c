@@ -657,24 +657,29 @@ void suiro_zc_unprivate(suiro_buf *b, void *copy) {
   free(c);
 }
 
-int suiro_zc_written(suiro_buf *b, const void *p, size_t bytes) {
-  if (!buf_readable(b, "suiro_zc_written")) return 1;
+/* A copy of the private copy holding [p, p+bytes), 0; or -1 when p is in none of b's. The page
+ * table is read (region_cow_written) outside the lock: the copy lives while its view does, and
+ * the caller holds that view. */
+static int find_cow(suiro_buf *b, const void *p, size_t bytes, region_cow *out) {
   pthread_mutex_lock(&lock);
   region_cow *c = cow_of(b, p, bytes);
-  int w = c ? region_cow_written(c, p, bytes) : 1;
+  if (c) *out = *c;
   pthread_mutex_unlock(&lock);
-  return w;
+  return c ? 0 : -1;
+}
+
+int suiro_zc_written(suiro_buf *b, const void *p, size_t bytes) {
+  if (!buf_readable(b, "suiro_zc_written")) return 1;
+  region_cow c;
+  return find_cow(b, p, bytes, &c) != 0 || region_cow_written(&c, p, bytes);
 }
 
 /* The region's own bytes for [p, p+bytes) of a private copy no page of which was written here, or
  * NULL (written, or not a copy of b): a view sent on unchanged goes by reference. */
 static const char *shared_of(suiro_buf *b, const char *p, size_t bytes) {
-  pthread_mutex_lock(&lock);
-  region_cow *c = cow_of(b, p, bytes);
-  const char *s = c && !region_cow_written(c, p, bytes)
-                      ? (const char *)b->map + c->file_off + (size_t)(p - (const char *)c->base) : NULL;
-  pthread_mutex_unlock(&lock);
-  return s;
+  region_cow c;
+  if (find_cow(b, p, bytes, &c) != 0 || region_cow_written(&c, p, bytes)) return NULL;
+  return (const char *)b->map + c.file_off + (size_t)(p - (const char *)c.base);
 }
 
 int suiro_zc_put(suiro_wire_writer *w, suiro_buf *b, const void *data, size_t bytes, int type, int order, int ndim,
