@@ -52,6 +52,19 @@ static suiro_chan *child_import(const suiro_chan_ref *ref) {
 static uint64_t recv_from(suiro_chan *rx, uint64_t next, suiro_status *end, double timeout);
 #define recv_counting(rx, end, timeout) recv_from((rx), 0, (end), (timeout))
 
+/* Waits (bounded) until the peer of ch has an owner: a child killed before it claimed its end
+ * would leave the end between owners, which is not a death. */
+static void wait_claimed(suiro_chan *ch) {
+  double t0 = suiro_now();
+  suiro_chan_stats s;
+  do {
+    CHECK_OK(suiro_chan_status(ch, &s));
+    if (s.peer != SUIRO_CHAN_PEER_MOVING) return;
+    usleep(1000);
+  } while (suiro_now() - t0 < 20);
+  CHECK(!"the child never claimed its end");
+}
+
 /* Sends 0..n-1 as u64 in random batches of 1..64, then closes. */
 static void send_counting(suiro_chan *tx, uint64_t n, int close_it) {
   uint64_t buf[64][3] = { { 0 } }; /* a message is 8, 16 or 24 bytes: the count, then zeros */
@@ -257,6 +270,7 @@ TEST_T(sender_death_at_random_moments, 120) {
       send_counting(t, UINT64_MAX / 2, 0); /* until killed */
       _exit(0);
     }
+    wait_claimed(rx);
     usleep((useconds_t)(rnd() % 30000));
     suiro_status end;
     uint64_t got = 0;
@@ -304,6 +318,7 @@ TEST_T(receiver_death_at_random_moments, 120) {
       recv_counting(r, &end, -1);
       _exit(0);
     }
+    wait_claimed(tx);
     usleep((useconds_t)(rnd() % 20000));
     kill(c, SIGKILL);
     uint64_t i = 0, msg[3] = { 0 };
