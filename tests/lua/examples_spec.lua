@@ -19,6 +19,8 @@ local examples = {
   { "build/bin/suiro run examples/nested_map.lua", "1 worker%(s%): 2635310 4818361 6239529 7388808",
     "2 worker%(s%): 2635310 4818361 6239529 7388808" },
   { "build/bin/suiro run examples/bootstrap.lua", "bitwise identical across worker counts:%s+true" },
+  { "build/bin/suiro run examples/channels.lua",
+    "produced 100000, squared 100000, received 100000 squares summing to 333338333350000" },
   -- without mpirun: the local host alone (tests/mpi runs it on three ranks and compares)
   { "build/bin/suiro run examples/cluster_map.lua", "squares: 100000 elements, sum 333338333350000",
     "nested: 2635310.2328 4818361.2879 6239529.1398", "error: ok=false element=7777 message=no luck with 7777",
