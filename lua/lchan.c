@@ -118,7 +118,10 @@ static int l_channel(lua_State *L) {
 static suiro_status put_one(lua_State *L, lchan *c, int idx, double timeout, const char *verb, suiro_msg *m) {
   if (lua_isnil(L, idx))
     luaL_error(L, "%s: nil cannot be sent on a channel (recv answers nil only with a reason)", verb);
-  lcodec_ctx cx = { .L = L, .pool = NULL, .verb = verb, .msg = m };
+  /* a pool without a handle: large arrays may go by reference (lenc.c asks for a pool), functions
+   * are refused ("a function cannot be sent here": no pool to publish their code in) */
+  static lpool no_pool;
+  lcodec_ctx cx = { .L = L, .pool = &no_pool, .verb = verb, .msg = m };
   lcodec_encode_value(&cx, idx, suiro_msg_writer(m));
   const void *buf;
   size_t len;

@@ -124,6 +124,21 @@ describe("suiro.channel", function()
     assert.matches("sent to another process", err_of(tx.send, tx, 1))
   end)
 
+  it("carries arrays above the zero-copy floor by reference, past the byte cap", function()
+    local tx, rx = suiro.channel { capacity = 4 }
+    local t = pool:submit(function(out)
+      local a = require("suiro").f64(1000000) -- 8 MB: 30 times the default byte cap
+      for i = 1, #a do a[i] = i end
+      out:send(a)
+      out:close()
+    end, tx)
+    local a = rx:recv(30)
+    assert.are.equal(1000000, #a)
+    assert.are.equal(1000000, a[1000000])
+    assert.are.same({ nil, "closed" }, { rx:recv(10) })
+    t:collect(30)
+  end)
+
   it("lets a worker receive and the host send (and see the receiver close)", function()
     local tx, rx = suiro.channel { capacity = 8 }
     local t = pool:submit(function(inp)

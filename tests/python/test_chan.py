@@ -97,6 +97,20 @@ def test_a_python_worker_streams_to_the_host(pool1):
         tx.send(1)
 
 
+def big_array(out):
+    import numpy as np
+    out.send(np.arange(1e6))  # 8 MB: by reference, past the byte cap
+    out.close()
+
+
+def test_arrays_above_the_zero_copy_floor_cross_by_reference(pool1):
+    tx, rx = suiro.channel(capacity=4)
+    t = pool1.submit(big_array, tx)
+    a = rx.recv(timeout=30)
+    assert a.shape == (1000000,) and a[-1] == 999999.0
+    t.result(timeout=30)
+
+
 def test_the_host_streams_to_a_python_worker_that_closes(pool1):
     tx, rx = suiro.channel(capacity=4)
     t = pool1.submit(consume, rx, 5)
