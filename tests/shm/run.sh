@@ -194,6 +194,7 @@ if id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1 && command -v setpriv 
   mkdir -p "$app/bin" "$app/lua" "$app/py"
   cp "$root/build/bin/suiro" "$app/bin/"
   cp -r "$root/lua/suiro" "$app/lua/"
+  cp "$root"/engine/conf/suiro/*.lua "$app/lua/suiro/" # the config readers, as installed
   cp -r "$root/bindings/python/suiro" "$app/py/"
   chmod 755 "$work"
   chmod -R a+rX "$app"
