@@ -85,3 +85,13 @@ def test_type_stubs_name_the_public_api():
         stubbed = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
         real = {m for m in dir(getattr(suiro, cls)) if not m.startswith("_")}
         assert {"submit", "collect"} & stubbed and stubbed - {"__await__"} <= real | {"__enter__", "__exit__"} | set(dir(object)), (cls, stubbed - real)
+
+
+def test_import_suiro_leaves_heavy_modules_unloaded(tmp_path):
+    # every Python worker imports suiro first: asyncio (channels' recv_async), numpy and pandas
+    # are imported where they are used, or a worker's start costs several times more
+    from conftest import run_script
+    p = run_script(tmp_path, "imports.py", "import sys, suiro\n"
+                   "print(sorted(m for m in ('asyncio', 'numpy', 'pandas') if m in sys.modules))\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

@@ -14,7 +14,6 @@ owner process dies, the queued messages still arrive, then PeerDied is raised. A
 on the receiving end's event fd (loop.add_reader), never polling.
 """
 
-import asyncio
 
 from . import _core
 from ._errors import SuiroError
@@ -51,6 +50,8 @@ class Channel(_core.Channel):
 
     async def recv_async(self, timeout=None):
         """The next message, awaited: the coroutine sleeps on the channel's event fd."""
+        import asyncio  # here, not at import: asyncio costs a worker's start ~10x suiro's own import
+
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
