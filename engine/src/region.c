@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -656,6 +657,49 @@ static pid_t pagemap_pid;
 #define PM_SWAPPED (1ull << 62)
 #define PM_FILE (1ull << 61)
 
+/* PAGEMAP_SCAN (Linux 6.7): the kernel walks the page tables and stops at the first page that
+ * is anonymous (present without the file bit, or swapped out), so a large unwritten view is
+ * checked without copying its table out (80 MB: 20,480 entries read by pread took ~0.4-1.7 ms).
+ * 1 written, 0 not, -1 when the kernel has no such ioctl (the caller reads the table). The
+ * structure is the kernel's uapi (linux/fs.h), spelled here for older headers. */
+struct suiro_pm_region {
+  uint64_t start, end, categories;
+};
+struct suiro_pm_scan_arg {
+  uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+  uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define SUIRO_PAGEMAP_SCAN _IOWR('f', 16, struct suiro_pm_scan_arg)
+#define SUIRO_PAGE_IS_FILE (1ull << 2)
+#define SUIRO_PAGE_IS_PRESENT (1ull << 3)
+#define SUIRO_PAGE_IS_SWAPPED (1ull << 4)
+
+static int scan_unsupported;
+static int scan_disabled;
+
+void region_pagemap_scan(int enabled) {
+  pthread_mutex_lock(&pagemap_lock);
+  scan_disabled = !enabled;
+  pthread_mutex_unlock(&pagemap_lock);
+}
+
+static int scan_written(int fd, uintptr_t start, uintptr_t end) {
+  if (scan_unsupported || scan_disabled) return -1;
+  struct suiro_pm_region r;
+  struct suiro_pm_scan_arg a = {
+    .size = sizeof a, .start = start, .end = end, .vec = (uintptr_t)&r, .vec_len = 1, .max_pages = 1,
+    .category_inverted = SUIRO_PAGE_IS_FILE, .category_mask = SUIRO_PAGE_IS_FILE,
+    .category_anyof_mask = SUIRO_PAGE_IS_PRESENT | SUIRO_PAGE_IS_SWAPPED,
+    .return_mask = SUIRO_PAGE_IS_FILE | SUIRO_PAGE_IS_PRESENT | SUIRO_PAGE_IS_SWAPPED,
+  };
+  int n = ioctl(fd, SUIRO_PAGEMAP_SCAN, &a);
+  if (n < 0) {
+    if (errno == ENOTTY || errno == EINVAL || errno == EOPNOTSUPP) scan_unsupported = 1;
+    return -1;
+  }
+  return n > 0;
+}
+
 int region_cow_written(const region_cow *c, const void *p, size_t len) {
   if (c->anon) return 1;
   if (!len) return 0;
@@ -668,6 +712,13 @@ int region_cow_written(const region_cow *c, const void *p, size_t len) {
     pagemap_pid = getpid();
   }
   int written = pagemap_fd < 0; /* cannot tell: as if written (the value is then sent by copy) */
+  if (!written) {
+    int scan = scan_written(pagemap_fd, first * page, (last + 1) * page);
+    if (scan >= 0) {
+      pthread_mutex_unlock(&pagemap_lock);
+      return scan;
+    }
+  }
   uint64_t e[512];
   for (uintptr_t pg = first; !written && pg <= last;) {
     size_t n = last - pg + 1 > 512 ? 512 : (size_t)(last - pg + 1);

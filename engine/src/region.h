@@ -72,5 +72,8 @@ void region_unmap_cow(region_cow *c);
 /* 1 when a page of [p, p+len) inside c was written here (or that cannot be told), 0 when every
  * page is still the region's (/proc/self/pagemap: a written page is anonymous). */
 int region_cow_written(const region_cow *c, const void *p, size_t len);
+/* Tests: 0 makes region_cow_written read the page table itself, as on kernels without PAGEMAP_SCAN
+ * (1 again: use the ioctl where the kernel has it). */
+void region_pagemap_scan(int enabled);
 
 #endif

@@ -190,10 +190,18 @@ TEST(a_private_copy_of_a_fallback_region_is_copy_on_write) {
   unsigned char *p = (unsigned char *)c.base + c.data_off;
   CHECK(!c.anon); /* mapped, not copied */
   CHECK(p[0] == 7 && p[size - 65] == 7);
-  CHECK_EQ(region_cow_written(&c, p, size - 64), 0);
+  for (int scan = 1; scan >= 0; scan--) { /* the kernel's PAGEMAP_SCAN, then reading the table */
+    region_pagemap_scan(scan);
+    CHECK_EQ(region_cow_written(&c, p, size - 64), 0);
+  }
   p[5] = 1;
   CHECK(shared[64 + 5] == 7);
-  CHECK_EQ(region_cow_written(&c, p, size - 64), 1);
+  for (int scan = 1; scan >= 0; scan--) {
+    region_pagemap_scan(scan);
+    CHECK_EQ(region_cow_written(&c, p, size - 64), 1);
+    CHECK_EQ(region_cow_written(&c, p + 8192, size - 64 - 8192), 0); /* the pages after it: the file's */
+  }
+  region_pagemap_scan(1);
   shared[size - 1] = 9; /* an unwritten page is still the file's */
   CHECK(p[size - 65] == 9);
   region_unmap_cow(&c);
