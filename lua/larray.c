@@ -501,7 +501,7 @@ static int l_new(lua_State *L) {
     larray_fill(L, a, 2, n);
     return 1;
   }
-  lua_Integer n;
+  lua_Integer n = 0;
   if (!length_arg(L, 2, &n))
     return luaL_error(L, "suiro.array: argument 2 must be a length (an integer) or a table of values, got %s",
                       lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
@@ -512,7 +512,7 @@ static int l_new(lua_State *L) {
 /* suiro.f64 {...} and friends: the element type is the upvalue. */
 static int l_typed_new(lua_State *L) {
   int type = (int)lua_tointeger(L, lua_upvalueindex(1));
-  lua_Integer len;
+  lua_Integer len = 0;
   if (length_arg(L, 1, &len)) {
     larray_new(L, type, len);
     return 1;

@@ -89,7 +89,7 @@ static double run_map(suiro_pool *p, int64_t from, int64_t count, desc extra, su
 }
 
 static double nested_sum(int64_t from, int64_t count) {
-  desc d = { 0, -1, 0, 0, 0 };
+  desc d = { 0, -1, 0, 0, 0, 0 };
   return run_map(suiro_current_pool(), from, count, d, NULL);
 }
 
@@ -101,7 +101,7 @@ static double sqrt_sum(int64_t from, int64_t count) {
 
 TEST(map_million_elements) {
   suiro_pool *p = test_pool(2);
-  desc d = { 0, -1, 0, 0, 0 };
+  desc d = { 0, -1, 0, 0, 0, 0 };
   double s = run_map(p, 1, 1000000, d, NULL);
   CHECK(fabs(s - sqrt_sum(1, 1000000)) < 1e-3);
   suiro_pool_stop(p, 5);
@@ -145,7 +145,7 @@ TEST(map_notes_in_element_order) {
 
 TEST(map_untyped_slots) {
   suiro_pool *p = test_pool(2);
-  desc d = { 0, -1, 0, 0, 1 };
+  desc d = { 0, -1, 0, 0, 1, 0 };
   double s = run_map(p, 1, 50000, d, NULL);
   CHECK(fabs(s - sqrt_sum(1, 50000)) < 1e-6);
   suiro_pool_stop(p, 5);
@@ -153,7 +153,7 @@ TEST(map_untyped_slots) {
 
 TEST(map_empty_and_single) {
   suiro_pool *p = test_pool(2);
-  desc d = { 0, -1, 0, 0, 0 };
+  desc d = { 0, -1, 0, 0, 0, 0 };
   CHECK_EQ(run_map(p, 1, 0, d, NULL), 0);
   CHECK(fabs(run_map(p, 9, 1, d, NULL) - 3.0) < 1e-12);
   suiro_pool_stop(p, 5);
@@ -170,7 +170,7 @@ TEST(map_fails_fast_with_the_index) {
   suiro_map *m;
   CHECK_OK(suiro_map_create(p, &o, &m));
   desc *d = suiro_map_desc(m);
-  *d = (desc){ 0, 1234, 200, 0, 0 }; /* 200 us per element: 10000 elements would take 1 s */
+  *d = (desc){ 0, 1234, 200, 0, 0, 0 }; /* 200 us per element: 10000 elements would take 1 s */
   double t0 = suiro_now();
   CHECK_OK(suiro_map_start(m, 10));
   CHECK_OK(suiro_map_wait(m, 10));
@@ -206,7 +206,7 @@ TEST(map_cancel_stops_promptly) {
   o.out_bytes = o.n * sizeof(double);
   suiro_map *m;
   CHECK_OK(suiro_map_create(p, &o, &m));
-  *(desc *)suiro_map_desc(m) = (desc){ 0, -1, 100, 0, 0 }; /* 10 s of work */
+  *(desc *)suiro_map_desc(m) = (desc){ 0, -1, 100, 0, 0, 0 }; /* 10 s of work */
   CHECK_OK(suiro_map_start(m, 10));
   CHECK_EQ(suiro_map_wait(m, 0.05), SUIRO_TIMEOUT);
   double t0 = suiro_now();
@@ -228,7 +228,7 @@ TEST(map_streams_completed_ranges) {
   o.stream = 1;
   suiro_map *m;
   CHECK_OK(suiro_map_create(p, &o, &m));
-  *(desc *)suiro_map_desc(m) = (desc){ 1, -1, 0, 0, 0 };
+  *(desc *)suiro_map_desc(m) = (desc){ 1, -1, 0, 0, 0, 0 };
   CHECK_OK(suiro_map_start(m, 10));
   static unsigned char seen[20000];
   uint64_t got = 0;
@@ -253,7 +253,7 @@ TEST(map_streams_completed_ranges) {
 /* The nested-map example: four parts of 25,000, each summing sqrt over a nested map. */
 static void nested_parts(int workers) {
   suiro_pool *p = test_pool(workers);
-  desc d = { 0, -1, 0, 25000, 1 };
+  desc d = { 0, -1, 0, 25000, 1, 0 };
   suiro_map *m;
   run_map(p, 0, 4, d, &m);
   const double want[4] = { 2635310, 4818361, 6239529, 7388808 };
@@ -275,11 +275,11 @@ TEST(nested_maps_two_workers) { nested_parts(2); }
 TEST(nested_maps_depth_three_one_worker) {
   /* element -> nested map of 3 -> each a nested map of 50 */
   suiro_pool *p = test_pool(1);
-  desc d = { 0, -1, 0, 3, 1 };
+  desc d = { 0, -1, 0, 3, 1, 0 };
   (void)d;
   /* depth 3: the outer map's elements each run nested_sum over 3 elements, whose runner... is the
    * same native runner: nesting depth is exercised by the one-worker helping path */
-  double s = run_map(p, 0, 2, (desc){ 0, -1, 0, 3, 1 }, NULL);
+  double s = run_map(p, 0, 2, (desc){ 0, -1, 0, 3, 1, 0 }, NULL);
   CHECK(s > 0);
   suiro_pool_stop(p, 5);
 }
@@ -288,7 +288,7 @@ TEST(no_regions_left_after_stop) {
   suiro_pool *p = test_pool(2);
   char prefix[128];
   snprintf(prefix, sizeof prefix, "%s", suiro_pool_name(p) + 1);
-  desc d = { 0, -1, 0, 0, 1 };
+  desc d = { 0, -1, 0, 0, 1, 0 };
   for (int k = 0; k < 5; k++) run_map(p, 1, 1000, d, NULL);
   suiro_pool_stop(p, 5);
   CHECK_EQ(shm_count(prefix), 0);
