@@ -1,10 +1,10 @@
 """suiro's exceptions, and how a failed task's error payload becomes one.
 
 A task that raised in a Python worker re-raises in a Python host as the original exception type
-(when it can be imported and built from its message), with the worker's traceback chained as
-__cause__ (a RemoteTraceback), as concurrent.futures does. Failures from Lua or R workers (or of
-exceptions that cannot be rebuilt) raise RemoteError; a dead worker WorkerDied; a task cancelled
-before it started CancelledError.
+(pickled, main-script classes by value; else imported and built from its message), with the
+worker's traceback chained as __cause__ (a RemoteTraceback), as concurrent.futures does.
+Failures from Lua or R workers (or of exceptions that cannot be rebuilt) raise RemoteError; a
+dead worker WorkerDied; a task cancelled before it started CancelledError.
 """
 
 import builtins

@@ -30,7 +30,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from . import _api, _core, _errors
 from ._errors import WorkerDied
-from ._values import describe_exception
+from ._values import _MAIN_NAMES, PICKLE_MARK, describe_exception
 
 __all__ = ["PoolExecutor", "WorkerLost"]
 
@@ -83,19 +83,69 @@ class _InitializerFailed(Exception):
     """Raised in a worker whose initializer failed (the host then breaks the executor)."""
 
 
-_initialized = {}  # worker side: executor key -> True once its initializer ran here
+_initialized = {}  # worker side: executor key -> what its initializer left (False: nothing to carry)
 
 
 def _run(key, init, initargs, fn, args, kwargs):
     """The worker side of a submit with an initializer: runs it once per process first."""
-    if key not in _initialized:
+    st = _initialized.get(key)
+    if st is None:
         try:
             init(*initargs)
         except BaseException as e:
             cls, msg, tb = describe_exception(e)
-            raise _InitializerFailed(tb) from None
-        _initialized[key] = True
+            raise _InitializerFailed(tb.partition(PICKLE_MARK)[0], "%s: %s" % (cls, msg)) from None
+        st = _initialized[key] = _init_state(init) or False
+    if st:
+        _with_state(fn, st)
     return fn(*args, **kwargs)
+
+
+# A main-script initializer and the executor's main-script tasks travel by value (_values.dumps):
+# each arrives with its own copy of the globals it names, so what the initializer set up there
+# (`global conn; conn = connect()`, `CACHE.update(...)`) would be lost to the tasks. As with
+# ProcessPoolExecutor, whose tasks share the worker's main module with the initializer, the
+# globals the initializer assigned, and the values (not modules, functions or classes) it read,
+# are kept per worker and given to every main-script task function of the executor (and the
+# main-script functions it names) before it runs; the host's globals are left as they are.
+def _init_state(init):
+    import types
+
+    if type(init) is not types.FunctionType or init.__globals__.get("__name__") not in _MAIN_NAMES:
+        return None  # an importable initializer sets up its own module, which tasks import
+    stored = _stored_names(init.__code__, set())
+    static = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+    return {k: v for k, v in init.__globals__.items()
+            if not (k.startswith("__") and k.endswith("__")) and v is not init
+            and (k in stored or not isinstance(v, static))}
+
+
+def _stored_names(code, out):
+    import dis
+
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+            out.add(ins.argval)
+    for c in code.co_consts:
+        if isinstance(c, type(code)):
+            _stored_names(c, out)
+    return out
+
+
+def _with_state(fn, state):
+    import types
+
+    seen, todo = set(), [fn]
+    while todo:
+        f = todo.pop()
+        if type(f) is not types.FunctionType:
+            continue
+        g = f.__globals__
+        if id(g) in seen or g.get("__name__") not in _MAIN_NAMES:
+            continue
+        seen.add(id(g))
+        g.update(state)
+        todo.extend(v for v in g.values() if type(v) is types.FunctionType)
 
 
 class _Chunk:
@@ -225,9 +275,7 @@ class _State:
         try:
             v = t.collect(0)
         except _InitializerFailed as e:
-            self.break_("A child process terminated abruptly, the process pool is not usable anymore",
-                        str(e.args[0]) if e.args else "")
-            _settle(f, exc=BrokenProcessPool(self.broken))
+            _settle(f, exc=self.init_failed(e))
             return
         except WorkerDied as e:
             _settle(f, exc=WorkerLost(e.message, e.slot, e.pid))
@@ -258,6 +306,17 @@ class _State:
                 self.pool.spawn(1)
             except Exception:
                 pass
+
+    def init_failed(self, e):
+        """The BrokenProcessPool for a worker's _InitializerFailed e: the executor breaks; the
+        message names the initializer's error, its traceback is the cause (and is logged)."""
+        tb = str(e.args[0]) if e.args else ""
+        what = str(e.args[1]) if len(e.args) > 1 else "?"
+        self.break_("A child process terminated abruptly, the process pool is not usable anymore "
+                    "(the initializer failed in a worker: %s)" % what, tb)
+        b = BrokenProcessPool(self.broken)
+        b.__cause__ = _errors.RemoteTraceback(tb)
+        return b
 
     def break_(self, why, tb):
         with self.lock:
@@ -383,7 +442,7 @@ class PoolExecutor(Executor):
         cs = _chunksize(n, s.max_workers, chunksize)
         chunks = [[c[i:i + cs] for c in cols] for i in range(0, n, cs)]
         m = s.pool.map(_Chunk(fn, self._key, self._initializer, self._initargs), chunks, stream=True)
-        return _map_results(m, len(chunks), cs, None if timeout is None else end)
+        return _map_results(m, len(chunks), cs, None if timeout is None else end, s)
 
     map.__doc__ = Executor.map.__doc__ or map.__doc__
 
@@ -472,7 +531,7 @@ def _drain(s):
         s.stop_pool()
 
 
-def _map_results(m, n, cs, end):
+def _map_results(m, n, cs, end, s=None):
     """Results of an executor map in order (its n chunks of cs elements finish in any order)."""
     core = m._m
     got = {}
@@ -504,7 +563,10 @@ def _map_results(m, n, cs, end):
             while vals:
                 if errs is not None and j in errs:
                     cls, msg, tb = errs[j]
-                    raise _errors.from_result(2, cls, msg, tb, i * cs + j, -1, 0, True)
+                    exc = _errors.from_result(2, cls, msg, tb, i * cs + j, -1, 0, True)
+                    if isinstance(exc, _InitializerFailed) and s is not None:
+                        exc = s.init_failed(exc)
+                    raise exc
                 j += 1
                 yield vals.pop()
     finally:

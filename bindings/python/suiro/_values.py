@@ -638,15 +638,20 @@ def _dates(np, v):
 
 
 def dumps(obj):
-    """Pickles obj for another Python process: pickle, else cloudpickle (lambdas, local classes)."""
+    """Pickles obj for another Python process: pickle, else cloudpickle (lambdas, local classes,
+    and anything that names the main script, which no worker can import: see _by_value)."""
     try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as first:
-        try:
-            import cloudpickle
-        except ImportError:
+        cp = _cloudpickle()
+        if cp is None:
             raise first from None
-        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    if _names_main(data):
+        cp = _cloudpickle()
+        if cp is not None:
+            return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return data
 
 
 loads = pickle.loads
@@ -659,26 +664,47 @@ def dumps_oob(obj):
     bufs = []
     try:
         data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+        cp = _cloudpickle() if _names_main(data) else None
     except Exception as first:
-        try:
-            import cloudpickle
-        except ImportError:
+        cp = _cloudpickle()
+        if cp is None:
             raise first from None
+    if cp is not None:
         bufs = []
-        data = cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+        data = cp.dumps(obj, protocol=5, buffer_callback=bufs.append)
     return (data, bufs) if bufs else data
+
+
+# Main-script objects (functions, classes and their instances, enums, exceptions of a host's
+# main script, or of a script multiprocessing re-ran as "__mp_main__"): pickle writes them as
+# references to a module no worker can import ("Can't get attribute 'f' on <module '__main__'>").
+# A pickle is plain pickle's, at plain pickle's speed, unless its bytes name one of those modules
+# (every reference to a module writes the module's name, so a pickle that names neither refers to
+# neither); then the object is pickled again by cloudpickle, which sends such functions and
+# classes by value, and its class tracker gives a class that went out and comes back the host's
+# own class again (isinstance, enum identity, `except AppError` hold). cloudpickle is imported on
+# first need only.
+def _names_main(data):
+    return b"__main__" in data or b"__mp_main__" in data
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:
+        return None
+    if "__mp_main__" in sys.modules:
+        _mp_main_by_value(cloudpickle)
+    return cloudpickle
 
 
 def dumps_captured(obj):
     """A value a function sent by value captured: cloudpickle, as the function was pickled whole
     (an instance of a main-script class goes by value, not by a name no worker imports)."""
-    try:
-        import cloudpickle
-    except ImportError:
+    cp = _cloudpickle()
+    if cp is None:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    if "__mp_main__" in sys.modules:
-        _mp_main_by_value(cloudpickle)
-    return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # Modules no worker can import: a host's main script, and the same script re-run as
@@ -948,7 +974,10 @@ def _pickled_exception(exc):
     import base64
 
     try:
-        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        if "<locals>" in type(exc).__qualname__:  # no class in the host it could be: RemoteError
+            data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        else:  # a main-script class too, by value (the host's own class again)
+            data = dumps(exc)
         if len(data) > 1 << 20:
             return ""
         pickle.loads(data)  # only what can be read back

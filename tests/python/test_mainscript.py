@@ -1,0 +1,327 @@
+"""Objects of a main script (issue 18 item 4): functions passed as arguments, instances of its
+classes, dataclasses and enums, its exceptions, PoolExecutor(initializer=...), scipy's
+quad_vec(workers=ex.map), and task functions of a script re-run by multiprocessing (spawn,
+forkserver) as __mp_main__. No worker can import them by name: they travel by value
+(cloudpickle) and come back as the host's own classes.
+
+Each test runs a real main script in a new interpreter (pytest's own __main__ is not one)."""
+
+import importlib.util
+
+import pytest
+
+from conftest import run_script
+
+
+def run(tmp_path, name, text):
+    r = run_script(tmp_path, name, text)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.splitlines()
+
+
+ARGS_SCRIPT = r'''
+import suiro
+import pyfuncs
+
+def square(x):
+    return x * x
+
+def neg(x):
+    return -x
+
+def apply(f, x):
+    return f(x)
+
+def apply_fn(f):
+    return f(7)
+
+with suiro.pool(workers=1) as p:
+    print(p.submit(apply, square, 3).collect(timeout=30))             # by-value task, function argument
+    print(p.submit(sorted, [3, 1, 2], key=neg).collect(timeout=30))   # importable task, keyword function
+    back = p.submit(pyfuncs.identity, [square, {"f": neg}]).collect(timeout=30)  # a copy comes back
+    print(back[0](4) + back[1]["f"](1) == 15 and back[0].__name__ == "square")
+    print(p.map(apply_fn, [square, neg, square]).collect(timeout=30))
+with suiro.PoolExecutor(2) as ex:
+    print(list(ex.map(apply_fn, [square] * 50)) == [49] * 50)
+    print(ex.submit(apply, neg, 4).result(timeout=30))
+'''
+
+
+def test_main_script_functions_as_arguments(tmp_path):
+    assert run(tmp_path, "args.py", ARGS_SCRIPT) == ["9", "[3, 2, 1]", "True", "[49, -7, 49]", "True", "-4"]
+
+
+CLASSES_SCRIPT = r'''
+import dataclasses
+import enum
+import suiro
+import pyfuncs
+
+@dataclasses.dataclass(frozen=True)
+class Pt:
+    x: int
+    y: int
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+    def twice(self):
+        return self.v * 2
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+def make():
+    return Pt(3, 4), Box(5), Color.GREEN, Level.HIGH
+
+def moved(pt):
+    return dataclasses.replace(pt, x=pt.x + 1)
+
+def show(r):
+    print(" ".join(str(v) for v in r))
+
+with suiro.pool(workers=2) as p:
+    r = p.submit(pyfuncs.identity, Pt(1, 2)).collect(timeout=30)
+    show([type(r) is Pt, r == Pt(1, 2)])
+    r = p.submit(pyfuncs.identity, Box(7)).collect(timeout=30)
+    show([type(r) is Box, r.v, r.twice()])
+    r = p.submit(pyfuncs.identity, [Color.RED, {"l": Level.LOW}]).collect(timeout=30)
+    show([r[0] is Color.RED, r[1]["l"] is Level.LOW])
+    pt, box, c, lv = p.submit(make).collect(timeout=30)    # made in the worker
+    show([type(pt) is Pt, pt == Pt(3, 4), isinstance(box, Box), box.v, c is Color.GREEN, lv is Level.HIGH])
+    show([p.submit(moved, Pt(1, 1)).collect(timeout=30) == Pt(2, 1)])
+    show([p.submit(getattr, Color, "GREEN").collect(timeout=30) is Color.GREEN])  # the class itself
+    show([p.submit(pyfuncs.identity, Pt).collect(timeout=30) is Pt])
+    got = p.map(moved, [Pt(i, 0) for i in range(20)]).collect(timeout=30)
+    show([got == [Pt(i + 1, 0) for i in range(20)]])
+with suiro.PoolExecutor(2) as ex:
+    show([list(ex.map(moved, [Pt(i, i) for i in range(30)])) == [Pt(i + 1, i) for i in range(30)]])
+'''
+
+
+def test_main_script_classes_dataclasses_and_enums_keep_their_types(tmp_path):
+    assert run(tmp_path, "classes.py", CLASSES_SCRIPT) == [
+        "True True", "True 7 14", "True True", "True True True 5 True True", "True", "True", "True", "True", "True"]
+
+
+ERRORS_SCRIPT = r'''
+import concurrent.futures as cf
+import suiro
+import pyfuncs
+
+class AppError(Exception):
+    pass
+
+class CodeError(AppError):
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+    def __str__(self):
+        return "code %d" % self.code
+
+def boom(x):
+    raise AppError("bad %s" % x)
+
+def coded(x):
+    if x == 3:
+        raise CodeError(x)
+    return x
+
+def raiser(exc):
+    raise exc
+
+with suiro.pool(workers=1) as p:
+    try:
+        p.submit(boom, 1).collect(timeout=30)
+    except AppError as e:
+        print(type(e) is AppError, e.args, "in boom" in e.remote_traceback, "in boom" in str(e.__cause__))
+    try:
+        p.submit(pyfuncs.identity, None).collect(timeout=30)
+        p.submit(raiser, CodeError(9)).collect(timeout=30)   # an instance sent from the host, raised there
+    except CodeError as e:
+        print(type(e) is CodeError, e.code, isinstance(e, AppError))
+    try:
+        p.map(coded, range(6)).collect(timeout=30)
+    except CodeError as e:
+        print(e.code, e.index)
+    try:
+        p.submit(pyfuncs.raise_, "value", "plain").collect(timeout=30)
+    except ValueError as e:
+        print(type(e).__name__, e.args)
+with suiro.PoolExecutor(1) as ex:
+    f = ex.submit(boom, 2)
+    print(type(f.exception(timeout=30)) is AppError)
+'''
+
+
+def test_main_script_exceptions_arrive_as_their_class(tmp_path):
+    assert run(tmp_path, "errors.py", ERRORS_SCRIPT) == [
+        "True ('bad 1',) True True", "True 9 True", "3 3", "ValueError ('plain',)", "True"]
+
+
+INIT_SCRIPT = r'''
+import concurrent.futures as cf
+import os
+import suiro
+
+CONN = None
+CACHE = {}
+RUNS = []
+
+def init(tag):
+    global CONN, LATE
+    CONN = "conn-%s-%d" % (tag, os.getpid())
+    LATE = tag                 # a name the host never defined
+    CACHE["k"] = tag
+    RUNS.append(1)
+
+def probe(_):
+    return CONN, LATE, CACHE.get("k"), len(RUNS), os.getpid()
+
+def bad_init():
+    raise RuntimeError("no database")
+
+with suiro.PoolExecutor(2, initializer=init, initargs=("db",)) as ex:
+    res = list(ex.map(probe, range(40))) + [ex.submit(probe, 0).result(timeout=30) for _ in range(10)]
+    print(all(c == "conn-db-%d" % pid and late == "db" and k == "db" and n == 1 for c, late, k, n, pid in res),
+          len({pid for *_, pid in res}) >= 1)
+print(CONN, CACHE, RUNS)           # the host's own globals untouched
+with suiro.PoolExecutor(1, initializer=bad_init) as ex:
+    try:
+        ex.submit(probe, 0).result(timeout=30)
+        print("no error")
+    except cf.process.BrokenProcessPool as e:
+        print("broken", "RuntimeError: no database" in str(e), "in bad_init" in str(e.__cause__))
+    try:
+        ex.submit(probe, 0)
+    except cf.process.BrokenProcessPool:
+        print("stays broken")
+with suiro.PoolExecutor(1, initializer=bad_init) as ex:
+    try:
+        list(ex.map(probe, range(5)))
+    except cf.process.BrokenProcessPool as e:
+        print("map broken", "RuntimeError: no database" in str(e))
+'''
+
+
+def test_a_main_script_initializer_runs_once_per_worker_before_tasks(tmp_path):
+    assert run(tmp_path, "init.py", INIT_SCRIPT) == ["True True", "None {} []", "broken True True", "stays broken", "map broken True"]
+
+
+QUAD_SCRIPT = r'''
+import numpy as np
+from scipy.integrate import quad_vec
+import suiro
+
+def f(x):
+    return np.array([x, x * x, np.sin(x)])
+
+with suiro.PoolExecutor(2) as ex:
+    got, err = quad_vec(f, 0.0, 2.0, workers=ex.map)
+want, _ = quad_vec(f, 0.0, 2.0)
+print(np.allclose(got, want), np.allclose(got, [2.0, 8.0 / 3.0, 1 - np.cos(2.0)]))
+'''
+
+
+def test_scipy_quad_vec_with_an_executor_map(tmp_path):
+    if importlib.util.find_spec("scipy") is None:
+        pytest.skip("scipy is not installed (scripts/setup installs python3-scipy)")
+    assert run(tmp_path, "quad.py", QUAD_SCRIPT) == ["True True"]
+
+
+MP_SCRIPT = r'''
+import dataclasses
+import multiprocessing as mp
+import sys
+import suiro
+
+@dataclasses.dataclass
+class Pt:
+    x: int
+
+class AppError(Exception):
+    pass
+
+def square(x):
+    return x * x
+
+def apply(f, x):
+    return f(x)
+
+def bump(pt):
+    return Pt(pt.x + 1)
+
+def boom():
+    raise AppError("child")
+
+def child(q):
+    out = []
+    try:
+        with suiro.pool(workers=1) as p:
+            out.append(p.submit(square, 5).collect(timeout=30))
+            out.append(p.submit(apply, square, 6).collect(timeout=30))
+            r = p.submit(bump, Pt(1)).collect(timeout=30)
+            out.append(type(r) is Pt and r == Pt(2))
+            try:
+                p.submit(boom).collect(timeout=30)
+            except AppError:
+                out.append("AppError")
+    except BaseException as e:
+        out.append("error: %r" % (e,))
+    q.put(out)
+
+if __name__ == "__main__":
+    ctx = mp.get_context(sys.argv[1])
+    q = ctx.Queue()
+    pr = ctx.Process(target=child, args=(q,))
+    pr.start()
+    print(q.get(timeout=60))
+    pr.join(30)
+    print("exit", pr.exitcode)
+'''
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_main_script_functions_in_a_multiprocessing_child(tmp_path, method):
+    import subprocess
+    import sys
+    import os
+
+    script = tmp_path / "mpchild.py"
+    script.write_text(MP_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["[25, 36, True, 'AppError']", "exit 0"], r.stdout + r.stderr
+
+
+FAST_SCRIPT = r'''
+import collections
+import decimal
+import fractions
+import signal
+import sys
+import suiro
+import pyfuncs
+
+with suiro.pool(workers=1) as p:
+    vals = [fractions.Fraction(1, 3), decimal.Decimal("1.5"), collections.Counter("aab"), signal.Signals.SIGTERM,
+            {1, 2}, pyfuncs.identity, b"__main_"]
+    print(p.submit(pyfuncs.identity, vals).collect(timeout=30) == vals)
+    try:
+        p.submit(pyfuncs.raise_, "my", "m").collect(timeout=30)
+    except pyfuncs.MyError as e:
+        print("MyError", e.args)
+    print("cloudpickle" in sys.modules)      # importable objects never need it
+'''
+
+
+def test_importable_objects_pickle_without_cloudpickle(tmp_path):
+    assert run(tmp_path, "fast.py", FAST_SCRIPT) == ["True", "MyError ('m',)", "False"]
