@@ -122,6 +122,7 @@ static void table_remove(suiro_buf *b) {
 static void destroy(suiro_buf *b, int unlink_name) {
   table_remove(b);
   munmap(b->map, b->map_size);
+  region_cow_forget(b->dev, b->ino); /* private mappings kept of it (region.c) go with it */
   if (unlink_name && b->named) region_file_unlink(b->name);
   handle_retire(b, sizeof *b); /* a stale pointer reads a dead word (handle.c) */
 }
@@ -561,6 +562,7 @@ void suiro_buf_unref(suiro_buf *b) {
   if (handle_inherited(b)) { /* the parent's (fork): no reference of ours in the shared count */
     if (--b->local == 0) {
       munmap(b->map, b->map_size);
+      region_cow_forget(b->dev, b->ino);
       handle_retire(b, sizeof *b);
     }
     pthread_mutex_unlock(&lock);

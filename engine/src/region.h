@@ -61,6 +61,8 @@ typedef struct region_cow {
   size_t file_off;  /* base's offset in the region's file */
   size_t data_off;  /* the mapped value's first byte: base + data_off */
   int anon;         /* 1: a plain copy (the region's file could not be mapped again) */
+  int keepable;     /* the whole file, mapped here: may be kept for the next view of it */
+  uint64_t dev, ino;
   struct region_cow *next;
 } region_cow;
 /* Maps bytes [off, off+len) of region `name` MAP_PRIVATE (copy on write), checking it is the file
@@ -68,7 +70,13 @@ typedef struct region_cow {
  * them from shared_base + off into private memory instead. 0, or -1 with the error set. */
 int region_map_cow(const char *name, uint64_t dev, uint64_t ino, const void *shared_base, size_t off, size_t len,
                    region_cow *out);
+/* Gives the mapping back: kept for the next view of the same file when no page of it was
+ * written here (region.c, "Kept mappings"), else unmapped. */
 void region_unmap_cow(region_cow *c);
+/* Unmaps the kept mappings of file (dev, ino) (its shared mapping goes); region_cow_kept: how many
+ * mappings are kept (tests). */
+void region_cow_forget(uint64_t dev, uint64_t ino);
+int region_cow_kept(void);
 /* 1 when a page of [p, p+len) inside c was written here (or that cannot be told), 0 when every
  * page is still the region's (/proc/self/pagemap: a written page is anonymous). */
 int region_cow_written(const region_cow *c, const void *p, size_t len);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -161,6 +162,95 @@ TEST(a_private_copy_is_copy_on_write) {
   suiro_zc_unprivate(v.buf, p);
   suiro_zc_unprivate(v.buf, q);
   suiro_buf_unref(v.buf);
+  suiro_buf_unref(b);
+}
+
+/* One view of b's bytes [d, d+bytes): a reference put, opened (a second holder), its private copy. */
+static double *view_of(suiro_buf *b, const double *d, size_t bytes, suiro_buf **vb) {
+  char wbuf[512];
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, wbuf, sizeof wbuf);
+  CHECK_EQ(suiro_zc_put(&w, b, d, bytes, WIRE_T_F64, 0, 0, NULL), WIRE_OK);
+  const void *msg;
+  size_t len;
+  CHECK_EQ(suiro_wire_writer_finish(&w, &msg, &len), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_EQ(suiro_wire_reader_init(&r, msg, len), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  suiro_view v;
+  CHECK_EQ(suiro_zc_open(&it.ref, &v), SUIRO_OK);
+  suiro_wire_writer_free(&w);
+  *vb = v.buf;
+  double *p = suiro_zc_private(v.buf, v.data, (size_t)v.bytes);
+  CHECK(p != NULL && p != (const double *)v.data);
+  return p;
+}
+
+static void unview(suiro_buf *vb, double *p) {
+  suiro_zc_unprivate(vb, p);
+  suiro_buf_unref(vb);
+}
+
+/* A view's private mapping, unwritten, is kept for the next view of the region (its pages are
+ * already mapped: no faults, no open/mmap). Kept or not, a view reads what the region holds when
+ * it is received — never what an earlier view of it read or wrote — and no two live views share
+ * a mapping. */
+TEST(a_kept_private_mapping_never_shows_stale_data) {
+  size_t n = 1 << 18, bytes = n * sizeof(double); /* 2 MiB */
+  suiro_buf *b = suiro_buf_alloc(bytes), *vb;
+  CHECK(b != NULL);
+  double *d = suiro_buf_data(b);
+  for (size_t i = 0; i < n; i++) d[i] = 1.0;
+  int kept0 = region_cow_kept();
+  double *p = view_of(b, d, bytes, &vb);
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += p[i]; /* read through: the page table maps the region's pages */
+  CHECK(s == (double)n);
+  unview(vb, p);
+  CHECK_EQ(region_cow_kept(), kept0 + 1); /* unwritten: kept */
+  /* the sender writes the region again (a region freed and reused for its next value) */
+  for (size_t i = 0; i < n; i++) d[i] = 2.0;
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  p = view_of(b, d, bytes, &vb);
+  CHECK_EQ(region_cow_kept(), kept0); /* taken over, not mapped again */
+  s = 0;
+  for (size_t i = 0; i < n; i++) s += p[i];
+  getrusage(RUSAGE_SELF, &ru1);
+  CHECK(s == 2.0 * (double)n);            /* the region's new value, not the one read before */
+  CHECK(ru1.ru_minflt - ru0.ru_minflt < 64); /* 512 pages read again: their entries were kept */
+  /* given back unwritten again: kept again (and taken by the next view) */
+  unview(vb, p);
+  CHECK_EQ(region_cow_kept(), kept0 + 1);
+  p = view_of(b, d, bytes, &vb);
+  CHECK_EQ(region_cow_kept(), kept0);
+  CHECK(p[0] == 2.0);
+  /* a second live view of the same region maps afresh: writes in one never show in the other */
+  double *q = view_of(b, d, bytes, &vb);
+  suiro_buf *qb = vb;
+  CHECK(q != p);
+  q[7] = -1.0;
+  CHECK(p[7] == 2.0 && d[7] == 2.0);
+  unview(qb, q); /* written: unmapped, not kept */
+  CHECK_EQ(region_cow_kept(), kept0);
+  /* a view written, then given back: not kept; the next view reads the region, not the write */
+  p[3] = -3.0;
+  unview(b, p);
+  CHECK_EQ(region_cow_kept(), kept0);
+  p = view_of(b, d, bytes, &vb);
+  CHECK(p[3] == 2.0 && p[7] == 2.0);
+  unview(vb, p);
+  CHECK_EQ(region_cow_kept(), kept0 + 1);
+  /* freed by its last holder and reused warm (the free list) for a new value of another size */
+  suiro_buf_unref(b);
+  b = suiro_buf_alloc(bytes / 2);
+  CHECK(b != NULL);
+  d = suiro_buf_data(b);
+  for (size_t i = 0; i < n / 2; i++) d[i] = 3.0 + (double)i;
+  p = view_of(b, d, bytes / 2, &vb);
+  CHECK(p[0] == 3.0 && p[n / 2 - 1] == 3.0 + (double)(n / 2 - 1));
+  unview(vb, p);
   suiro_buf_unref(b);
 }
 
