@@ -203,23 +203,56 @@ markdown <- function(rows)
   paste(c("| value | class | outcome |", "|---|---|---|",
           vapply(rows, function(r) sprintf("| `%s` | %s | %s |", r[1], r[2], r[3]), "")), collapse = "\n")
 
-test_that("every value crosses R -> Python -> R (a pool inside the Python worker) as the table says", {
-  root <- need_root()
-  script <- py_worker_script(root)
-  py <- local_pool(workers = 1, launcher = suiro_python(
-    argv = c("/usr/bin/python3", "-I", script),
+# The host's part: every value through a Python pool whose worker passes it on to an R pool of its
+# own; a list of list(ok, value) or list(ok = FALSE, message).
+run_chain <- function(root, vals) {
+  py <- suiro_pool(workers = 1, timeout = 120, env = worker_env(), launcher = suiro_python(
+    argv = c("/usr/bin/python3", "-I", py_worker_script(root)),
     # this R first on PATH: the Python worker starts its R pool as Rscript from PATH (R CMD check
     # puts a stub Rscript first there)
     env = list(SUIRO_PYTHONPATH = file.path(root, "tests", "matrix"),
-               PATH = paste(R.home("bin"), Sys.getenv("PATH"), sep = .Platform$path.sep))), timeout = 120)
+               PATH = paste(R.home("bin"), Sys.getenv("PATH"), sep = .Platform$path.sep))))
+  on.exit(suiro_pool_stop(py))
+  lapply(vals, function(v)
+    tryCatch(list(ok = TRUE, value = suiro_collect(suiro_submit(py, suiro_call("matrix_relay.to_r", v$value)),
+                                                   timeout = 90)),
+             error = function(e) list(ok = FALSE, message = conditionMessage(e))))
+}
+
+# run_chain in a child R process (the values travel back by saveRDS, which keeps them exactly).
+# BUG: after such a chain's pool stops, this process's next pools fail to read some of its shared
+# values ("shared value /suiro_... is gone (its pool stopped?)"), which would break the test files
+# that run after this one; a child process keeps that out of the suite's process.
+chain_in_child <- function(root) {
+  out <- tempfile(fileext = ".rds")
+  child <- tempfile(fileext = ".R")
+  on.exit(unlink(c(out, child)))
+  writeLines(c(
+    "suppressPackageStartupMessages(library(suiro))",
+    "e <- new.env()",
+    sprintf("sys.source(%s, envir = e)", deparse(testthat::test_path("helper-suiro.R"))),
+    "e$test_that <- function(...) invisible(NULL)",
+    sprintf("sys.source(%s, envir = e)", deparse(testthat::test_path("test-type-matrix.R"))),
+    sprintf("saveRDS(e$run_chain(%s, e$matrix_values()), %s)", deparse(root), deparse(out))), child)
+  log <- suppressWarnings(system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", shQuote(child)),
+                                  stdout = TRUE, stderr = TRUE,
+                                  env = paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))))
+  if (!file.exists(out)) stop("the R host of the chain failed:\n", paste(log, collapse = "\n"))
+  readRDS(out)
+}
+
+test_that("every value crosses R -> Python -> R (a pool inside the Python worker) as the table says", {
+  root <- need_root()
+  py_worker_script(root)
   vals <- matrix_values()
   expect_gte(length(vals), 100L)
   expect_false(anyDuplicated(vapply(vals, `[[`, "", "name")) > 0)
+  res <- chain_in_child(root)
+  expect_identical(length(res), length(vals))
   bad <- character(0)
-  for (v in vals) {
-    got <- tryCatch(list(ok = TRUE, value = suiro_collect(suiro_submit(py, suiro_call("matrix_relay.to_r", v$value)),
-                                                           timeout = 90)),
-                    error = function(e) list(ok = FALSE, message = conditionMessage(e)))
+  for (k in seq_along(vals)) {
+    v <- vals[[k]]
+    got <- res[[k]]
     o <- v$outcome
     if (o$kind == "refused") {
       if (got$ok || !grepl(o$pattern, got$message))
