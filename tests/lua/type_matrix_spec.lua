@@ -76,10 +76,9 @@ local function values()
   add('"a\\nb"', "string", "a\nb")
   add("1 MB", "string", ("x"):rep(1 << 20))
   add("300 KB non-ASCII", "string", ("é"):rep(150000))
-  -- BUG: refused by the R worker's decoder without the path (docs §7: "naming the element")
+  -- refused by the R worker's decoder (the senders let it through), naming the argument
   add('"a\\0b"', "string", "a\0b",
-    refused("cannot decode the task: a string holds a NUL byte, which an R string cannot",
-    "refused by R: a NUL byte (BUG: the message names no path)"))
+    refused("cannot decode the task: argument 1: a string holds a NUL byte", "refused by the R worker: a NUL byte"))
   add('"\\xff\\xfe" (not UTF-8)', "string", "\xff\xfe")
   add('suiro.bytes ""', "bytes", suiro.bytes(""))
   add('suiro.bytes "\\0\\1\\255"', "bytes", suiro.bytes("\0\1\255"))
@@ -105,10 +104,9 @@ local function values()
   add("{ [1.5] = 1 } (a float key)", "table", { [1.5] = 1 },
     refused("argument 1%[1%]%[1%]: table with a key of type number %(1%.5%) cannot be sent", "refused: a float key"))
   add("a table shared twice", "shared", { shared, shared }, changed({ { 1, 2 }, { 1, 2 } }, "two copies"))
-  -- BUG: refused by the R worker's decoder, not at send time, and without the path
   add("a cyclic table", "cycle", cyclic,
-    refused("cannot decode the task: the value contains itself %(a cycle%), which R values cannot",
-    "refused by R: a cycle (BUG: the message names no path)"))
+    refused("cannot decode the task: argument 1%[%[2%]%]: the value contains itself %(a cycle%)",
+      "refused by the R worker: a cycle"))
   -- typed arrays
   add("f64 { 1.5, -0.0, nan, inf }", "suiro.array f64", suiro.f64 { 1.5, -0.0, bits(0x7FF8000000000000), math.huge })
   add("f64 with R's NA and a payload", "suiro.array f64", suiro.f64 { NA_REAL, bits(0x7FF800000000DEAD), 5e-324 })
@@ -164,19 +162,17 @@ local function values()
   add("frame, 0 rows", "frame", suiro.frame { { "x", suiro.f64 {} } })
   add("frame big (320 KB column)", "frame", suiro.frame { { "x", big_f64 } })
   -- refused
-  -- BUG: a Lua function inside the arguments goes to Python as a suiro.Func, which Python
-  -- forwards; R's decoder refuses it without a path (and not at send time)
+  -- a Lua function inside the arguments goes to Python as a suiro.Func, which Python forwards
   add("a Lua function", "function", function() end,
-    refused("cannot decode the task: a lua function arrived %(only lua workers run lua functions%)",
-      "refused by R (BUG: the message names no path)"))
+    refused("cannot decode the task: argument 1: a lua function arrived %(only lua workers run lua functions%)",
+      "refused by the R worker: a Lua function"))
   add("io.stdout", "userdata", io.stdout,
     refused("argument 1%[1%]%[1%]: userdata %(FILE%*%) cannot be sent", "refused: userdata"))
   add("a coroutine", "thread", coroutine.create(function() end),
     refused("argument 1%[1%]%[1%]: a coroutine cannot be sent", "refused: a coroutine"))
-  -- BUG: as a Lua function
   add("a C function in a record", "record", { f = print },
-    refused("cannot decode the task: a lua function arrived %(only lua workers run lua functions%)",
-      "refused by R (BUG: the message names no path)"))
+    refused("cannot decode the task: argument 1%[%['f'%]%]: a lua function arrived",
+      "refused by the R worker, naming the key"))
   return V
 end
 

@@ -167,9 +167,9 @@ def values():
                     ("emoji", "\U0001F30A"), ("'a\\nb\\tc'", "a\nb\tc"), ("1 MB", "x" * (1 << 20)),
                     ("300 KB non-ASCII", "é" * 150000)):
         add("str %s" % name, "str", v)
-    # BUG: refused by the R worker's decoder without the path (docs §7: "naming the element")
-    add("str with NUL", "str", "a\x00b", refused(r"cannot decode the task: a string holds a NUL byte, which an R string cannot",
-                                                  "refused by R: a NUL byte (BUG: the message names no path)"))
+    # refused by the R worker's decoder (the Python sender lets it through), naming the argument
+    add("str with NUL", "str", "a\x00b", refused(r"cannot decode the task: argument 'x': a string holds a NUL byte",
+                                                  "refused by the R worker: a NUL byte"))
     add("str with a lone surrogate", "str", "a\udc80b")
     add("bytes b''", "bytes", b"")
     add("bytes 00 ff 7f", "bytes", b"\x00\xff\x7f")
@@ -183,9 +183,9 @@ def values():
     add("nested 40 deep", "nested list", nested(40))
     add("nested 70 deep", "nested list", nested(70), refused(r"keyword argument 'x'(\[0\]){64}: nested deeper than 64 levels", "refused: deeper than 64"))
     add("a list shared twice", "shared list", shared_list())
-    add("a cyclic list", "cyclic list", cyclic_list(), # BUG: refused by the R worker's decoder, not at send time, and without the path
-        refused(r"cannot decode the task: the value contains itself \(a cycle\), which R values cannot",
-                "refused by R: a cycle (BUG: the message names no path)"))
+    add("a cyclic list", "cyclic list", cyclic_list(),  # refused by the R worker's decoder, naming the argument
+        refused(r"cannot decode the task: argument 'x'\[\[2\]\]: the value contains itself \(a cycle\)",
+                "refused by the R worker: a cycle"))
     add("{}", "dict", {})
     add("{'a': 1, 'b': 'x'}", "dict", {"a": 1, "b": "x"})
     add("{'b': 1, 'a': 2} (order)", "dict", {"b": 1, "a": 2})

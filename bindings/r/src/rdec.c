@@ -17,13 +17,53 @@
 
 /* ---- decoding ---------------------------------------------------------------------------------- */
 
+/* The path of the value being decoded, R's way ("argument 1[[2]][['k']]", "[[3]]"), into buf. */
+static void path_text(const rs_decoder *d, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < d->depth && i < RS_PATH_MAX && n + 1 < cap; i++) {
+    const struct rs_path_step *s = &d->path[i];
+    char prev = i ? d->path[i - 1].kind : 0;
+    int w = 0;
+    if (s->kind == 'i')
+      w = snprintf(buf + n, cap - n, prev == 'a' ? "argument %.0f" : "[[%.0f]]", (double)s->at + 1);
+    else if (s->kind == 'k')
+      w = snprintf(buf + n, cap - n, prev == 'n' ? "argument '%.40s'" : "[['%.40s']]", s->key ? s->key : "");
+    if (w < 0) break;
+    n += (size_t)w;
+    if (n >= cap) n = cap - 1;
+  }
+}
+
 static void __attribute__((noreturn)) dfail(rs_decoder *d, const char *fmt, ...) {
-  char msg[400];
+  char msg[400], path[300];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  path_text(d, path, sizeof path);
+  if (path[0])
+    Rf_error("cannot decode the %s: %s%s: %s", d->o.where ? d->o.where : "value",
+             path[0] == '[' ? "at " : "", path, msg);
   Rf_error("cannot decode the %s: %s", d->o.where ? d->o.where : "value", msg);
+}
+
+/* Path steps: an element, a key, or a call's argument lists (popped by path_pop). */
+static void path_push(rs_decoder *d, char kind, uint64_t at, const char *key) {
+  if (d->depth < RS_PATH_MAX) {
+    d->path[d->depth].kind = kind;
+    d->path[d->depth].at = at;
+    d->path[d->depth].key = key;
+  }
+  d->depth++;
+}
+static void path_pop(rs_decoder *d) { d->depth--; }
+static void path_set(rs_decoder *d, char kind, uint64_t at, const char *key) { /* the top step */
+  if (d->depth > 0 && d->depth <= RS_PATH_MAX) {
+    d->path[d->depth - 1].kind = kind;
+    d->path[d->depth - 1].at = at;
+    d->path[d->depth - 1].key = key;
+  }
 }
 
 int rs_dec_next(rs_decoder *d, wire_item *it) {
@@ -310,8 +350,11 @@ static SEXP dec_frame(rs_decoder *d, wire_item *it) {
   SEXP nms = PROTECT(Rf_allocVector(STRSXP, nc));
   SEXP hold = PROTECT(Rf_allocVector(VECSXP, 1)); /* the row names column, if any */
   R_xlen_t k = 0;
+  path_push(d, 'i', 0, NULL);
   for (R_xlen_t i = 0; i < nc; i++) {
+    path_set(d, 'i', (uint64_t)i, NULL);
     SEXP key = PROTECT(dec_key(d));
+    path_set(d, 'k', (uint64_t)i, CHAR(key));
     SEXP col = PROTECT(rs_dec_next_value(d));
     if (VECTOR_ELT(hold, 0) == R_NilValue && !strcmp(CHAR(key), "_row_names") &&
         (TYPEOF(col) == STRSXP || TYPEOF(col) == INTSXP) && ATTRIB(col) == R_NilValue) {
@@ -322,6 +365,7 @@ static SEXP dec_frame(rs_decoder *d, wire_item *it) {
     }
     UNPROTECT(2);
   }
+  path_pop(d);
   SEXP x = cols, nm = nms;
   if (k < nc) {
     x = PROTECT(Rf_allocVector(VECSXP, k));
@@ -374,8 +418,11 @@ static SEXP dec_call(rs_decoder *d, wire_item *it) {
   for (int i = 0; i < 4; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
   if (memchr(it->text[0].ptr, 0, it->text[0].len)) dfail(d, "a call's text holds a NUL byte");
   SET_VECTOR_ELT(x, it->flag == WIRE_CALL_SOURCE ? 1 : 0, wire_str_sexp(it->text[0]));
+  path_push(d, 'a', 0, NULL); /* the list's elements are "argument 1", ... */
   SET_VECTOR_ELT(x, 2, rs_dec_next_value(d)); /* list */
+  path_set(d, 'n', 0, NULL);  /* the dict's are "argument 'name'" */
   SEXP named = rs_dec_next_value(d);          /* dict: a named list (an empty one has names too) */
+  path_pop(d);
   SET_VECTOR_ELT(x, 3, named);
   Rf_setAttrib(x, R_ClassSymbol, rs_cls_call);
   UNPROTECT(1);
@@ -593,7 +640,12 @@ static SEXP dec_item(rs_decoder *d, wire_item *it) {
     SEXP x = PROTECT(Rf_allocVector(VECSXP, xlen_of(d, it->n)));
     container_end(d, ord, x);
     if (d->have_refs) d->open[ord] = 1;
-    for (uint64_t i = 0; i < it->n; i++) SET_VECTOR_ELT(x, (R_xlen_t)i, rs_dec_next_value(d));
+    path_push(d, 'i', 0, NULL);
+    for (uint64_t i = 0; i < it->n; i++) {
+      path_set(d, 'i', i, NULL);
+      SET_VECTOR_ELT(x, (R_xlen_t)i, rs_dec_next_value(d));
+    }
+    path_pop(d);
     container_end(d, ord, x);
     UNPROTECT(1);
     return x;
@@ -604,10 +656,14 @@ static SEXP dec_item(rs_decoder *d, wire_item *it) {
     SEXP x = PROTECT(named_list(xlen_of(d, it->n), &nm));
     container_end(d, ord, x);
     if (d->have_refs) d->open[ord] = 1;
+    path_push(d, 'i', 0, NULL);
     for (uint64_t i = 0; i < it->n; i++) {
+      path_set(d, 'i', i, NULL); /* a key's own trouble: its element */
       SET_STRING_ELT(nm, (R_xlen_t)i, dec_key(d));
+      path_set(d, 'k', i, CHAR(STRING_ELT(nm, (R_xlen_t)i)));
       SET_VECTOR_ELT(x, (R_xlen_t)i, rs_dec_next_value(d));
     }
+    path_pop(d);
     container_end(d, ord, x);
     UNPROTECT(1);
     return x;
@@ -644,6 +700,7 @@ void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_op
   d->open = NULL;
   d->open_cap = 0;
   d->interruptible = 1;
+  d->depth = 0;
   if (wire_reader_init(&d->r, buf, len) != WIRE_OK) dfail(d, "%s", wire_reader_error(&d->r));
   if (d->r.shared) {
     d->have_refs = 1;
@@ -664,6 +721,7 @@ void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *
   d->open = NULL;
   d->open_cap = 0;
   d->interruptible = 1;
+  d->depth = 0;
   d->r = *r;
   if (d->r.shared) {
     d->have_refs = 1;

@@ -180,6 +180,7 @@ void rs_relay_signal(SEXP conds);
 /* Pull-decoding for the worker's task lists: a reader positioned on an item. Lives on the C stack
  * of its user (no allocation per decode); rs_decoder_init protects one R object (the back-reference
  * table): the user unprotects it with UNPROTECT(1) when done. */
+#define RS_PATH_MAX 72 /* path steps a decoder keeps (values nest at most 64 deep) */
 typedef struct rs_decoder {
   wire_reader r;
   rs_dec_opts o;
@@ -190,6 +191,11 @@ typedef struct rs_decoder {
   char *open;       /* per ordinal: still open (a backref to it is a cycle); R_alloc'd */
   size_t open_cap;
   int interruptible; /* long loops may R_CheckUserInterrupt (0 while a region reference is held) */
+  /* Where the value being decoded sits, for error messages ("argument 'x'[[2]][['k']]"): one
+   * entry per open list, dict, frame or call (the wire's depth limit bounds them). kind: 'i' an
+   * element (at, 0-based), 'k' a key or column name, 'a' / 'n' a call's positional / named args. */
+  int depth;
+  struct rs_path_step { char kind; uint64_t at; const char *key; } path[RS_PATH_MAX];
 } rs_decoder;
 void rs_decoder_init(rs_decoder *d, const void *buf, size_t len, const rs_dec_opts *o);
 void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *o); /* continues a reader */
