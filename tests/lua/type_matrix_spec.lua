@@ -161,6 +161,9 @@ local function values()
     { "c", suiro.c128 { { 1, 2 }, { 3, 4 }, { 5, 6 } } } })
   add("frame, 0 rows", "frame", suiro.frame { { "x", suiro.f64 {} } })
   add("frame big (320 KB column)", "frame", suiro.frame { { "x", big_f64 } })
+  -- call specs as values
+  add("suiro.call by name", "call", suiro.call { "numpy.add", 1, k = 2.5 })
+  add("suiro.call by source", "call", suiro.call { source = "x + 1", x = suiro.f64 { 1, 2 } })
   -- refused
   -- a Lua function inside the arguments goes to Python as a suiro.Func, which Python forwards
   add("a Lua function", "function", function() end,

@@ -295,6 +295,12 @@ def values():
     add("Categorical", "pandas Categorical", cat)
     add("Categorical ordered", "pandas Categorical", cat_o)
     add("suiro.Frame", "suiro.Frame", suiro.Frame({"a": arr([1, 2], np.int32), "s": suiro.Strings(["x", None])}))
+    # call specs and errors as values
+    add("suiro.call by name", "call", suiro.call("numpy.add", 1, k=2.5))
+    add("suiro.call by source", "call", suiro.call(source="x + 1", x=np.arange(3.0)))
+    add("a call inside a list", "call", [suiro.call("math.sqrt", 4.0), "after"])
+    add("suiro.RemoteError with an index", "error",
+        suiro.RemoteError("bad thing", remote_class="ValueError", traceback="line 1\nline 2", index=3))
     # refused Python-only values
     add("set {1}", "set", {1}, refused(r"argument 'x': set cannot be sent to r workers", "refused: set"))
     add("Decimal('1.5')", "Decimal", decimal.Decimal("1.5"),
@@ -361,6 +367,10 @@ def same(a, b):
     if isinstance(a, suiro.Frame):
         return a.names == b.names and a.nrow == b.nrow and all(
             same(x, y) for x, y in zip(a.columns, b.columns))
+    if isinstance(a, suiro.RemoteError):
+        return (a.message, a.remote_class, a.traceback, a.index) == (b.message, b.remote_class, b.traceback, b.index)
+    if isinstance(a, suiro.Call):
+        return (a.target, a.source) == (b.target, b.source) and same(a.args, b.args) and same(a.kwargs, b.kwargs)
     if isinstance(a, (suiro.Dates, suiro.Timestamps)):
         return a == b and (not isinstance(a, suiro.Timestamps) or (a.unit, a.tz) == (b.unit, b.tz))
     return a == b

@@ -153,6 +153,9 @@ matrix_values <- function() {
   add("data.frame with a list column", "data.frame", structure(list(l = list(1, 2)), class = "data.frame",
                                                               row.names = 1:2),
       refused("argument 1\\$l: a list column cannot be sent to python workers", "refused: a list column"))
+  # call specs as values
+  add("suiro_call by name", "call", suiro_call("stats::quantile", c(1, 2, 3), probs = 0.5))
+  add("suiro_call by source", "call", suiro_call(.source = "x + 1", x = 1:3))
   # what has no form for other languages
   add("attributes", "attributes", structure(1:3, note = "x"),
       refused("argument 1: a integer vector with attribute 'note' cannot be sent to python workers", "refused: attributes"))
