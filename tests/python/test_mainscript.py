@@ -51,6 +51,32 @@ def test_main_script_functions_as_arguments(tmp_path):
     assert run(tmp_path, "args.py", ARGS_SCRIPT) == ["9", "[3, 2, 1]", "True", "[49, -7, 49]", "True", "-4"]
 
 
+ARGS_ONCE_SCRIPT = r'''
+import suiro
+
+SCALE = 2
+
+def scaled(x):
+    return x * SCALE
+
+def apply_one(f):
+    return f(5)
+
+with suiro.pool(workers=1) as p:
+    before = p.status()["functions_published"]
+    got = [p.submit(sorted, [3, 1, 2], key=scaled).collect(timeout=30) for _ in range(30)]
+    print(got == [[1, 2, 3]] * 30, p.status()["functions_published"] - before)
+    SCALE = -1                                  # what it reads travels with it
+    print(p.submit(sorted, [3, 1, 2], key=scaled).collect(timeout=30), p.status()["functions_published"] - before)
+    print(p.map(apply_one, [scaled] * 20).collect(timeout=30) == [-5] * 20, p.status()["functions_published"] - before)
+'''
+
+
+def test_a_main_script_function_argument_is_published_once(tmp_path):
+    # as a task function is (issue 20 item 2): its code once per pool, its globals with each task
+    assert run(tmp_path, "argsonce.py", ARGS_ONCE_SCRIPT) == ["True 1", "[3, 2, 1] 1", "True 2"]
+
+
 CLASSES_SCRIPT = r'''
 import dataclasses
 import enum

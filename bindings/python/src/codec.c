@@ -221,6 +221,7 @@ static int enc_shared(enc *e, PyObject *o) {
 }
 
 static int enc_value(enc *e, PyObject *o);
+static int enc_planned(enc *e, PyObject *fn, PyObject *kwargs);
 
 static int put_str(enc *e, PyObject *s) {
   Py_ssize_t n;
@@ -1018,6 +1019,16 @@ static int enc_value(enc *e, PyObject *o) {
     }
   } else if (PyFloat_Check(o) && SP.np_generic && is_instance(o, SP.np_generic)) {
     return wire_put_f64(w, PyFloat_AS_DOUBLE(o)), 0;
+  }
+  /* a function as a value (an argument, a result, an element): one no worker imports (a lambda,
+   * a main-script function) by its plan, as a task function is -- its code published once per
+   * pool, what it captured with the value; importable ones and those the plan cannot split are
+   * pickled below (main-script ones by cloudpickle, _values.dumps_oob) */
+  if (PyFunction_Check(o) && !e->captured && e->nfn < (int)(sizeof e->fns / sizeof e->fns[0])) {
+    e->fns[e->nfn++] = o;
+    int rc = enc_planned(e, o, NULL);
+    e->nfn--;
+    if (rc <= 0) return rc;
   }
   /* the rest: pandas objects, masked arrays, other numpy arrays, ... */
   PyObject *rep = PyObject_CallFunction(SP.to_wire, "Oi", o, wire_mode(e));
