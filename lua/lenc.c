@@ -53,14 +53,29 @@ typedef struct enc {
   seg path[WIRE_MAX_DEPTH + 8];
 } enc;
 
+#define DEPTH_MSG "nested more than 64 levels deep (the wire's limit, counting the list that holds a task's " \
+                  "arguments or results)"
+
+/* A path of more than PATH_SHOWN segments shows its first PATH_HEAD and last PATH_TAIL, with "..."
+ * between: a value nested 900 deep is named in a line, not 900 subscripts. */
+#define PATH_SHOWN 16
+#define PATH_HEAD 8
+#define PATH_TAIL 4
+static int path_elided(int k, int n) { return n > PATH_SHOWN && k >= PATH_HEAD && k < n - PATH_TAIL; }
+
 static void push_path(lua_State *L, enc *e) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   if (e->c->list > 0 && e->c->element) { /* an element of pool:map's input: the path is its own */
     lua_pushfstring(L, "argument 2[%I]", e->c->list);
     luaL_addvalue(&b);
-    for (int k = 1; k < e->nseg; k++) { /* skip the "result 1" of the one-value list */
+    int n = e->nseg < (int)(sizeof e->path / sizeof e->path[0]) ? e->nseg : (int)(sizeof e->path / sizeof e->path[0]);
+    for (int k = 1; k < n; k++) { /* skip the "result 1" of the one-value list */
       const seg *s = &e->path[k];
+      if (path_elided(k, n)) {
+        if (k == PATH_HEAD) luaL_addstring(&b, "...");
+        continue;
+      }
       if (s->kind == SEG_INDEX) lua_pushfstring(L, "[%I]", s->i);
       else if (s->kind == SEG_KEY) lua_pushfstring(L, ".%s", s->s);
       else if (s->kind == SEG_UPVAL) lua_pushfstring(L, " upvalue '%s'", s->s);
@@ -74,8 +89,13 @@ static void push_path(lua_State *L, enc *e) {
     lua_pushfstring(L, "lists[%I] ", e->c->list);
     luaL_addvalue(&b);
   }
-  for (int k = 0; k < e->nseg; k++) {
+  int n = e->nseg < (int)(sizeof e->path / sizeof e->path[0]) ? e->nseg : (int)(sizeof e->path / sizeof e->path[0]);
+  for (int k = 0; k < n; k++) {
     const seg *s = &e->path[k];
+    if (path_elided(k, n)) {
+      if (k == PATH_HEAD) luaL_addstring(&b, "...");
+      continue;
+    }
     switch (s->kind) {
     case SEG_ARG: lua_pushfstring(L, "argument %I", s->i); break;
     case SEG_RESULT: lua_pushfstring(L, "result %I", s->i); break;
@@ -611,7 +631,9 @@ static void enc_function(enc *e, int idx) {
 
 static void enc_value(enc *e, int idx) {
   lua_State *L = e->c->L;
-  if (e->nseg > WIRE_MAX_DEPTH) enc_fail(L, e, "nested more than 64 levels deep");
+  /* the writer's depth counts the task's (or result's) own list: checked here, the path is named */
+  if (e->nseg > WIRE_MAX_DEPTH || e->w->depth >= WIRE_MAX_DEPTH)
+    enc_fail(L, e, DEPTH_MSG);
   switch (lua_type(L, idx)) {
   case LUA_TNIL: wire_put_nil(e->w); return;
   case LUA_TBOOLEAN: wire_put_bool(e->w, lua_toboolean(L, idx)); return;

@@ -38,6 +38,22 @@ describe("task failures", function()
     assert.is_false(ok)
     assert.matches("result 2: a coroutine cannot be sent", err.message)
   end)
+
+  -- issue 18 item 8: at 63 levels the writer refused "a i64 at depth 65" with no path
+  it("refuses values nested past the wire's limit naming the path, in one line", function()
+    local function nest(n) local t = 1 for _ = 1, n do t = { t } end return t end
+    assert.equals(1, pool:submit(function(x) return #x end, nest(62)):collect(10))
+    for _, depth in ipairs { 63, 64, 900 } do
+      local ok, err = pcall(pool.submit, pool, function(x) return x end, nest(depth))
+      assert.is_false(ok)
+      assert.matches("submit: argument 2%[1%]%[1%].-%.%.%.%[1%]%[1%]%[1%]%[1%]: nested more than 64 levels deep", err)
+      assert.is_true(#err < 300, "a short message: " .. #err)
+    end
+    local t = pool:submit(function() local x = 1 for _ = 1, 63 do x = { x } end return x end)
+    local ok, err = pcall(t.collect, t, 10)
+    assert.is_false(ok)
+    assert.matches("result 1%[1%].*: nested more than 64 levels deep", err.message)
+  end)
 end)
 
 describe("worker death", function()

@@ -93,7 +93,8 @@ local function values()
   add("{ { 1, { 2, { 3 } } }, { a = {} } }", "nested", { { 1, { 2, { 3 } } }, { a = {} } })
   add("nested 40 deep", "nested", nest(40))
   add("nested 70 deep", "nested", nest(70),
-    refused("argument 1[%[%]1]+: nested more than 64 levels deep", "refused: deeper than 64"))
+    refused("argument 1%[1%][%[%]1]+%.%.%.%[1%]%[1%]%[1%]%[1%]: nested more than 64 levels deep",
+      "refused: deeper than 64"))
   add("{ a = 1, b = \"x\" }", "record", { a = 1, b = "x" })
   add("suiro.dict { b, a } (order)", "record", suiro.dict { { "b", 1 }, { "a", 2 } })
   add("suiro.dict with a nil value", "record", suiro.dict { { "a", 1 }, { "note" } })

@@ -156,3 +156,11 @@ def via_r_pool(n, rounds=2):
             s = q.submit(suiro.call(source="paste0(s, 'r')", s="p" * 4096)).collect(timeout=60)
             out.append((float(np.sum(y)), len(s)))
     return out, y
+
+
+def nested_list(depth):
+    """A list nested depth levels deep around 1 (a result too deep to send back)."""
+    v = 1
+    for _ in range(depth):
+        v = [v]
+    return v

@@ -248,3 +248,24 @@ def test_executor_map_timeout_with_a_spinning_element_frees_its_worker():
             next(it)
         # the abandoned map's element got its grace, then its worker was replaced
         assert ex.submit(pow, 2, 3).result(timeout=30) == 8
+
+
+def _nest(n):
+    v = 1
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+def test_values_nested_past_the_wire_limit_are_refused_naming_the_path(pool):
+    # issue 18 item 8: at 63 levels the writer refused "a i64 at depth 65" with no path
+    assert pool.submit(len, _nest(62)).collect(timeout=10) == 1
+    for depth in (63, 64, 900):
+        with pytest.raises(ValueError) as ei:
+            pool.submit(len, _nest(depth))
+        msg = str(ei.value)
+        assert msg.startswith("submit: argument 2[0][0]"), msg
+        assert "...[0][0][0][0]: nested more than 64 levels deep" in msg, msg
+        assert len(msg) < 300, msg
+    with pytest.raises(ValueError, match=r"result\[0\].*nested more than 64 levels deep"):
+        pool.submit(pyfuncs.nested_list, 63).collect(timeout=10)

@@ -106,6 +106,15 @@ static PyObject *path_string(enc *e) {
   for (int k = 0; k < n; k++) {
     const seg *s = &e->path[k];
     PyObject *p = NULL;
+    if (n > 16 && k >= 8 && k < n - 4) { /* a deep path: its first 8 and last 4 segments */
+      if (k == 8 && (!(p = PyUnicode_FromString("...")) || PyList_Append(parts, p) < 0)) {
+        Py_XDECREF(p);
+        Py_DECREF(parts);
+        return NULL;
+      }
+      Py_XDECREF(p);
+      continue;
+    }
     switch (s->kind) {
     case SP_SEG_ARG: p = PyUnicode_FromFormat("argument %zd", s->i); break;
     case SP_SEG_KWARG: p = PyUnicode_FromFormat("keyword argument %R", s->key); break;
@@ -907,6 +916,10 @@ static int is_instance(PyObject *o, PyObject *t) {
 
 static int enc_value(enc *e, PyObject *o) {
   wire_writer *w = e->w;
+  /* the writer's depth counts the task's (or result's) own list: checked here, the path is named */
+  if (w->depth >= WIRE_MAX_DEPTH)
+    return enc_fail(e, PyExc_ValueError, "nested more than %d levels deep (the wire's limit, counting the list "
+                    "that holds a task's arguments or results)", WIRE_MAX_DEPTH);
   /* the common kinds, by exact type */
   if (o == Py_None) return wire_put_nil(w), 0;
   if (o == Py_True || o == Py_False) return wire_put_bool(w, o == Py_True), 0;

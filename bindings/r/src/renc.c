@@ -89,6 +89,11 @@ const char *rs_enc_path(rs_encoder *e) {
   size_t nseg = e->plen < sizeof e->seg / sizeof *e->seg ? e->plen : sizeof e->seg / sizeof *e->seg;
   for (size_t k = 0; k < nseg && n + 1 < cap; k++) {
     const struct rs_path_seg *g = &e->seg[k];
+    if (nseg > 16 && k >= 8 && k < nseg - 4) { /* a deep path: its first 8 and last 4 segments */
+      if (k == 8) n += (size_t)snprintf(e->path + n, cap - n, "...");
+      if (n >= cap) n = cap - 1;
+      continue;
+    }
     int ns = 0;
     for (const char *f = g->fmt; *f && n + 1 < cap; f++) {
       int w = 0;
@@ -998,7 +1003,10 @@ portable:
 }
 
 static void enc(rs_encoder *e, SEXP x) {
-  if (++e->depth > WIRE_MAX_DEPTH) efail(e, "nested more than %d levels deep", WIRE_MAX_DEPTH);
+  /* the writer's depth counts the task's (or result's) own list: checked here, the path is named */
+  if (++e->depth > WIRE_MAX_DEPTH || e->m.w.depth >= WIRE_MAX_DEPTH)
+    efail(e, "nested more than %d levels deep (the wire's limit, counting the list that holds a task's arguments "
+             "or results)", WIRE_MAX_DEPTH);
   switch (TYPEOF(x)) {
   case NILSXP: wire_put_nil(&e->m.w); break;
   case LGLSXP: case INTSXP: case REALSXP: case CPLXSXP: case STRSXP: case RAWSXP:

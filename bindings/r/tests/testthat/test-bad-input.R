@@ -96,3 +96,19 @@ test_that("huge counts in bytes and constructors are refused or stay compact, wi
   # R-serialized bytes from anywhere but an R process of the family never reach unserialize()
   expect_match(got("crafted serialize bytes"), "^refused: .*from bytes given to suiro_wire_decode .*is refused")
 })
+
+# issue 18 item 8: at 63 levels the writer refused "a i64 at depth 65" with no path
+test_that("values nested past the wire's limit are refused naming the path, in one line", {
+  p <- suiro_pool(workers = 1)
+  on.exit(suiro_pool_stop(p))
+  nest <- function(n) { x <- 1; for (i in seq_len(n)) x <- list(x); x }
+  expect_equal(suiro_collect(suiro_submit(p, function(x) 1, nest(62)), timeout = 30), 1)
+  for (d in c(63, 64, 500)) {
+    err <- tryCatch(suiro_submit(p, function(x) 1, nest(d)), error = function(e) e)
+    expect_s3_class(err, "error")
+    msg <- conditionMessage(err)
+    expect_match(msg, "argument 3[[1]][[1]]", fixed = TRUE)
+    expect_match(msg, "...[[1]][[1]][[1]][[1]]: nested more than 64 levels deep", fixed = TRUE)
+    expect_lt(nchar(msg), 300)
+  }
+})

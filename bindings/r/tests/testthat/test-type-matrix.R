@@ -121,7 +121,7 @@ matrix_values <- function() {
   add("list(1, \"a\", NULL, TRUE)", "list", list(1, "a", NULL, TRUE))
   add("nested lists", "list", list(1L, list(2, list("x", list()))))
   add("nested 40 deep", "list", nest(40))
-  add("nested 70 deep", "list", nest(70), refused("argument 1(\\[\\[1\\]\\])+: wire: a list at depth 65: values nest at most 64 deep", "refused: deeper than 64"))
+  add("nested 70 deep", "list", nest(70), refused("argument 1(\\[\\[1\\]\\])+\\.\\.\\.(\\[\\[1\\]\\]){4}: nested more than 64 levels deep", "refused: deeper than 64"))
   add("list(a = 1, b = \"x\")", "named list", list(a = 1, b = "x"))
   add("list(b = 1, a = 2) (order)", "named list", list(b = 1, a = 2))
   add("list(a = 1, 2) (an empty name)", "named list", list(a = 1, 2))
