@@ -34,6 +34,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* The first bytes of a worker's queue, reserved when it attaches (pool_attach). */
+#define QUEUE_FIRST_RESERVE ((size_t)64 << 10)
+
 #define PAGE 4096u
 
 static _Atomic int live_host_pools; /* pools this process created and has not stopped */
@@ -196,18 +199,39 @@ suiro_status pool_attach(suiro_pool *p, suiro_region *r, int sub) {
       p->free_stack[p->nfree++] = i;
     }
   }
-  p->tail = ld_rlx(&p->queues[sub].q->tail);
   p->collect_spin.gap_ns = 2000;
-  /* this process's queue (the host's was reserved with the region) */
-  if (sub > 0) return region_reserve(r, (size_t)h->off_queues + (size_t)sub * h->queue_stride, h->queue_stride);
+  /* This process's queue (the host's was reserved with the region): its first pages now, since
+   * every consumer polls the head and tail words there; the entries past them when this worker
+   * first submits (pool_reserve_slots), so a worker that never submits reserves 64 KiB, not a
+   * whole queue (fallocate of 1 MiB was a fifth of a Lua worker's start). A predecessor that
+   * used slots here reserved the whole queue already. */
+  p->queue_reserved = sub == 0 || hi > 0;
+  if (!p->queue_reserved) {
+    size_t first = h->queue_stride < QUEUE_FIRST_RESERVE ? h->queue_stride : QUEUE_FIRST_RESERVE;
+    suiro_status st = region_reserve(r, (size_t)h->off_queues + (size_t)sub * h->queue_stride, first);
+    if (st != SUIRO_OK) return st;
+  }
+  p->tail = ld_rlx(&p->queues[sub].q->tail);
   return SUIRO_OK;
 }
 
-/* Reserves the next megabyte of this submitter's never-used result slots before the first of them
- * is handed out, so that touching them cannot fault on a full /dev/shm. */
+/* Reserves room for the next never-used result slots of this submitter (and, the first time, for
+ * the rest of its queue) before the first of them is handed out, so that touching them cannot
+ * fault on a full /dev/shm. The chunks grow with what was reserved so far, from 64 KiB to 1 MiB:
+ * a pool that runs a few tasks reserves little, a busy one calls fallocate a few times. */
 suiro_status pool_reserve_slots(suiro_pool *p) {
   sub_rec *s = &p->subs[p->sub];
-  uint32_t chunk = (uint32_t)(((size_t)1 << 20) / p->result_size);
+  if (!p->queue_reserved) {
+    const pool_hdr *h = p->hdr;
+    suiro_status st = region_reserve(p->region, (size_t)h->off_queues + (size_t)p->sub * h->queue_stride,
+                                     h->queue_stride);
+    if (st != SUIRO_OK) return st;
+    p->queue_reserved = 1;
+  }
+  size_t bytes = (size_t)p->reserved_to * p->result_size;
+  if (bytes < ((size_t)64 << 10)) bytes = (size_t)64 << 10;
+  if (bytes > ((size_t)1 << 20)) bytes = (size_t)1 << 20;
+  uint32_t chunk = (uint32_t)(bytes / p->result_size);
   if (chunk == 0) chunk = 1;
   uint32_t to = s->nresults - p->fresh > chunk ? p->fresh + chunk : s->nresults;
   size_t off = (size_t)((char *)pool_result(p, s->result_base + p->fresh) - (char *)p->hdr);
@@ -312,8 +336,9 @@ suiro_status suiro_pool_create(const suiro_pool_opts *user, suiro_pool **out) {
   uint64_t start;
   region_identity(&pid, &start);
   suiro_region *r;
-  /* Reserved now: the header, the worker records and the host's queue; each worker reserves its
-   * own queue when it attaches, each submitter its result slots as it first uses them. */
+  /* Reserved now: the header, the worker records and the host's queue; each worker reserves the
+   * first pages of its own queue when it attaches and the rest when it first submits, each
+   * submitter its result slots as it first uses them (pool_attach, pool_reserve_slots). */
   /* A worker's pools carry its family's root (buf.c): its workers then read what it may read. */
   int owner_pid = pid;
   uint64_t owner_id = start;

@@ -151,6 +151,7 @@ struct suiro_pool {
   uint32_t nfree;
   uint32_t fresh;          /* slots from here on were never used */
   uint32_t reserved_to;    /* slots below this have room reserved (pool_reserve_slots) */
+  int queue_reserved;      /* the whole of this submitter's queue has room reserved (pool_reserve_slots) */
   uint64_t *gen;           /* current generation per local slot */
   uint8_t *outstanding;    /* 1 submitted not collected, 2 released (collect when done) */
   size_t book_bytes;       /* one private mapping holds gen, free_stack and outstanding */
