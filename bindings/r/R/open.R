@@ -29,8 +29,17 @@ suiro_open <- function(path) {
 
 names.suiro_pools <- function(x) names(unclass(x)$env$specs)
 
-suiro_close <- function(pools) {
-  env <- unclass(pools)$env
+# suiro_close(x): x is suiro_open()'s pools (stops the pools it created), a channel endpoint
+# (closes that end: R/channel.R), or a channel, suiro_channel()'s list (closes both ends).
+suiro_close <- function(x) {
+  if (suiro_is_endpoint(x)) return(invisible(.Call(C_chan_close, x)))
+  if (is.list(x) && !inherits(x, "suiro_pools") && length(x) && all(vapply(x, suiro_is_endpoint, NA))) {
+    for (e in x) if (.Call(C_chan_side, e) != "sent") .Call(C_chan_close, e)
+    return(invisible())
+  }
+  if (!inherits(x, "suiro_pools"))
+    stop("suiro_close: argument 1 must be suiro_open()'s pools or a channel endpoint, got ", class(x)[1], call. = FALSE)
+  env <- unclass(x)$env
   for (p in rev(env$pools)) if (.Call(C_pool_alive, p)) suiro_pool_stop(p)
   env$pools <- list()
   invisible()

@@ -12,6 +12,18 @@ void rs_map_init(void);
 
 SEXP C_async_add(SEXP pool, SEXP x, SEXP resolve, SEXP reject);
 SEXP C_async_counts(void);
+SEXP C_chan_new(SEXP capacity, SEXP bytes);
+SEXP C_chan_send(SEXP tx, SEXP value, SEXP timeout);
+SEXP C_chan_send_batch(SEXP tx, SEXP values, SEXP timeout);
+SEXP C_chan_recv(SEXP rx, SEXP timeout);
+SEXP C_chan_recv_batch(SEXP rx, SEXP max, SEXP timeout);
+SEXP C_chan_close(SEXP x);
+SEXP C_chan_status(SEXP x);
+SEXP C_chan_side(SEXP x);
+SEXP C_chan_async_arm(SEXP x, SEXP npending);
+SEXP C_chan_async_count(SEXP x, SEXP npending);
+SEXP C_chan_async_env(SEXP x);
+SEXP C_chan_async_counts(void);
 SEXP C_wire_encode(SEXP x, SEXP rich);
 SEXP C_wire_decode(SEXP raw, SEXP describe, SEXP trusted);
 SEXP C_embed_set_dir(SEXP dir);
@@ -77,6 +89,18 @@ SEXP C_worker_slot(void);
 static const R_CallMethodDef calls[] = {
   CALLDEF(C_async_add, 4),
   CALLDEF(C_async_counts, 0),
+  CALLDEF(C_chan_new, 2),
+  CALLDEF(C_chan_send, 3),
+  CALLDEF(C_chan_send_batch, 3),
+  CALLDEF(C_chan_recv, 2),
+  CALLDEF(C_chan_recv_batch, 3),
+  CALLDEF(C_chan_close, 1),
+  CALLDEF(C_chan_status, 1),
+  CALLDEF(C_chan_side, 1),
+  CALLDEF(C_chan_async_arm, 2),
+  CALLDEF(C_chan_async_count, 2),
+  CALLDEF(C_chan_async_env, 1),
+  CALLDEF(C_chan_async_counts, 0),
   CALLDEF(C_wire_encode, 2),
   CALLDEF(C_wire_decode, 3),
   CALLDEF(C_embed_set_dir, 1),
@@ -156,5 +180,6 @@ void attribute_visible R_init_suiro(DllInfo *dll) {
   rs_func_init();
   rs_worker_init();
   rs_map_init();
+  rs_chan_init();
   rs_views_init(dll);
 }

@@ -457,6 +457,11 @@ static SEXP describe_ref(const wire_ref *r) {
 static SEXP dec_ref(rs_decoder *d, wire_item *it) {
   const wire_ref *r = &it->ref;
   if (d->o.describe) return describe_ref(r);
+  if (r->type == WIRE_REF_CHAN) { /* a channel endpoint, claimed by this process (rchan.c) */
+    SEXP x = rs_chan_from_ref(r);
+    if (!x) dfail(d, "%s", suiro_last_error());
+    return x;
+  }
   suiro_view v;
   if (suiro_zc_open(r, &v) != SUIRO_OK) dfail(d, "%s", suiro_last_error());
   if (r->type == WIRE_REF_WIRE) { /* an encoded value in the region: decode it in place */

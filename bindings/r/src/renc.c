@@ -36,6 +36,7 @@ void rs_encoder_init(rs_encoder *e, const rs_enc_opts *o) {
   e->path[0] = 0;
   e->depth = 0;
   e->ncont = 0;
+  e->chans = NULL;
   suiro_msg_init(&e->m, e->stack, sizeof e->stack);
 }
 
@@ -44,6 +45,8 @@ void rs_encoder_cleanup(rs_encoder *e) {
   else suiro_msg_free(&e->m); /* never sent: every grant given back */
   if (e->stage) suiro_buf_unref(e->stage);
   e->stage = NULL;
+  if (e->chans) rs_chan_exports_done(e->chans, e->finished);
+  e->chans = NULL;
 }
 
 void rs_encoder_finish(rs_encoder *e, const void **buf, size_t *len) {
@@ -1030,6 +1033,11 @@ static void enc(rs_encoder *e, SEXP x) {
     else enc_list(e, x);
     break;
   default:
+    if (TYPEOF(x) == EXTPTRSXP && rs_chan_is(x)) { /* a channel endpoint: it goes to the receiver (rchan.c) */
+      const char *why = rs_chan_export(x, &e->m.w, &e->chans);
+      if (why) efail(e, "%s", why);
+      break;
+    }
     if (TYPEOF(x) == EXTPTRSXP || TYPEOF(x) == WEAKREFSXP)
       efail(e, "%s cannot be sent (it points into this process)%s", what_is(x),
             Rf_inherits(x, "suiro_pool") ? "; inside a worker use suiro_current_pool()" : "");
@@ -1065,6 +1073,9 @@ static SEXP enc_job_run(void *p) {
   rs_encoder_finish(&j->e, &buf, &len);
   j->out = Rf_allocVector(RAWSXP, (R_xlen_t)len);
   memcpy(RAW(j->out), buf, len);
+  /* channel endpoints went into the bytes: whoever decodes them claims them (as in Lua and Python) */
+  rs_chan_exports_done(j->e.chans, 1);
+  j->e.chans = NULL;
   return j->out;
 }
 

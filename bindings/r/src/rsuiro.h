@@ -16,6 +16,7 @@
  *   rcall.c   call specs (suiro_call objects), built in one .Call
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
  *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
+ *   rchan.c   channels: endpoints, send and receive, their wire form, suiro_recv_async's watcher
  *   rrandom.c suiro_random(): the per-element streams of seeded maps
  *
  * Everything here runs on R's main thread except the watcher in rasync.c (see its header).
@@ -126,6 +127,7 @@ typedef struct rs_encoder {
   char path[512];     /* rendered by rs_enc_path */
   int depth;
   uint64_t ncont;     /* containers written (BACKREF ordinals; R never writes backrefs) */
+  void *chans;        /* rchan.c: the channel endpoints written into the message (a list) */
 } rs_encoder;
 
 void rs_encoder_init(rs_encoder *e, const rs_enc_opts *o);
@@ -231,6 +233,18 @@ SEXP rs_current_pool(void);
 int rs_template_from_string(const char *spec, suiro_template *t, char *err, size_t cap);
 int rs_fnref_check(const char *name, char *err, size_t cap); /* the grammar of "pkg::fn" names */
 void rs_map_runner(const void *arg, size_t len, suiro_out *out);
+
+/* ---- channels (rchan.c) ------------------------------------------------------------------------ */
+
+void rs_chan_init(void);
+int rs_chan_is(SEXP x); /* x is a channel endpoint */
+/* Writes endpoint x's reference into w (exporting it) and links it into *list; NULL, or why not. */
+const char *rs_chan_export(SEXP x, wire_writer *w, void **list);
+/* The message holding the endpoints of list went out (sent: the handles are freed) or never will
+ * (they are taken back, usable again). rs_encoder_cleanup calls it. */
+void rs_chan_exports_done(void *list, int sent);
+/* An endpoint received (imports it): the R object, or NULL with suiro_last_error(). */
+SEXP rs_chan_from_ref(const wire_ref *r);
 
 /* ---- the worker's errors (rerror.c) ------------------------------------------------------------ */
 
