@@ -1,11 +1,13 @@
 -- A pipeline of channels across languages: a Lua stage streams numbers to a Python stage, which
--- streams their squares to this Lua host; every stage runs in its own worker process and no value
--- goes through the host until the end. (R does not bind channels yet: an R consumer comes next.)
+-- streams their squares to an R stage that counts and sums them; every stage runs in its own
+-- worker process and no value goes through this host, which only wires the stages together and
+-- collects the three results.
 --   build/bin/suiro run examples/channels.lua
 local suiro = require "suiro"
 
 local lua_pool <close> = suiro.pool { workers = 1 }
 local py_pool <close> = suiro.pool { workers = 1, launcher = suiro.python {} }
+local r_pool <close> = suiro.pool { workers = 1, launcher = suiro.r {} }
 
 local numbers_tx, numbers_rx = suiro.channel { capacity = 1024 }
 local squares_tx, squares_rx = suiro.channel { capacity = 1024 }
@@ -32,11 +34,20 @@ out.close()
 n
 ]], inp = numbers_rx, out = squares_tx })
 
--- the consumer (this host)
-local count, sum = 0, 0
-for v in squares_rx:values() do
-  count = count + 1
-  sum = sum + v
-end
+-- stage 3 (R): counts and sums the squares in batches until the close
+local consumed = r_pool:submit(suiro.call { source = [[
+count <- 0
+total <- 0
+repeat {
+  v <- suiro::suiro_recv_batch(inp, 1000, timeout = 60)
+  if (inherits(v, "suiro_closed")) break
+  if (suiro::suiro_is_sentinel(v)) stop("the stream stalled: ", class(v)[1])
+  count <- count + length(v)
+  total <- total + sum(unlist(v))
+}
+list(count = count, sum = total)
+]], inp = squares_rx })
+
+local got = consumed:collect(60)
 print(("produced %d, squared %d, received %d squares summing to %d"):format(produced:collect(30),
-  squared:collect(30), count, sum))
+  squared:collect(30), got.count, got.sum))
