@@ -515,7 +515,7 @@ SEXP C_chan_side(SEXP x) {
 
 static void start_watch(SEXP x, rchan *c) {
   if (!later_native) {
-    later_native = (later_fn)R_GetCCallable("later", "execLaterNative2");
+    later_native = (later_fn)(void (*)(void))R_GetCCallable("later", "execLaterNative2");
     if (!later_native) Rf_error("suiro_recv_async: the later package has no execLaterNative2");
   }
   cwatch *w = calloc(1, sizeof *w);

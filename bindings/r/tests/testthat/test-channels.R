@@ -142,6 +142,79 @@ test_that("a Python worker streams to the R host: FIFO, nothing lost, random bat
   expect_identical(suiro_collect(t, timeout = 30), "done")
 })
 
+test_that("the host streams to a Lua worker, which sums what it receives", {
+  lp <- local_pool(workers = 1, launcher = suiro_lua(exe = lua_exe()))
+  ch <- suiro_channel(capacity = 8)
+  t <- suiro_submit(lp, suiro_call(.source = paste(
+    "local s = 0",
+    "for v in rx:values() do s = s + v end",
+    "return s", sep = "\n"), rx = ch$rx))
+  expect_true(suiro_send_batch(ch$tx, as.list(as.numeric(1:1000)), timeout = 30))
+  suiro_close(ch$tx)
+  expect_identical(suiro_collect(t, timeout = 30), sum(1:1000) + 0)
+})
+
+test_that("a Python host streams to an R worker (an endpoint an R worker gets from Python)", {
+  root <- need_root()
+  script <- Sys.getenv("SUIRO_PY_WORKER")
+  if (!nzchar(script)) script <- file.path(root, "bindings", "python", "suiro", "_worker.py")
+  if (!file.exists(script)) skip("no Python face built")
+  py <- tempfile(fileext = ".py")
+  writeLines(c(
+    "import os, suiro",
+    "launcher = suiro.r(exe='Rscript', argv=['Rscript', '--vanilla', '--default-packages=NULL', '-e', 'suiro:::worker_main()'],",
+    "                   env={'R_LIBS': os.environ['SUIRO_R_LIBS'], 'LANG': 'C.UTF-8'})",
+    "src = '''",
+    "n <- 0; s <- 0",
+    "repeat {",
+    "  v <- suiro::suiro_recv_batch(rx, 10L, timeout = 60)",
+    "  if (inherits(v, 'suiro_closed')) break",
+    "  if (suiro::suiro_is_sentinel(v)) stop('stalled')",
+    "  n <- n + length(v); s <- s + sum(unlist(v))",
+    "}",
+    "c(n, s)'''",
+    "with suiro.pool(1, launcher=launcher) as pool:",
+    "    tx, rx = suiro.channel(capacity=64)",
+    "    t = pool.submit(suiro.call(source=src, rx=rx))",
+    "    tx.send_batch(list(range(1, 5001)), timeout=60)",
+    "    tx.close()",
+    "    print('r got', list(t.collect(timeout=60)))"), py)
+  out <- system2("/usr/bin/python3", py, stdout = TRUE, stderr = TRUE,
+                 env = c(paste0("PYTHONPATH=", file.path(root, "bindings", "python")),
+                         paste0("SUIRO_R_LIBS=", file.path(root, "build", "R-lib")), rscript_path_env()))
+  txt <- paste(out, collapse = "\n")
+  expect_identical(attr(out, "status"), NULL, label = txt)
+  expect_true("r got [5000.0, 12502500.0]" %in% out, label = txt)
+})
+
+test_that("SIGINT interrupts a suiro_recv waiting for ever; the endpoint stays usable", {
+  skip_if_not_installed("processx")
+  script <- tempfile(fileext = ".R")
+  writeLines(c(
+    "library(suiro)",
+    "ch <- suiro_channel()",
+    "cat('waiting\\n')",
+    "r <- tryCatch(suiro_recv(ch$rx), interrupt = function(e) 'interrupted')",
+    "suiro_send(ch$tx, 'after')",
+    "cat(r, suiro_recv(ch$rx, timeout = 5), '\\n')"), script)
+  px <- processx::process$new(file.path(R.home("bin"), "Rscript"), script, stdout = "|", stderr = "|",
+                              env = c("current", R_LIBS = paste(.libPaths(), collapse = ":")))
+  on.exit(px$kill())
+  out <- ""
+  deadline <- Sys.time() + 30
+  while (!grepl("waiting", out) && Sys.time() < deadline) {
+    px$poll_io(200)
+    out <- paste0(out, px$read_output())
+  }
+  expect_match(out, "waiting")
+  Sys.sleep(0.3) # inside the wait now
+  px$interrupt()
+  px$wait(20000)
+  out <- paste0(out, px$read_all_output())
+  expect_false(px$is_alive())
+  expect_match(out, "interrupted after")
+})
+
 test_that("a killed sender: its queued messages arrive, then suiro_error_peer_died", {
   p <- local_pool(workers = 1)
   ch <- suiro_channel(capacity = 64)
@@ -204,14 +277,16 @@ test_that("suiro_recv_async settles from the event fd, not by polling", {
   promises::then(suiro_recv_async(ch$rx), function(v) got <<- v)
   expect_true(drain_later())
   w0 <- suiro:::chan_async_counts()
+  r0 <- suiro_channel_status(ch$rx)$received
   deadline <- Sys.time() + 20
   empty <- TRUE
   while (is.null(got) && Sys.time() < deadline) {
     # while nothing has arrived, nothing is scheduled on later's loop: no timer polls the channel
-    # (the loop is looked at first: a callback the message scheduled implies it is queued after)
+    # (the loop is looked at first: a callback the message scheduled implies it is queued or
+    # received after; once received, the promise's handler is scheduled on the loop)
     e <- later::loop_empty()
     st <- suiro_channel_status(ch$rx)
-    if (st$queued == 0 && st$peer == "open") empty <- empty && e
+    if (st$queued == 0 && st$received == r0 && st$peer == "open") empty <- empty && e
     later::run_now(0.5) # sleeps until a callback is scheduled (the watcher's) or 0.5 s pass
   }
   expect_true(empty)
