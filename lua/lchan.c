@@ -24,7 +24,8 @@ typedef struct lchan {
 static lchan *check_chan(lua_State *L, int idx, const char *verb) {
   lchan *c = lsuiro_testud(L, idx, &lsuiro_key_chan);
   if (!c) luaL_error(L, "%s: argument %d must be a channel endpoint, got %s", verb, idx, luaL_typename(L, idx));
-  if (!c->ch) luaL_error(L, "%s: this channel endpoint was sent to another process or freed", verb);
+  if (!c->ch || suiro_chan_given(c->ch))
+    luaL_error(L, "%s: this channel endpoint was sent to another process or freed", verb);
   return c;
 }
 
@@ -344,7 +345,7 @@ static int l_gc(lua_State *L) {
 
 static int l_tostring(lua_State *L) {
   lchan *c = lua_touserdata(L, 1);
-  if (!c->ch) lua_pushliteral(L, "suiro.channel (sent away)");
+  if (!c->ch || suiro_chan_given(c->ch)) lua_pushliteral(L, "suiro.channel (sent away)");
   else lua_pushfstring(L, "suiro.channel (%s): %p", c->side == SUIRO_CHAN_TX ? "sending end" : "receiving end", c->ch);
   return 1;
 }
@@ -419,10 +420,10 @@ int lchan_test(lua_State *L, int idx) { return lsuiro_testud(L, idx, &lsuiro_key
 const char *lchan_encode(lua_State *L, int idx, wire_writer *w) {
   lchan *c = lsuiro_testud(L, idx, &lsuiro_key_chan);
   if (!c->ch) return "a channel endpoint that was sent away already cannot be sent again";
+  if (suiro_chan_given(c->ch)) return "a channel endpoint that was sent to another process cannot be sent again";
   if (suiro_chan_put(w, c->ch) != WIRE_OK) return lua_pushfstring(L, "channel endpoint: %s", suiro_last_error());
-  /* the endpoint is the receiver's now: this handle only unmaps */
-  suiro_chan_free(c->ch);
-  c->ch = NULL;
+  /* given away; the handle stays, so a message that never goes gives it back (suiro_msg_free,
+   * suiro_zc_revoke: engine/src/chan.c), and its collection only unmaps once it went */
   return NULL;
 }
 

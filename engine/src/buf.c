@@ -43,6 +43,7 @@
 #include "handle.h"
 #include "region.h"
 #include "suiro_bind.h"
+#include "suiro_chan.h"
 
 #define REGION_MAGIC 0x6e6f69676572756full /* "uregion" */
 #define REGION_HDR 64                     /* data starts one cache line in */
@@ -775,6 +776,10 @@ void suiro_zc_revoke(const void *buf, size_t len) {
   if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;
   while (suiro_wire_next(&r, &it) == WIRE_OK) {
     if (it.tag != WIRE_REF) continue;
+    if (it.ref.type == WIRE_REF_CHAN) { /* an endpoint comes back to its sender, or is dropped (chan.c) */
+      suiro_chan_revoke(&it.ref);
+      continue;
+    }
     suiro_view v;
     if (suiro_zc_open(&it.ref, &v) == SUIRO_OK) suiro_buf_unref(v.buf); /* takes the grant, drops it */
   }

@@ -43,11 +43,20 @@
  *   - Trust: an endpoint is accepted only by name from this process's pool family, and only with
  *     the channel's token (64 random bits, in the header and in the endpoint's wire form); sizes
  *     in the shared header are checked against the mapping as made here.
+ *   - In transit: an exported end's handle stays with its face (refusing use) in this process's
+ *     list of exported handles, and every put is recorded per writer (put_recs). A message that
+ *     never goes (suiro_msg_free, suiro_zc_revoke) revokes its endpoints: one still between owners
+ *     since our export (end.epoch unchanged) comes back to its handle; without a handle, or in a
+ *     process that did not export it (a worker skipping a cancelled task, the host dropping a dead
+ *     worker's claims or what is still queued when a pool stops), it is dropped: owner set to
+ *     OWNER_DROPPED and the end freed, so the peer sees CLOSED and the names go with the last end.
+ *     The last end to go also revokes the endpoints in its ring's unread messages.
  *   - Names: `ends` counts ends not yet freed; whoever takes it to 0 unlinks the region and the
  *     FIFO. A survivor that frees its end while the peer's owner is dead frees the peer's end
  *     too, and reaps the dead owner's names (its anchor), so nothing stays in /dev/shm.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +86,8 @@ typedef struct chan_end {
   _Atomic uint64_t owner_id; /* the owner's full region id */
   _Atomic uint32_t closed;   /* written by the end's owner */
   _Atomic uint32_t freed;    /* 1 once freed by its last owner (or found dead by the peer) */
+  _Atomic uint32_t epoch;    /* exports so far: a taken-back export must still be the latest */
+  uint32_t pad;
 } chan_end;
 
 typedef struct chan_hdr {
@@ -119,7 +130,11 @@ struct suiro_chan {
   int epfd, pidfd;
   uint64_t pid_owner; /* rx: the sender's owner word pidfd was opened for */
   spin_adapt spin;
+  suiro_chan *exp_next; /* in exp_list while exported */
+  uint32_t exp_epoch;   /* the end's epoch written by our export */
 };
+
+#define OWNER_DROPPED UINT64_MAX /* an end in transit whose message was dropped: never claimed */
 
 static uint64_t pad8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 
@@ -203,6 +218,27 @@ static void notify_tx(suiro_chan *ch) {
   }
 }
 
+/* ---- this process's exported handles ----------------------------------------------------------- */
+
+/* Handles this process gave away (state EXPORTED) and still holds: a message that carried one and
+ * is then dropped takes it back (revoke_one). Guarded by exp_lock; exp_count lets the hot paths
+ * skip the lock when there are none. */
+static pthread_mutex_t exp_lock = PTHREAD_MUTEX_INITIALIZER;
+static suiro_chan *exp_list;
+static _Atomic int exp_count;
+
+static void exp_unlink(suiro_chan *ch) { /* exp_lock held */
+  for (suiro_chan **pp = &exp_list; *pp; pp = &(*pp)->exp_next)
+    if (*pp == ch) {
+      *pp = ch->exp_next;
+      ch->exp_next = NULL;
+      atomic_fetch_sub(&exp_count, 1);
+      return;
+    }
+}
+
+static int in_family(const char *name);
+
 /* ---- creating, opening, freeing --------------------------------------------------------------- */
 
 void suiro_chan_opts_init(suiro_chan_opts *o) {
@@ -234,6 +270,9 @@ static suiro_status claim(suiro_chan *ch) {
     return suiro_set_error(SUIRO_ERR, "channel %s: its %s was closed and freed: refused", ch->reg->name,
                            side_name(ch->side));
   if (!atomic_compare_exchange_strong_explicit(&e->owner, &w, me, memory_order_acq_rel, memory_order_acquire)) {
+    if (w == OWNER_DROPPED || ld_acq(&e->freed))
+      return suiro_set_error(SUIRO_ERR, "channel %s: its %s was dropped with a message nobody read: refused",
+                             ch->reg->name, side_name(ch->side));
     if (w == me)
       return suiro_set_error(SUIRO_ERR, "channel %s: this process already holds its %s (one handle per owner)",
                              ch->reg->name, side_name(ch->side));
@@ -321,10 +360,13 @@ suiro_status suiro_chan_create(const suiro_chan_opts *o, suiro_chan **tx, suiro_
   return SUIRO_OK;
 }
 
+static void revoke_ring(chan_hdr *h);
+
 static void drop_end(chan_hdr *h, int side, const char *name) {
   uint32_t z = 0;
   if (!atomic_compare_exchange_strong(&h->end[side].freed, &z, 1)) return;
   if (atomic_fetch_sub(&h->ends, 1) == 1) {
+    revoke_ring(h); /* endpoints in messages nobody will read go too */
     char path[128];
     fifo_path(name, path, sizeof path);
     unlink(path);
@@ -370,6 +412,10 @@ void suiro_chan_free(suiro_chan *ch) {
     }
     drop_end(h, ch->side, ch->reg->name);
     if (ch->anchored) region_release_anchor();
+  } else if (ch->state == ST_EXPORTED) {
+    pthread_mutex_lock(&exp_lock);
+    exp_unlink(ch);
+    pthread_mutex_unlock(&exp_lock);
   }
   if (ch->fifo >= 0) close(ch->fifo);
   if (ch->pidfd >= 0) close(ch->pidfd);
@@ -402,6 +448,12 @@ suiro_status suiro_chan_export(suiro_chan *ch, suiro_chan_ref *ref) {
   snprintf(ref->name, sizeof ref->name, "%s", ch->reg->name);
   ref->side = ch->side;
   ref->token = ch->h->token;
+  ch->exp_epoch = atomic_fetch_add(&ch->h->end[ch->side].epoch, 1) + 1;
+  pthread_mutex_lock(&exp_lock);
+  ch->exp_next = exp_list;
+  exp_list = ch;
+  atomic_fetch_add(&exp_count, 1);
+  pthread_mutex_unlock(&exp_lock);
   st_rel(&ch->h->end[ch->side].owner, 0);
   ch->state = ST_EXPORTED;
   if (ch->anchored) region_release_anchor();
@@ -410,13 +462,111 @@ suiro_status suiro_chan_export(suiro_chan *ch, suiro_chan_ref *ref) {
   return SUIRO_OK;
 }
 
+/* Takes an exported handle back (exp_lock held): only while the end is still between owners
+ * since our export (its epoch unchanged), so a later export by someone else is never stolen. */
+static suiro_status take_back(suiro_chan *ch) {
+  chan_end *e = &ch->h->end[ch->side];
+  if (ld_acq(&e->epoch) != ch->exp_epoch || ld_acq(&e->owner) != 0)
+    return suiro_set_error(SUIRO_ERR, "channel %s: its %s was claimed by another process since it was sent: "
+                                      "it cannot be taken back", ch->reg->name, side_name(ch->side));
+  ch->state = 0;
+  suiro_status st = claim(ch);
+  if (st != SUIRO_OK) {
+    ch->state = ST_EXPORTED;
+    return st;
+  }
+  exp_unlink(ch);
+  return SUIRO_OK;
+}
+
 suiro_status suiro_chan_unexport(suiro_chan *ch) {
   if (!handle_ok(ch, HANDLE_CHAN)) return handle_check(ch, HANDLE_CHAN, "suiro_chan_unexport");
   if (ch->state != ST_EXPORTED) return SUIRO_OK;
-  ch->state = 0;
-  suiro_status st = claim(ch);
-  if (st != SUIRO_OK) ch->state = ST_EXPORTED;
+  pthread_mutex_lock(&exp_lock);
+  suiro_status st = take_back(ch);
+  pthread_mutex_unlock(&exp_lock);
   return st;
+}
+
+int suiro_chan_given(const suiro_chan *ch) { return handle_ok(ch, HANDLE_CHAN) && ch->state == ST_EXPORTED; }
+
+/* An end named by a reference this process wrote, in a message that will never be read: it
+ * comes back to our exported handle when we still have one (the face's endpoint works again),
+ * else, when it is still between owners, it is dropped: freed as by its owner, so the peer sees
+ * CLOSED after what was queued, and the channel's names go with its last end. */
+void suiro_chan_revoke(const suiro_wire_ref *r) {
+  char name[64];
+  if (!r || r->type != WIRE_REF_CHAN || r->length > 1 || r->name.len == 0 || r->name.len >= sizeof name ||
+      memchr(r->name.ptr, 0, r->name.len))
+    return;
+  memcpy(name, r->name.ptr, r->name.len);
+  name[r->name.len] = 0;
+  int side = (int)r->length;
+  if (ld_acq(&exp_count) > 0) {
+    pthread_mutex_lock(&exp_lock);
+    suiro_chan *c = exp_list;
+    for (; c; c = c->exp_next)
+      if (c->side == side && c->h->token == r->flags && strcmp(c->reg->name, name) == 0 &&
+          ld_acq(&c->h->end[side].epoch) == c->exp_epoch && handle_ok(c, HANDLE_CHAN))
+        break;
+    int back = c && take_back(c) == SUIRO_OK;
+    pthread_mutex_unlock(&exp_lock);
+    if (back) return;
+  }
+  if (!in_family(name)) return;
+  suiro_region *reg;
+  if (suiro_region_open(name, 1, &reg) != SUIRO_OK) return;
+  chan_hdr *h = reg->addr;
+  if (reg->size >= sizeof *h && h->magic == CHAN_MAGIC && h->version == CHAN_VERSION && h->token == r->flags &&
+      h->data_off >= sizeof *h && h->data_off <= reg->size && h->ring >= 64 && !(h->ring & (h->ring - 1)) &&
+      h->ring <= reg->size - h->data_off) {
+    uint64_t z = 0;
+    if (atomic_compare_exchange_strong(&h->end[side].owner, &z, OWNER_DROPPED)) {
+      suiro_chan *tmp = new_end(reg, side);
+      drop_end(h, side, name);
+      if (tmp) { /* wake the peer: it finds the end freed */
+        if (side == SUIRO_CHAN_TX) notify_rx(tmp);
+        else notify_tx(tmp);
+        if (tmp->fifo >= 0) close(tmp->fifo);
+        free(tmp);
+      }
+    }
+  }
+  suiro_region_close(reg, 0);
+}
+
+static _Thread_local int revoke_depth; /* endpoints inside rings inside rings: bounded */
+
+void suiro_chan_revoke_refs(const void *buf, size_t len) {
+  if (!buf || len < 8 || ((uintptr_t)buf & 7) || revoke_depth > 8) return;
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;
+  revoke_depth++;
+  while (suiro_wire_next(&r, &it) == WIRE_OK)
+    if (it.tag == WIRE_REF && it.ref.type == WIRE_REF_CHAN) suiro_chan_revoke(&it.ref);
+  revoke_depth--;
+}
+
+int suiro_chan_exports_pending(void) { return ld_acq(&exp_count) > 0; }
+
+/* The last end is gone: messages still queued will never be read; endpoints in them go. */
+static void revoke_ring(chan_hdr *h) {
+  unsigned char *ring = (unsigned char *)h + h->data_off;
+  uint64_t p = ld_acq(&h->head), t = ld_acq(&h->tail), mask = h->ring - 1;
+  if (t - p > h->ring) return;
+  while (p != t) {
+    uint64_t idx = p & mask;
+    const uint32_t *m = (const uint32_t *)(const void *)(ring + idx);
+    if (m[1] == KIND_SKIP) {
+      p += h->ring - idx;
+      continue;
+    }
+    uint64_t len = m[0];
+    if (len > h->bytes || idx + MSG_HDR + pad8(len) > h->ring) return;
+    suiro_chan_revoke_refs(m + 2, (size_t)len);
+    p += MSG_HDR + pad8(len);
+  }
 }
 
 suiro_status suiro_chan_import(const suiro_chan_ref *ref, suiro_chan **out) {
@@ -465,6 +615,55 @@ suiro_status suiro_chan_import(const suiro_chan_ref *ref, suiro_chan **out) {
   return SUIRO_OK;
 }
 
+/* Endpoints put into writers on this thread, so a message (msg.c) that ends unsent takes back
+ * what was written into it, even once a face freed its writer: (writer, end, epoch) records, the
+ * oldest forgotten first. A message starting at a writer's address forgets what was recorded
+ * there before (a plain writer's, since handed over or revoked by its bytes). */
+typedef struct put_rec {
+  const void *w;
+  char name[64];
+  int side;
+  uint64_t token;
+} put_rec;
+#define PUT_RECS 32
+static _Thread_local put_rec put_recs[PUT_RECS];
+static _Thread_local int put_n;
+
+static void put_record(const void *w, const suiro_chan_ref *ref) {
+  if (put_n == PUT_RECS) {
+    memmove(put_recs, put_recs + 1, sizeof put_recs[0] * (PUT_RECS - 1));
+    put_n--;
+  }
+  put_rec *r = &put_recs[put_n++];
+  r->w = w;
+  memcpy(r->name, ref->name, sizeof r->name);
+  r->side = ref->side;
+  r->token = ref->token;
+}
+
+void chan_msg_mark(const void *w, int revoke); /* msg.c */
+void chan_msg_mark(const void *w, int revoke) {
+  if (put_n == 0) return;
+  int k = 0;
+  for (int i = 0; i < put_n; i++) {
+    if (put_recs[i].w != w) {
+      put_recs[k++] = put_recs[i];
+      continue;
+    }
+    if (!revoke) continue;
+    put_rec rec = put_recs[i];
+    suiro_wire_ref r;
+    memset(&r, 0, sizeof r);
+    r.type = WIRE_REF_CHAN;
+    r.flags = rec.token;
+    r.length = (uint64_t)rec.side;
+    r.name.ptr = rec.name;
+    r.name.len = strlen(rec.name);
+    suiro_chan_revoke(&r);
+  }
+  put_n = k;
+}
+
 int suiro_chan_put(suiro_wire_writer *w, suiro_chan *ch) {
   suiro_chan_ref ref;
   if (suiro_chan_export(ch, &ref) != SUIRO_OK) return WIRE_ERR;
@@ -479,6 +678,7 @@ int suiro_chan_put(suiro_wire_writer *w, suiro_chan *ch) {
     suiro_chan_unexport(ch);
     return WIRE_ERR;
   }
+  put_record(w, &ref);
   return WIRE_OK;
 }
 

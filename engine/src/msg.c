@@ -7,7 +7,9 @@
  * (suiro_zc_put's suiro_buf_ref, the receiver's reference); entries with `own` also hold one
  * reference of the sender (a region the face made for a copy), dropped when the message ends.
  * Giving a grant back is suiro_buf_unsend (an atomic on the region's shared count, buf.c); no
- * other memory is shared.
+ * other memory is shared. Channel endpoints written into a freed message are taken back the same
+ * way: chan.c records every endpoint put into a writer, and the message's end takes back those of
+ * its writer, so faces record nothing for them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,10 @@
 #include "internal.h"
 #include "suiro_face.h"
 
+void chan_msg_mark(const void *w, int revoke); /* chan.c: endpoints put into the writer at w */
+
 void suiro_msg_init(suiro_msg *m, void *stack, size_t cap) {
+  chan_msg_mark(&m->w, 0); /* a new message here: what was recorded at this address is stale */
   suiro_wire_writer_init(&m->w, stack, cap);
   m->n = 0;
   m->cap = (int)(sizeof m->inl / sizeof m->inl[0]);
@@ -54,6 +59,8 @@ int suiro_msg_put_ref(suiro_msg *m, suiro_buf *b, int own, const void *data, siz
 int suiro_msg_finish(suiro_msg *m, const void **buf, size_t *len) { return suiro_wire_writer_finish(&m->w, buf, len); }
 
 static void msg_end(suiro_msg *m, int unsend) {
+  /* channel endpoints written into a message that never goes come back too (chan.c) */
+  chan_msg_mark(&m->w, unsend);
   for (int i = 0; i < m->n; i++) {
     if (unsend) suiro_buf_unsend(m->g[i].b);
     if (m->g[i].own) suiro_buf_unref(m->g[i].b);

@@ -230,6 +230,8 @@ static void fail_task(suiro_pool *p, suiro_task t, int slot, int pid, const char
   atomic_compare_exchange_strong(&r->state, &s, rs_state(gen, (unsigned)slot, result));
 }
 
+void pool_revoke_entry(const taskq_entry *e); /* pool.c */
+
 void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
   pool_hdr *h = p->hdr;
   unsigned claimer = (unsigned)slot + 1;
@@ -243,6 +245,7 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
       if (tq_kind(s) != TQ_CLAIMED || tq_claimer(s) != claimer) continue;
       fail_task(p, e->task, slot, pid, why);
       uint64_t pos = (tq_lap(s) << q->shift) | i;
+      pool_revoke_entry(e); /* endpoints in its argument come back (chan.c) */
       if ((e->flags & TQ_SPILLED)) {
         char name[SUIRO_NAME_MAX];
         snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
@@ -262,6 +265,7 @@ void peer_fail_worker_tasks(suiro_pool *p, int slot, int pid, const char *why) {
   uint64_t pos;
   taskq_entry *e;
   while ((e = taskq_claim(own, MONITOR_CLAIMER, &pos)) != NULL) {
+    pool_revoke_entry(e);
     if (e->flags & TQ_SPILLED) {
       char name[SUIRO_NAME_MAX];
       snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));

@@ -23,6 +23,7 @@
  */
 #include "pool.h"
 #include "suiro_bind.h"
+#include "suiro_chan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -475,6 +476,37 @@ static suiro_status wait_workers_ready(suiro_pool *p, int from, int to, double t
   }
 }
 
+/* A task that will never run: channel endpoints in its argument are revoked (suiro_chan_revoke:
+ * back to this process's handle, or dropped), so none stays between owners with its names in
+ * /dev/shm. The entry is claimed by the caller. */
+void pool_revoke_entry(const taskq_entry *e); /* peer.c too */
+void pool_revoke_entry(const taskq_entry *e) {
+  if (!(e->flags & TQ_SPILLED)) {
+    suiro_chan_revoke_refs(e + 1, e->len);
+    return;
+  }
+  char name[SUIRO_NAME_MAX];
+  snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, (const char *)(e + 1));
+  suiro_buf *b;
+  if (suiro_buf_open(name, e->len, &b) != SUIRO_OK) return;
+  suiro_chan_revoke_refs(suiro_buf_data(b), e->len);
+  suiro_buf_unref(b);
+}
+
+/* Stopping: whatever is still queued will never run. */
+static void revoke_queued(suiro_pool *p) {
+  if (!p->hdr || !p->queues) return;
+  for (int qi = 0; qi < p->hdr->nsubs; qi++) {
+    const taskq_view *q = &p->queues[qi];
+    uint64_t pos;
+    taskq_entry *e;
+    while ((e = taskq_claim(q, MONITOR_CLAIMER, &pos)) != NULL) {
+      pool_revoke_entry(e);
+      taskq_release(q, e, pos);
+    }
+  }
+}
+
 suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
   if (!p) return SUIRO_OK;
   /* A stale (stopped) handle, or one inherited across fork, is refused without touching anything:
@@ -508,6 +540,7 @@ suiro_status suiro_pool_stop(suiro_pool *p, double timeout) {
     }
   }
   peer_stop_monitor(p);
+  revoke_queued(p);
   map_pool_stopped(p);
   hosts_remove(p);
   if (p->region) {

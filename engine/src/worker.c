@@ -17,6 +17,7 @@
  *     one needless move.
  */
 #include "pool.h"
+#include "suiro_chan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -299,7 +300,9 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
   uint64_t expect = rs_state(gen, RS_NOWORKER, RS_PENDING);
   if (!atomic_compare_exchange_strong_explicit(&r->state, &expect, rs_state(gen, w, RS_RUNNING),
                                                memory_order_acq_rel, memory_order_relaxed)) {
-    /* Cancelled before it started, or its submitter died: skip it. */
+    /* Cancelled before it started, or its submitter died: skip it. Channel endpoints in its
+     * argument will never be claimed: they are dropped, so their names go (chan.c). */
+    if (arg && !spill_failed) suiro_chan_revoke_refs(arg, len);
     if (arg_heap) free(arg);
     if (arg_buf) suiro_buf_unref(arg_buf);
     st_rlx(&me->depth, depth);

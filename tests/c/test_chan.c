@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "suiro_bind.h"
 #include "suiro_chan.h"
+#include "suiro_face.h"
 
 void buf_set_worker(const char *pool_name); /* buf.c: this process joins the family of a name */
 
@@ -516,4 +517,122 @@ TEST(bad_inputs_are_refused_by_name) {
   suiro_chan_free(NULL);
   suiro_chan_free(tx);
   suiro_chan_free(rx);
+}
+
+/* An endpoint written into a message that never goes comes back to its sender: the message freed
+ * (a refused submit, an encode error later in the arguments), or its bytes revoked (a batch's
+ * refused tasks). One that was claimed meanwhile is left alone. */
+TEST(a_message_that_never_goes_gives_its_endpoint_back) {
+  char pre[64];
+  own_prefix(pre, sizeof pre);
+  suiro_chan *rx, *tx = make(8, 0, &rx);
+  uint64_t v = 7;
+  size_t len;
+  _Alignas(8) unsigned char stack[256];
+  suiro_msg m;
+  suiro_msg_init(&m, stack, sizeof stack);
+  CHECK_EQ(suiro_wire_put_list(suiro_msg_writer(&m), 2), WIRE_OK);
+  CHECK_EQ(suiro_chan_put(suiro_msg_writer(&m), tx), WIRE_OK);
+  CHECK(suiro_chan_given(tx));
+  CHECK_EQ(suiro_chan_send(tx, &v, 8, 0), SUIRO_ERR);
+  CHECK(strstr(suiro_last_error(), "sent to another process"));
+  suiro_msg_free(&m); /* the list's second item never came: the message is dropped */
+  CHECK(!suiro_chan_given(tx));
+  CHECK_OK(suiro_chan_send(tx, &v, 8, 0));
+  CHECK_OK(suiro_chan_recv(rx, &v, 8, &len, 1));
+  CHECK_EQ(v, 7);
+
+  /* revoked bytes, as a batch's refused tasks are */
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_chan_put(&w, rx), WIRE_OK);
+  const void *buf;
+  size_t blen;
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &blen), WIRE_OK);
+  CHECK(suiro_chan_given(rx));
+  suiro_zc_revoke(buf, blen);
+  CHECK(!suiro_chan_given(rx));
+  CHECK_OK(suiro_chan_send(tx, &v, 8, 0));
+  CHECK_OK(suiro_chan_recv(rx, &v, 8, &len, 1));
+
+  /* claimed since (the message went): revoking its bytes takes nothing back */
+  CHECK_EQ(suiro_chan_put(&w, tx), WIRE_ERR); /* after the top-level value: refused */
+  suiro_wire_writer_free(&w);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK(!suiro_chan_given(tx)); /* the put on a finished writer failed and gave it back */
+  CHECK_EQ(suiro_chan_put(&w, tx), WIRE_OK);
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &blen), WIRE_OK);
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_EQ(suiro_wire_reader_init(&r, buf, blen), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  suiro_chan *t2 = NULL;
+  CHECK_OK(suiro_chan_open(&it.ref, &t2));
+  suiro_zc_revoke(buf, blen);
+  CHECK(suiro_chan_given(tx));
+  CHECK_EQ(suiro_chan_unexport(tx), SUIRO_ERR);
+  CHECK(strstr(suiro_last_error(), "claimed by another process"));
+  CHECK_OK(suiro_chan_send(t2, &v, 8, 0));
+  CHECK_OK(suiro_chan_recv(rx, &v, 8, &len, 1));
+  suiro_wire_writer_free(&w);
+  suiro_chan_free(t2);
+  suiro_chan_free(tx);
+  suiro_chan_free(rx);
+  CHECK_EQ(shm_count(pre), 0);
+}
+
+/* An endpoint in transit that nobody will claim is dropped: when the sender no longer holds its
+ * handle, revoking the message frees the end (its peer sees CLOSED after what was queued), and a
+ * channel whose last end goes drops the endpoints in its unread messages. Nothing stays in
+ * /dev/shm. */
+TEST(an_endpoint_nobody_claims_is_dropped) {
+  char pre[64];
+  own_prefix(pre, sizeof pre);
+  suiro_chan *rx, *tx = make(8, 0, &rx);
+  uint64_t v = 3;
+  size_t len;
+  CHECK_OK(suiro_chan_send(tx, &v, 8, 0));
+  suiro_wire_writer w;
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_chan_put(&w, tx), WIRE_OK);
+  const void *buf;
+  size_t blen;
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &blen), WIRE_OK);
+  suiro_chan_free(tx); /* given away: this only unmaps */
+  suiro_chan_stats s;
+  CHECK_OK(suiro_chan_status(rx, &s));
+  CHECK_EQ(s.peer, SUIRO_CHAN_PEER_MOVING);
+  suiro_zc_revoke(buf, blen); /* the message is dropped */
+  CHECK_OK(suiro_chan_recv(rx, &v, 8, &len, 1)); /* what was queued first */
+  CHECK_EQ(v, 3);
+  CHECK_EQ(suiro_chan_recv(rx, &v, 8, &len, 5), SUIRO_CLOSED);
+  suiro_chan *t3 = NULL;
+  suiro_wire_reader r;
+  suiro_wire_item it;
+  CHECK_EQ(suiro_wire_reader_init(&r, buf, blen), WIRE_OK);
+  CHECK_EQ(suiro_wire_next(&r, &it), WIRE_OK);
+  CHECK_EQ(suiro_chan_open(&it.ref, &t3), SUIRO_ERR); /* the dropped end cannot be claimed */
+  CHECK(strstr(suiro_last_error(), "freed") || strstr(suiro_last_error(), "dropped"));
+  suiro_wire_writer_free(&w);
+  suiro_chan_free(rx);
+  CHECK_EQ(shm_count(pre), 0);
+
+  /* an endpoint queued in a channel whose ends both go unread */
+  suiro_chan *rxa, *txa = make(8, 0, &rxa);
+  suiro_chan *rxb, *txb = make(8, 0, &rxb);
+  suiro_wire_writer_init(&w, NULL, 0);
+  CHECK_EQ(suiro_wire_put_list(&w, 2), WIRE_OK);
+  CHECK_EQ(suiro_wire_put_i64(&w, 1), WIRE_OK);
+  CHECK_EQ(suiro_chan_put(&w, txb), WIRE_OK);
+  CHECK_EQ(suiro_wire_writer_finish(&w, &buf, &blen), WIRE_OK);
+  CHECK_OK(suiro_chan_send(txa, buf, blen, 0));
+  suiro_wire_writer_free(&w);
+  suiro_chan_free(txb);
+  suiro_chan_free(txa);
+  CHECK_OK(suiro_chan_status(rxb, &s));
+  CHECK_EQ(s.peer, SUIRO_CHAN_PEER_MOVING);
+  suiro_chan_free(rxa); /* the last end of a: its unread message's endpoint is dropped */
+  CHECK_EQ(suiro_chan_recv(rxb, &v, 8, &len, 5), SUIRO_CLOSED);
+  suiro_chan_free(rxb);
+  CHECK_EQ(shm_count(pre), 0);
 }

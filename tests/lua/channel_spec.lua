@@ -231,4 +231,81 @@ describe("suiro.channel", function()
     collectgarbage()
     assert.are.equal(before, channel_names())
   end)
+
+  it("gives an endpoint back to the host when the message carrying it never goes", function()
+    collectgarbage()
+    collectgarbage()
+    local before = channel_names()
+    do
+      local tx, rx = suiro.channel { capacity = 4 }
+      -- an encode error later in the arguments
+      assert.matches("coroutine cannot be sent",
+        err_of(pool.submit, pool, function(_, _) end, tx, coroutine.create(print)))
+      assert.is_true(tx:send(1))
+      assert.are.equal(1, rx:recv(1))
+      -- the queue stays full past the pool's timeout (no worker takes anything)
+      local full <close> = suiro.pool { workers = 0, ring_cap = 2, timeout = 0.01 }
+      local queued = {}
+      for _ = 1, 64 do
+        local t = full:submit(function() end)
+        if not t then break end
+        queued[#queued + 1] = t
+      end
+      assert.is_true(#queued < 64)
+      assert.are.same({ nil, "full" }, { full:submit(function(out) out:send(2) end, tx) })
+      assert.is_true(tx:send(2))
+      assert.are.equal(2, rx:recv(1))
+      -- sent on a channel that stays full
+      local ftx, frx = suiro.channel { capacity = 1 }
+      assert.is_true(ftx:send(0))
+      assert.are.same({ nil, "full" }, { ftx:send(rx, 0.01) })
+      assert.is_true(tx:send(3))
+      assert.are.equal(3, rx:recv(1))
+      -- a batch refused by the full queue: every endpoint comes back
+      local tasks, why = full:submit_batch(function(_) end, { { rx } })
+      assert.are.same({ {}, "timeout" }, { tasks, why })
+      assert.is_true(tx:send(4))
+      assert.are.equal(4, rx:recv(1))
+      for _, e in ipairs { tx, rx, ftx, frx } do e:close() end
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, channel_names())
+  end)
+
+  it("drops an endpoint whose task never runs: the peer sees closed, /dev/shm is left clean", function()
+    collectgarbage()
+    collectgarbage()
+    local before = channel_names()
+    do
+      local one <close> = suiro.pool { workers = 1 }
+      local tx, rx = suiro.channel()
+      -- the one worker is busy until told, so the second task is still queued when cancelled
+      local gtx, grx = suiro.channel()
+      local busy = one:submit(function(go) return go:recv(10) end, grx)
+      local t = one:submit(function(out) out:send("ran") end, tx)
+      assert.is_true(t:cancel())
+      assert.is_true(gtx:send("go"))
+      assert.are.equal("go", busy:collect(10))
+      -- the worker skipped the cancelled task: the endpoint it carried is dropped
+      assert.are.same({ nil, "closed" }, { rx:recv(10) })
+      -- a task still queued when its pool stops: the endpoint comes back to the host
+      local tx2, rx2 = suiro.channel()
+      local gtx2, grx2 = suiro.channel()
+      local busy2 = one:submit(function(go) return go:recv(10) end, grx2)
+      one:submit(function(out) out:send("ran") end, tx2)
+      gtx2:send("go")
+      busy2:collect(10)
+      one:stop()
+      local v = rx2:recv(0)
+      if v == nil then -- the worker ran it before the stop: then it sent, closed its end, and ended
+        assert.is_true(tx2:send("back"))
+        assert.are.equal("back", rx2:recv(1))
+      end
+      for _, e in ipairs { tx, rx, gtx, tx2, rx2, gtx2 } do pcall(e.close, e) end
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, channel_names())
+  end)
 end)

@@ -183,3 +183,62 @@ def test_nothing_left_in_dev_shm():
     assert len([n for n in own_regions() if "_ch" in n]) > len(before)
     del tx, rx
     assert [n for n in own_regions() if "_ch" in n] == before
+
+
+def _chan_regions():
+    import gc
+
+    gc.collect()  # endpoints of earlier tests held by reference cycles (tracebacks) go first
+    return [n for n in own_regions() if "_ch" in n]
+
+
+def test_an_endpoint_comes_back_when_its_message_never_goes():
+    import threading
+
+    before = _chan_regions()
+    tx, rx = suiro.channel(capacity=4)
+    with suiro.pool(0, ring_cap=2, timeout=0.01) as full:  # no worker: the queue fills
+        queued = []
+        with pytest.raises(suiro.PoolFull):
+            for i in range(64):
+                queued.append(full.submit(int, i))
+        assert len(queued) < 64
+        with pytest.raises(suiro.PoolFull):  # the queue stays full past the pool's timeout
+            full.submit(consume, rx, 1)
+        tx.send(1)
+        assert rx.recv(timeout=1) == 1
+        with pytest.raises(TypeError):  # an encode error later in the arguments
+            full.submit(consume, rx, threading.Lock())
+        tx.send(2)
+        assert rx.recv(timeout=1) == 2
+        with pytest.raises(TimeoutError):  # a batch refused by the full queue
+            full.submit_batch(produce, [(tx, 1)])
+        tx.send(3)
+        assert rx.recv(timeout=1) == 3
+    ftx, frx = suiro.channel(capacity=1)
+    ftx.send(0)
+    with pytest.raises(suiro.ChannelFull):  # sent on a channel that stays full
+        ftx.send(tx, timeout=0.01)
+    tx.send(4)
+    assert rx.recv(timeout=1) == 4
+    assert "sent away" not in repr(tx)
+    del tx, rx, ftx, frx, queued
+    assert _chan_regions() == before
+
+
+def test_an_endpoint_whose_task_never_runs_is_dropped():
+    before = _chan_regions()
+    tx, rx = suiro.channel()
+    gtx, grx = suiro.channel()
+    with suiro.pool(1) as one:
+        busy = one.submit(consume, grx, 1)  # the one worker waits for a go
+        t = one.submit(produce, tx, 3)
+        assert t.cancel()
+        gtx.send(5)
+        assert busy.collect(timeout=10) == 5
+        # the worker skipped the cancelled task: the endpoint it carried is dropped, the
+        # receiver sees the end closed
+        with pytest.raises(suiro.ChannelClosed):
+            rx.recv(timeout=10)
+    del tx, rx, gtx, grx, busy, t
+    assert _chan_regions() == before

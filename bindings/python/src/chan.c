@@ -68,7 +68,7 @@ static PyObject *raise_outcome(ChanObject *c, suiro_status st, const char *verb)
 }
 
 static int check(ChanObject *c, int side, const char *verb) {
-  if (!c->ch) {
+  if (!c->ch || suiro_chan_given(c->ch)) {
     PyErr_Format(PyExc_ValueError, "%s: this channel endpoint was sent to another process or freed", verb);
     return -1;
   }
@@ -311,7 +311,7 @@ static void c_dealloc(ChanObject *c) {
 }
 
 static PyObject *c_repr(ChanObject *c) {
-  if (!c->ch) return PyUnicode_FromString("<suiro.Channel (sent away)>");
+  if (!c->ch || suiro_chan_given(c->ch)) return PyUnicode_FromString("<suiro.Channel (sent away)>");
   return PyUnicode_FromFormat("<suiro.Channel %s>", c->side == SUIRO_CHAN_TX ? "sending end" : "receiving end");
 }
 
@@ -355,9 +355,10 @@ const char *sp_chan_encode(PyObject *o, wire_writer *w) {
   ChanObject *c = (ChanObject *)o;
   if (!c->ch) return "a channel endpoint that was sent away already cannot be sent again";
   if (c->busy) return "a channel endpoint in use by another thread cannot be sent";
+  if (suiro_chan_given(c->ch)) return "a channel endpoint that was sent to another process cannot be sent again";
   if (suiro_chan_put(w, c->ch) != WIRE_OK) return suiro_last_error();
-  suiro_chan_free(c->ch); /* given away: this handle only unmapped */
-  c->ch = NULL;
+  /* given away; the handle stays, so a message that never goes gives it back (suiro_msg_free,
+   * suiro_zc_revoke: engine/src/chan.c), and its dealloc only unmaps once it went */
   return NULL;
 }
 
