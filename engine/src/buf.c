@@ -331,25 +331,11 @@ static void unmap_holder(suiro_buf *b) {
   pthread_mutex_unlock(&lock);
 }
 
-/* Whether b's name still names the file mapped here. A region another process made can sit in
- * our free list when we dropped its last reference and no pool of ours took it back (a region of
- * a worker's own pool, forwarded up to us); its name goes when that pool stops. Lock held. */
-static int name_alive(const suiro_buf *b) {
-  int fd = region_file_open(b->name, 0);
-  if (fd < 0) return 0;
-  struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == b->dev && (uint64_t)sb.st_ino == b->ino;
-  close(fd);
-  return ok;
-}
-
 suiro_buf *suiro_buf_alloc(size_t bytes) {
   if (suiro_budget_check("suiro_buf_alloc: bytes", 1, bytes) != SUIRO_OK) return NULL;
   pthread_mutex_lock(&lock);
   /* the smallest warm region that fits without wasting more than half of it */
-  suiro_buf *best;
-again:
-  best = NULL;
+  suiro_buf *best = NULL;
   for (int k = 0; k < NBUCKETS; k++)
     for (suiro_buf *b = buckets[k]; b; b = b->next)
       if (b->in_free && b->named && b->cap >= bytes && b->cap / 2 <= bytes + ((size_t)64 << 10) &&
@@ -359,10 +345,6 @@ again:
     best->in_free = 0;
     free_bytes -= best->cap;
     free_count--;
-    if (best->hdr->creator != (int32_t)getpid() && !name_alive(best)) {
-      destroy(best, 0); /* another process's, whose pool has stopped: no receiver could open it */
-      goto again;
-    }
     if (claim_free(best->hdr) == 0) {
       best->local = 1;
       best->size = bytes;
@@ -595,7 +577,10 @@ void suiro_buf_unref(suiro_buf *b) {
      * warm) and keep our mapping a while in case it comes back to us. */
     cache_mapping(b);
   } else if (left == 0 && b->local == 0) {
-    if (b->named) { /* ours alone now: keep it warm for the next large value */
+    /* Ours alone now: keep it warm for the next large value. Not another process's that no pool
+     * of ours took back (a region of a worker's own pool, forwarded up to us): its name lives as
+     * long as that pool, which may stop before we would reuse it. */
+    if (b->named && b->hdr->creator == (int32_t)getpid()) {
       evict_locked(b->cap);
       b->in_free = 1;
       b->freed_at = suiro_ns();
