@@ -70,6 +70,10 @@ suiro_status suiro_chan_send_batch(suiro_chan *tx, const suiro_chan_iov *msgs, s
  * outcome in *st); suiro_chan_commit(tx, len) then queues it and suiro_chan_flush publishes
  * every committed message at once (send and send_batch flush themselves). */
 void *suiro_chan_reserve(suiro_chan *tx, size_t len, double timeout, suiro_status *st);
+/* The fast path of reserve: room now, or NULL with nothing else done (no wait, no peer check,
+ * no error set: call suiro_chan_reserve for the outcome). For faces that release a lock (the
+ * GIL) only around waits. */
+void *suiro_chan_try_reserve(suiro_chan *tx, size_t len);
 void suiro_chan_commit(suiro_chan *tx, size_t len);
 void suiro_chan_flush(suiro_chan *tx);
 
@@ -82,6 +86,9 @@ typedef struct suiro_chan_msg {
  * store (the next recv_batch calls it first). */
 suiro_status suiro_chan_recv_batch(suiro_chan *rx, suiro_chan_msg *out, size_t max, size_t *n, double timeout);
 void suiro_chan_recv_done(suiro_chan *rx);
+/* The fast path of recv_batch: the messages queued now (0 when none, or on any misuse, with
+ * nothing else done: call suiro_chan_recv_batch for the outcome). */
+size_t suiro_chan_try_recv_batch(suiro_chan *rx, suiro_chan_msg *out, size_t max);
 /* One message copied into buf (cap bytes; a longer message is left queued: SUIRO_ERR naming
  * its size). */
 suiro_status suiro_chan_recv(suiro_chan *rx, void *buf, size_t cap, size_t *len, double timeout);

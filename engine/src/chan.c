@@ -755,6 +755,19 @@ static int has_room(suiro_chan *ch) {
   return 1;
 }
 
+/* Where the message of want_bytes goes, room known (a skip fills the ring's end when needed). */
+static void *place(suiro_chan *tx) {
+  uint64_t idx = tx->pos & tx->mask, room_end = tx->h->ring - idx;
+  if (room_end < want_bytes) { /* fill the end with a skip; the message starts at 0 */
+    uint32_t *sk = (uint32_t *)(void *)(tx->ring + idx);
+    sk[0] = (uint32_t)(room_end - MSG_HDR);
+    sk[1] = KIND_SKIP;
+    tx->pos += room_end;
+    idx = 0;
+  }
+  return tx->ring + idx + MSG_HDR;
+}
+
 /* deadline: the suiro_ns() deadline, or 0 to poll (FULL when there is no room). */
 static void *reserve_dl(suiro_chan *tx, size_t len, uint64_t deadline, suiro_status *st) {
   chan_hdr *h = tx->h;
@@ -786,16 +799,8 @@ static void *reserve_dl(suiro_chan *tx, size_t len, uint64_t deadline, suiro_sta
       return NULL;
     }
   }
-  uint64_t idx = tx->pos & tx->mask, room_end = h->ring - idx;
-  if (room_end < want_bytes) { /* fill the end with a skip; the message starts at 0 */
-    uint32_t *sk = (uint32_t *)(void *)(tx->ring + idx);
-    sk[0] = (uint32_t)(room_end - MSG_HDR);
-    sk[1] = KIND_SKIP;
-    tx->pos += room_end;
-    idx = 0;
-  }
   *st = SUIRO_OK;
-  return tx->ring + idx + MSG_HDR;
+  return place(tx);
 }
 
 static uint64_t deadline_or_poll(double timeout) { return timeout == 0 || timeout != timeout ? 0 : deadline_from(timeout); }
@@ -815,6 +820,15 @@ void *suiro_chan_reserve(suiro_chan *tx, size_t len, double timeout, suiro_statu
   if (!st) st = &dummy;
   if ((*st = tx_guard(tx, "suiro_chan_reserve")) != SUIRO_OK) return NULL;
   return reserve_dl(tx, len, deadline_or_poll(timeout), st);
+}
+
+void *suiro_chan_try_reserve(suiro_chan *tx, size_t len) {
+  if (SUIRO_UNLIKELY(!handle_ok(tx, HANDLE_CHAN) || tx->state != ST_OWNED || tx->side != SUIRO_CHAN_TX)) return NULL;
+  chan_hdr *h = tx->h;
+  if (SUIRO_UNLIKELY(len > h->bytes || tx->closed || ld_rlx(&h->end[SUIRO_CHAN_RX].closed))) return NULL;
+  want_bytes = MSG_HDR + pad8(len);
+  if (!has_room(tx)) return NULL;
+  return place(tx);
 }
 
 void suiro_chan_commit(suiro_chan *tx, size_t len) {
@@ -939,6 +953,14 @@ suiro_status suiro_chan_recv_batch(suiro_chan *rx, suiro_chan_msg *out, size_t m
   /* closed or dead: what was published before still comes first */
   if ((*n = take(rx, out, max)) > 0) return SUIRO_OK;
   return st;
+}
+
+size_t suiro_chan_try_recv_batch(suiro_chan *rx, suiro_chan_msg *out, size_t max) {
+  if (SUIRO_UNLIKELY(!handle_ok(rx, HANDLE_CHAN) || rx->state != ST_OWNED || rx->side != SUIRO_CHAN_RX ||
+                     rx->closed || !out || max == 0))
+    return 0;
+  if (rx->view_n) suiro_chan_recv_done(rx);
+  return take(rx, out, max);
 }
 
 suiro_status suiro_chan_recv(suiro_chan *rx, void *buf, size_t cap, size_t *len, double timeout) {

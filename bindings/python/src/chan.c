@@ -142,6 +142,13 @@ static int put_one(ChanObject *c, PyObject *v, double timeout, const char *verb)
     suiro_msg_free(&m);
     return -1;
   }
+  void *fast = suiro_chan_try_reserve(c->ch, len); /* room now: no GIL release, no clock */
+  if (fast) {
+    memcpy(fast, buf, len);
+    suiro_chan_commit(c->ch, len);
+    suiro_msg_sent(&m);
+    return 0;
+  }
   double t0 = suiro_now(), left = timeout;
   suiro_status st;
   for (;;) {
@@ -183,7 +190,8 @@ static PyObject *c_send(ChanObject *c, PyObject *args, PyObject *kw) {
   static char *kwl[] = { "value", "timeout", NULL };
   PyObject *v, *t = Py_None;
   double timeout;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &v, &t)) return NULL;
+  if (!kw && PyTuple_GET_SIZE(args) == 1) v = PyTuple_GET_ITEM(args, 0); /* send(v): the common call */
+  else if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &v, &t)) return NULL;
   if (check(c, SUIRO_CHAN_TX, "send") < 0 || parse_timeout(t, &timeout, "send") < 0) return NULL;
   int r = put_one(c, v, timeout, "send");
   suiro_chan_flush(c->ch);
@@ -214,6 +222,7 @@ static PyObject *c_send_batch(ChanObject *c, PyObject *args, PyObject *kw) {
 
 /* Waits for up to max views; 0 with *n, or -1 with an exception. */
 static int take(ChanObject *c, suiro_chan_msg *views, size_t max, size_t *n, double timeout, const char *verb) {
+  if ((*n = suiro_chan_try_recv_batch(c->ch, views, max)) > 0) return 0; /* queued: no GIL release */
   double t0 = suiro_now(), left = timeout;
   for (;;) {
     suiro_status st;
@@ -240,7 +249,7 @@ static PyObject *c_recv(ChanObject *c, PyObject *args, PyObject *kw) {
   static char *kwl[] = { "timeout", NULL };
   PyObject *t = Py_None;
   double timeout;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwl, &t)) return NULL;
+  if ((kw || PyTuple_GET_SIZE(args)) && !PyArg_ParseTupleAndKeywords(args, kw, "|O", kwl, &t)) return NULL;
   if (check(c, SUIRO_CHAN_RX, "recv") < 0 || parse_timeout(t, &timeout, "recv") < 0) return NULL;
   suiro_chan_msg m;
   size_t n;
