@@ -147,9 +147,16 @@ local function values()
     { type = "f64", unit = "s", tz = "UTC" }))
   add("timestamp f64 s Europe/Warsaw", "timestamp", suiro.timestamp({ 0.25 },
     { type = "f64", unit = "s", tz = "Europe/Warsaw" }))
-  add("timestamp i64 ms UTC", "timestamp", suiro.timestamp({ 1704110400123 }, { unit = "ms", tz = "UTC" }),
-    changed(suiro.timestamp({ 1704110400123 * 1e-3 }, { type = "f64", unit = "s", tz = "UTC" }),
-      "f64 seconds (POSIXct)"))
+  add("timestamp i64 ms UTC", "timestamp", suiro.timestamp({ 1704110400123 }, { unit = "ms", tz = "UTC" }))
+  add("timestamp i64 s, no zone", "timestamp", suiro.timestamp({ 1704110400, -1 }, { unit = "s" }))
+  add("timestamp i64 us with NA", "timestamp", suiro.timestamp({ 1704110400123456, math.mininteger },
+    { unit = "us", tz = "Asia/Tokyo" }))
+  add("timestamp i64 ns, whole microseconds", "timestamp", suiro.timestamp({ 1704110400123456000, -1000 },
+    { unit = "ns", tz = "UTC" }))
+  add("timestamp i64 ns with a sub-microsecond part", "timestamp",
+    suiro.timestamp({ 1704110400123456789 }, { unit = "ns", tz = "UTC" }),
+    refused("cannot decode the task: argument 1: timestamp 1 %(1704110400123456789 ns%) has a sub%-microsecond part",
+      "refused by the R worker: a sub-microsecond part"))
   add("factor", "factor", suiro.factor({ "hi", "lo", suiro.NA }, { levels = { "lo", "hi" } }))
   add("factor ordered", "factor", suiro.factor({ "s", "l" }, { levels = { "s", "m", "l" }, ordered = true }))
   -- frames

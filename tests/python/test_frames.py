@@ -138,3 +138,28 @@ def test_repeated_column_names_keep_every_column():
     df = f.to_pandas()
     assert list(df.columns) == ["a", "a", "b"]
     assert df.iloc[:, 0].tolist() == [1, 2] and df.iloc[:, 1].tolist() == [3, 4]
+
+
+def test_datetime_columns_go_through_r_with_their_unit():
+    """i64 timestamps become POSIXct in R that remember their unit (attribute suiro_unit) and
+    come back as the same datetime64 of that unit; what R's double seconds cannot hold (a
+    sub-microsecond part) is refused naming the column (docs/r.md, "Times")."""
+    t = np.array(["2024-01-01T12:00:00.123456", "NaT", "1969-12-31T23:59:59.5"], dtype="datetime64[us]")
+    df = pd.DataFrame({"ns": t.astype("datetime64[ns]"), "us": t, "ms": t.astype("datetime64[ms]"),
+                       "s": t.astype("datetime64[s]"),
+                       "utc": pd.Series(t.astype("datetime64[ns]")).dt.tz_localize("UTC")})
+    with suiro.pool(workers=1, launcher=suiro.r(), timeout=60) as rp:
+        back = rp.submit(suiro.call(source="x", x=df)).collect(timeout=60)
+        assert isinstance(back, suiro.Frame)
+        got = back.to_pandas()
+        assert [str(d) for d in got.dtypes] == [str(d) for d in df.dtypes]
+        pdt.assert_frame_equal(got, df, check_exact=True)
+        # R sees an ordinary POSIXct of those seconds
+        desc = rp.submit(suiro.call(source="c(class(x$ns)[1], attr(x$ns, 'suiro_unit'), "
+                                           "format(x$ns[1], digits = 6, tz = 'UTC'), is.null(attr(x$ns, 'tzone')))",
+                                    x=df)).collect(timeout=60)
+        assert list(desc) == ["POSIXct", "ns", "2024-01-01 12:00:00.123456", "TRUE"]
+        ns = pd.DataFrame({"t": np.array(["2024-01-01T00:00:00.123456789"], dtype="datetime64[ns]")})
+        with pytest.raises(suiro.RemoteError, match=r"argument 'x'\[\['t'\]\]: timestamp 1 \(1704067200123456789 ns\) "
+                                                    r"has a sub-microsecond part"):
+            rp.submit(suiro.call(source="x", x=ns)).collect(timeout=60)

@@ -130,6 +130,7 @@ def values():
     ser = pd.Series([1.5, 2.5, 3.5], name="v")
     ser_s = pd.Series(["a", None, "c"])
     ts_ns = np.array(["2024-01-01T00:00:00.123456789", "NaT"], dtype="datetime64[ns]")
+    ts_us = np.array(["2024-01-01T00:00:00.123456", "NaT", "1969-12-31T23:59:59.999999"], dtype="datetime64[us]")
     ts_s = np.array(["2024-01-01T00:00:00", "1969-07-20T20:17:40"], dtype="datetime64[s]")
     days = np.array(["2024-01-01", "NaT", "1969-12-31"], dtype="datetime64[D]")
     V = []
@@ -254,33 +255,34 @@ def values():
     # dates and times
     add("datetime64[D] with NaT", "numpy date", days,
         changed(suiro.Dates(arr([19723.0, NA_REAL, -1.0], np.float64)), "suiro.Dates of float64 days (R Date)"))
-    add("datetime64[s]", "numpy timestamp", ts_s,
-        changed(suiro.Timestamps(ts_s.astype(np.int64).astype(np.float64), "s", ""), "suiro.Timestamps of float64 s"))
-    add("datetime64[ns] with NaT", "numpy timestamp", ts_ns,
-        # BUG (issue 18 item 8): i64 timestamps become f64 seconds in R, nanoseconds lost
-        changed(suiro.Timestamps(arr([float(ts_ns.astype(np.int64)[0]) * 1e-9, NA_REAL], np.float64), "s", ""),
-                "suiro.Timestamps of float64 s (BUG: nanoseconds lost, issue 18 item 8)"))
+    add("datetime64[s]", "numpy timestamp", ts_s)
+    add("datetime64[ms]", "numpy timestamp", ts_s.astype("datetime64[ms]") + np.timedelta64(123, "ms"))
+    add("datetime64[us] with NaT", "numpy timestamp", ts_us)
+    add("datetime64[ns], whole microseconds, with NaT", "numpy timestamp", ts_us.astype("datetime64[ns]"))
+    add("datetime64[ns] with a sub-microsecond part", "numpy timestamp", ts_ns,
+        refused(r"cannot decode the task: argument 'x': timestamp 1 \(1704067200123456789 ns\) has a "
+                r"sub-microsecond part, which R's POSIXct \(double seconds\) cannot hold",
+                "refused by the R worker: a sub-microsecond part"))
     add("datetime.date(2024, 1, 2)", "date", datetime.date(2024, 1, 2),
         changed(suiro.Dates(arr([19724.0], np.float64)), "suiro.Dates (R Date)"))
     add("datetime.datetime UTC", "datetime", datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc),
-        changed(suiro.Timestamps(arr([1704110400.0], np.float64), "s", "UTC"), "suiro.Timestamps, f64 s, UTC"))
+        changed(suiro.Timestamps(arr([1704110400000000], np.int64), "us", "UTC"), "suiro.Timestamps, i64 us, UTC"))
     add("pd.Timestamp UTC", "pandas Timestamp", pd.Timestamp("2024-01-01 12:00", tz="UTC"),
-        changed(suiro.Timestamps(arr([1704110400.0], np.float64), "s", "UTC"), "suiro.Timestamps, f64 s, UTC"))
+        changed(suiro.Timestamps(arr([1704110400000000000], np.int64), "ns", "UTC"), "suiro.Timestamps, i64 ns, UTC"))
     add("suiro.Dates i32", "suiro.Dates", suiro.Dates(arr([1, -(2 ** 31)], np.int32)))
     add("suiro.Dates f64", "suiro.Dates", suiro.Dates(arr([1.5, NA_REAL], np.float64)))
     add("suiro.Timestamps f64 s Europe/Warsaw", "suiro.Timestamps",
         suiro.Timestamps(arr([0.5, NA_REAL], np.float64), "s", "Europe/Warsaw"))
-    add("suiro.Timestamps i64 ms UTC", "suiro.Timestamps", suiro.Timestamps(arr([1, 2], np.int64), "ms", "UTC"),
-        changed(suiro.Timestamps(arr([0.001, 0.002], np.float64), "s", "UTC"), "f64 seconds"))
+    add("suiro.Timestamps i64 ms UTC", "suiro.Timestamps", suiro.Timestamps(arr([1, 2], np.int64), "ms", "UTC"))
+    add("suiro.Timestamps i64 ns Asia/Tokyo", "suiro.Timestamps",
+        suiro.Timestamps(arr([1704067200123456000, -2**63], np.int64), "ns", "Asia/Tokyo"))
     add("suiro.Strings with NA", "suiro.Strings", suiro.Strings(["a", None, ""]))
     add("suiro.Strings empty", "suiro.Strings", suiro.Strings([]))
     # pandas
     add("DataFrame numeric", "pandas DataFrame", df_num, changed(FrameOf(df_num), "suiro.Frame"))
     add("DataFrame str + category", "pandas DataFrame", df_str, changed(FrameOf(df_str), "suiro.Frame"))
     add("DataFrame datetimes", "pandas DataFrame", df_time,
-        changed(FrameOf(df_time, suiro.Frame({"t": suiro.Timestamps(arr([1704110400.0, NA_REAL, -1.0], np.float64), "s", ""),
-                             "tz": suiro.Timestamps(arr([1704067200.0, 1717200000.0, 1735603200.0], np.float64), "s", "UTC")})),
-                "suiro.Frame, timestamps as f64 seconds (POSIXct)"))
+        changed(FrameOf(df_time), "suiro.Frame, datetime64[ns] (and UTC) columns kept"))
     add("DataFrame Int64/Float64/boolean", "pandas DataFrame", df_ext, changed(FrameOf(df_ext), "suiro.Frame"))
     add("DataFrame big (320 KB column)", "pandas DataFrame", df_big, changed(FrameOf(df_big), "suiro.Frame"))
     add("DataFrame with an index", "pandas DataFrame", df_idx, changed(FrameOf(df_idx), "suiro.Frame, index dropped"))

@@ -5,6 +5,7 @@
  * encoding, and small helpers (classes, attributes, integer64, UTF-8 strings, serialize()).
  * Written once at load (init.c), read-only after, on R's main thread only.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -134,3 +135,52 @@ int rs_attr_count(SEXP x) {
   for (SEXP a = ATTRIB(x); a != R_NilValue; a = CDR(a)) n++;
   return n;
 }
+
+/* ---- i64 timestamps as POSIXct ------------------------------------------------------------------ */
+
+/* R holds a time as double seconds, so its precision is the microsecond (format's digits.secs):
+ * s, ms and us values convert exactly while the double holds them; ns ones must be whole
+ * microseconds, kept as such. Each direction checks that the other gives the value back, so
+ * whatever converts, converts both ways exactly. */
+static const double ts_per_s[4] = { 1, 1e3, 1e6, 1e6 }; /* ns: via microseconds */
+
+static double ts_seconds(int64_t v, int unit) {
+  if (unit == WIRE_UNIT_NS) v /= 1000;
+  return unit == WIRE_UNIT_S ? (double)v : (double)v / ts_per_s[unit]; /* correctly rounded */
+}
+
+int rs_ts_encode(double x, int unit, int64_t *v) {
+  if (unit < WIRE_UNIT_S || unit > WIRE_UNIT_NS) return 0;
+  double y = nearbyint(x * ts_per_s[unit]);
+  if (!(fabs(y) < 9.2e18)) return 0; /* NaN and Inf too */
+  int64_t w = (int64_t)y;
+  if (unit == WIRE_UNIT_NS) {
+    if (w > INT64_MAX / 1000 || w < -(INT64_MAX / 1000)) return 0;
+    w *= 1000;
+  }
+  double back = ts_seconds(w, unit);
+  if (memcmp(&back, &x, sizeof x)) return 0; /* -0 too: it has no i64 form */
+  *v = w;
+  return 1;
+}
+
+int rs_ts_decode(int64_t v, int unit, double *x) {
+  if (unit == WIRE_UNIT_NS && v % 1000) return -1;
+  double s = ts_seconds(v, unit);
+  int64_t back;
+  if (!rs_ts_encode(s, unit, &back) || back != v) return 0;
+  *x = s;
+  return 1;
+}
+
+static const char *ts_unit_names[4] = { "s", "ms", "us", "ns" };
+
+int rs_ts_unit(SEXP x) {
+  SEXP u = rs_attr_raw(x, rs_sym_suiro_unit);
+  if (TYPEOF(u) != STRSXP || XLENGTH(u) != 1 || STRING_ELT(u, 0) == NA_STRING) return -1;
+  for (int k = 0; k < 4; k++)
+    if (!strcmp(CHAR(STRING_ELT(u, 0)), ts_unit_names[k])) return k;
+  return -1;
+}
+
+const char *rs_ts_unit_name(int unit) { return unit >= 0 && unit < 4 ? ts_unit_names[unit] : "?"; }

@@ -311,23 +311,44 @@ static SEXP dec_date(rs_decoder *d, wire_item *it) {
   return x;
 }
 
+/* f64 timestamps are POSIXct seconds as they are; i64 ones become POSIXct seconds that remember
+ * their unit (attribute suiro_unit), so that sent on they are the same i64 again, and are
+ * refused when R's double seconds cannot hold them exactly (rs_ts_decode). The zone "" (none)
+ * is a POSIXct without tzone, as .POSIXct() and Sys.time() make. */
 static SEXP dec_timestamp(rs_decoder *d, wire_item *it) {
   R_xlen_t n = xlen_of(d, it->n);
+  if (memchr(it->text[0].ptr, 0, it->text[0].len)) dfail(d, "a time zone holds a NUL byte");
   SEXP x = PROTECT(Rf_allocVector(REALSXP, n));
-  double scale = unit_scale(it->flag);
   if (it->type == WIRE_T_F64) {
+    double scale = unit_scale(it->flag);
     const double *s = it->data;
     for (R_xlen_t i = 0; i < n; i++) REAL(x)[i] = scale == 1 ? s[i] : s[i] * scale;
   } else {
     const int64_t *s = it->data;
-    for (R_xlen_t i = 0; i < n; i++) REAL(x)[i] = s[i] == INT64_MIN ? NA_REAL : (double)s[i] * scale;
+    for (R_xlen_t i = 0; i < n; i++) {
+      if (s[i] == INT64_MIN) {
+        REAL(x)[i] = NA_REAL;
+        continue;
+      }
+      int ok = rs_ts_decode(s[i], it->flag, &REAL(x)[i]);
+      if (ok < 0)
+        dfail(d, "timestamp %.0f (%lld ns) has a sub-microsecond part, which R's POSIXct (double seconds) "
+                 "cannot hold: round it to microseconds before sending (e.g. .astype(\"datetime64[us]\"))",
+              (double)i + 1, (long long)s[i]);
+      if (!ok)
+        dfail(d, "timestamp %.0f (%lld %s) is beyond what R's POSIXct (double seconds) holds exactly",
+              (double)i + 1, (long long)s[i], rs_ts_unit_name(it->flag));
+    }
   }
   Rf_setAttrib(x, R_ClassSymbol, rs_cls_posixct);
-  SEXP tz = PROTECT(Rf_allocVector(STRSXP, 1));
-  if (memchr(it->text[0].ptr, 0, it->text[0].len)) dfail(d, "a time zone holds a NUL byte");
-  SET_STRING_ELT(tz, 0, Rf_mkCharLenCE(it->text[0].ptr, (int)it->text[0].len, CE_UTF8));
-  Rf_setAttrib(x, rs_sym_tzone, tz);
-  UNPROTECT(2);
+  if (it->text[0].len) {
+    SEXP tz = PROTECT(Rf_allocVector(STRSXP, 1));
+    SET_STRING_ELT(tz, 0, Rf_mkCharLenCE(it->text[0].ptr, (int)it->text[0].len, CE_UTF8));
+    Rf_setAttrib(x, rs_sym_tzone, tz);
+    UNPROTECT(1);
+  }
+  if (it->type == WIRE_T_I64) Rf_setAttrib(x, rs_sym_suiro_unit, Rf_mkString(rs_ts_unit_name(it->flag)));
+  UNPROTECT(1);
   return x;
 }
 

@@ -448,12 +448,30 @@ static void enc_date(rs_encoder *e, SEXP x) {
   }
 }
 
+/* A POSIXct is f64 seconds; one that came as an i64 timestamp (attribute suiro_unit, rdec.c) is
+ * that i64 form again when every element converts exactly (rs_ts_encode: arithmetic that leaves
+ * a value between two units sends f64 seconds, which hold it). The zone is tzone, "" without. */
 static void enc_timestamp(rs_encoder *e, SEXP x) {
   R_xlen_t n = XLENGTH(x);
   SEXP tz = Rf_getAttrib(x, rs_sym_tzone);
   const char *tzs = "";
   size_t tzl = 0;
   if (TYPEOF(tz) == STRSXP && XLENGTH(tz) >= 1 && STRING_ELT(tz, 0) != NA_STRING) tzs = char_utf8(STRING_ELT(tz, 0), &tzl);
+  int unit = TYPEOF(x) == REALSXP ? rs_ts_unit(x) : -1;
+  if (unit >= 0) {
+    const double *s = REAL_RO(x);
+    int64_t v;
+    for (R_xlen_t i = 0; i < n && unit >= 0; i++)
+      if (!R_IsNA(s[i]) && !rs_ts_encode(s[i], unit, &v)) unit = -1;
+  }
+  if (unit >= 0) {
+    int64_t *d = wire_put_timestamp(&e->m.w, WIRE_T_I64, unit, (wire_str){ tzs, tzl }, (uint64_t)n);
+    wcheck(e);
+    const double *s = REAL_RO(x);
+    for (R_xlen_t i = 0; i < n; i++)
+      if (R_IsNA(s[i]) || !rs_ts_encode(s[i], unit, &d[i])) d[i] = INT64_MIN;
+    return;
+  }
   double *d = wire_put_timestamp(&e->m.w, WIRE_T_F64, WIRE_UNIT_S, (wire_str){ tzs, tzl }, (uint64_t)n);
   wcheck(e);
   if (TYPEOF(x) == REALSXP) {
@@ -972,8 +990,10 @@ static void enc_atomic(rs_encoder *e, SEXP x) {
     exact = 1;
   else if ((t == REALSXP || t == INTSXP) && na == 1 && rs_class_is(x, rs_cls_date)) exact = 2;
   else if (t == REALSXP && na == 2 && rs_class_is(x, rs_cls_posixct) && TYPEOF(rs_attr_raw(x, rs_sym_tzone)) == STRSXP &&
-           XLENGTH(rs_attr_raw(x, rs_sym_tzone)) == 1)
-    exact = 3;
+           XLENGTH(rs_attr_raw(x, rs_sym_tzone)) == 1 && STRING_ELT(rs_attr_raw(x, rs_sym_tzone), 0) != NA_STRING &&
+           CHAR(STRING_ELT(rs_attr_raw(x, rs_sym_tzone), 0))[0])
+    exact = 3; /* tzone "" reads back as none (rdec.c) */
+  else if (t == REALSXP && na == 1 && rs_class_is(x, rs_cls_posixct)) exact = 3;
   else if (na == 1 && rs_is_integer64(x)) exact = 4;
   else if (na == 1 && TAG(at) == R_DimSymbol && t != STRSXP) exact = 5;
   if (e->o.rich) {

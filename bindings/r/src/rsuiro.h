@@ -96,6 +96,13 @@ void rs_class_init(void);
 int rs_class_is(SEXP x, SEXP cls);  /* the class attribute is exactly cls */
 SEXP rs_attr_raw(SEXP x, SEXP sym); /* an attribute as stored (row.names stays compact) */
 int rs_attr_count(SEXP x);
+/* i64 timestamps as POSIXct double seconds (docs/wire-format.md, "R conventions"): the value of
+ * v in unit (WIRE_UNIT_*) as seconds, 1 when encoding them gives v back, 0 when beyond that,
+ * -1 for a sub-microsecond part; and the i64 of x seconds in unit, 1 when it decodes to x itself */
+int rs_ts_decode(int64_t v, int unit, double *x);
+int rs_ts_encode(double x, int unit, int64_t *v);
+int rs_ts_unit(SEXP x); /* the WIRE_UNIT_* of a POSIXct's suiro_unit attribute, or -1 */
+const char *rs_ts_unit_name(int unit);
 
 /* ---- values: encoding (renc.c), decoding (rdec.c) ---------------------------------------------- */
 

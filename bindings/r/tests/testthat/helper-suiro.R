@@ -252,8 +252,18 @@ read_vector <- function(path) {
         raw_toks <- vapply(seq_len(n), function(i) lines[[pos + i]], "")
         x <- elements(t[2], n)
         scale <- c(s = 1, ms = 1e-3, us = 1e-6, ns = 1e-9)[[t[3]]]
-        secs <- if (t[2] == "f64") (if (scale == 1) x else x * scale) else vapply(raw_toks, function(s) if (s == "na") NA_real_ else as.numeric(s) * scale, 0, USE.NAMES = FALSE)
-        v <- structure(secs, class = c("POSIXct", "POSIXt"), tzone = tz)
+        # i64: double seconds that remember the unit; ns ones must be whole microseconds
+        i64_secs <- function(s) {
+          if (s == "na") return(NA_real_)
+          if (t[3] != "ns") return(as.numeric(s) / c(s = 1, ms = 1e3, us = 1e6)[[t[3]]])
+          if (s == "0") return(0)
+          if (!endsWith(s, "000")) { sub_us <<- TRUE; return(NA_real_) }
+          as.numeric(sub("000$", "", s)) / 1e6
+        }
+        secs <- if (t[2] == "f64") (if (scale == 1) x else x * scale) else vapply(raw_toks, i64_secs, 0, USE.NAMES = FALSE)
+        v <- structure(secs, class = c("POSIXct", "POSIXt"))
+        if (nzchar(tz)) attr(v, "tzone") <- tz
+        if (t[2] == "i64") attr(v, "suiro_unit") <- t[3]
         typed <- if (t[2] == "f64" && t[3] == "s") v else suiro_typed(x, t[2], form = "timestamp", unit = t[3], tz = tz)
         list(value = v, typed = typed, ok = TRUE)
       },
@@ -307,7 +317,9 @@ read_vector <- function(path) {
       },
       stop("unknown keyword ", kw))
   }
+  sub_us <- FALSE # an ns timestamp with a sub-microsecond part: R refuses it
   out <- parse()
+  out$sub_us <- sub_us
   out$r_only <- any(grepl("^func r ", lines))
   out$describe <- any(grepl("^(ref|func) ", lines)) && !out$r_only
   out$backref <- any(grepl("^backref ", lines))

@@ -110,10 +110,18 @@ matrix_values <- function() {
   add("Date with a fraction", "Date", structure(19723.5, class = "Date"))
   add("POSIXct UTC", "POSIXct", utc(c("2024-01-01 12:00:00", NA)))
   add("POSIXct Europe/Warsaw", "POSIXct", as.POSIXct("2024-06-01 12:00:00.5", tz = "Europe/Warsaw"))
-  add("POSIXct, no tzone", "POSIXct", structure(1704110400.25, class = c("POSIXct", "POSIXt")),
-      # BUG (issue 18 item 8): a POSIXct without tzone comes back with tzone = ""
-      changed(structure(1704110400.25, class = c("POSIXct", "POSIXt"), tzone = ""),
-              "gains tzone = \"\" (BUG: issue 18 item 8)"))
+  add("POSIXct, no tzone", "POSIXct", structure(1704110400.25, class = c("POSIXct", "POSIXt")))
+  add("POSIXct, tzone = \"\"", "POSIXct", as.POSIXct("2024-01-02 03:04:05"),
+      changed(structure(as.numeric(as.POSIXct("2024-01-02 03:04:05")), class = c("POSIXct", "POSIXt")),
+              "comes back without tzone (R reads none and \"\" alike: local time)"))
+  add("POSIXct of an i64 ns timestamp", "POSIXct",
+      structure(c(1704110400.123456, NA, -0.5), class = c("POSIXct", "POSIXt"), tzone = "UTC", suiro_unit = "ns"))
+  add("POSIXct of an i64 ms timestamp, no tzone", "POSIXct",
+      structure(c(1704110400.123, 0), class = c("POSIXct", "POSIXt"), suiro_unit = "ms"))
+  add("POSIXct of an i64 s timestamp, changed by a fraction", "POSIXct",
+      structure(c(1704110400.5, 1), class = c("POSIXct", "POSIXt"), tzone = "UTC", suiro_unit = "s"),
+      changed(structure(c(1704110400.5, 1), class = c("POSIXct", "POSIXt"), tzone = "UTC"),
+              "sent as f64 seconds, which hold it (suiro_unit dropped)"))
   add("POSIXlt", "POSIXlt", as.POSIXlt("2024-01-01", tz = "UTC"),
       refused("argument 1: a list of class \"POSIXlt\" cannot be sent to python workers", "refused: POSIXlt"))
   # lists

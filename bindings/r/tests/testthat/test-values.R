@@ -127,3 +127,46 @@ test_that("malformed and hostile bytes are refused with the byte they are at", {
     expect_true(identical(r, "refused") || is.list(r))
   }
 })
+
+test_that("i64 timestamps read as POSIXct that remember their unit, exactly or refused", {
+  ts_bytes <- function(tokens, unit, tz = "")
+    suiro_wire_encode(suiro_typed(as_i64(tokens), "i64", form = "timestamp", unit = unit, tz = tz))
+  elt_type <- function(bytes) as.integer(bytes[10]) # the timestamp item's aux: 1 f64, 3 i64
+  for (case in list(list(c("1704110400", "na", "-1"), "s"), list(c("1704110400123", "0"), "ms"),
+                    list(c("1704110400123456", "na", "-1"), "us"),
+                    list(c("1704110400123456000", "-1000", "na"), "ns"))) {
+    for (tz in c("", "UTC")) {
+      b <- ts_bytes(case[[1]], case[[2]], tz)
+      x <- suiro_wire_decode(b)
+      expect_s3_class(x, "POSIXct")
+      expect_identical(attr(x, "suiro_unit"), case[[2]])
+      expect_identical(attr(x, "tzone"), if (nzchar(tz)) tz) # the zone "" is no tzone
+      expect_identical(suiro_wire_encode(x), b, label = paste(case[[2]], tz, "re-encodes"))
+    }
+  }
+  x <- suiro_wire_decode(ts_bytes(c("1704110400123456000", "na"), "ns", "UTC"))
+  expect_identical(unclass(x)[1], 1704110400.123456)
+  expect_identical(format(x[1], digits = 6), "2024-01-01 12:00:00.123456")
+  expect_identical(elt_type(suiro_wire_encode(x + 1)), 3L) # whole microseconds still
+  expect_identical(elt_type(suiro_wire_encode(x + 5e-7)), 1L) # between two: f64 seconds hold it
+  expect_identical(as.numeric(suiro_wire_decode(suiro_wire_encode(x + 5e-7))), as.numeric(x + 5e-7)) # same doubles
+  s <- suiro_wire_decode(ts_bytes("1704110400", "s"))
+  expect_identical(elt_type(suiro_wire_encode(s + 0.5)), 1L)
+  expect_error(suiro_wire_decode(ts_bytes(c("0", "1700000000123456789"), "ns")),
+               "timestamp 2 \\(1700000000123456789 ns\\) has a sub-microsecond part, which R's POSIXct")
+  expect_error(suiro_wire_decode(ts_bytes("9007199254740993", "s")), "beyond what R's POSIXct")
+  expect_error(suiro_wire_decode(ts_bytes("9223372036854775000", "us")), "beyond what R's POSIXct")
+})
+
+test_that("a POSIXct without tzone comes back without it; tzone \"\" as none", {
+  none <- structure(1704110400.25, class = c("POSIXct", "POSIXt"))
+  expect_identical(suiro_wire_decode(suiro_wire_encode(none)), none)
+  empty <- as.POSIXct("2024-01-02 03:04:05")
+  expect_identical(attr(empty, "tzone"), "")
+  back <- suiro_wire_decode(suiro_wire_encode(empty))
+  expect_null(attr(back, "tzone"))
+  expect_identical(format(back), format(empty)) # the same time to R
+  # between R processes both keep their attributes
+  expect_identical(suiro_wire_decode(suiro_wire_encode(empty, rich = TRUE), trusted = TRUE), empty)
+  expect_identical(suiro_wire_decode(suiro_wire_encode(none, rich = TRUE), trusted = TRUE), none)
+})
