@@ -134,6 +134,9 @@ static void wcheck(rs_encoder *e) {
 
 static const char *peer(rs_encoder *e) { return e->o.peer ? e->o.peer : "a foreign receiver"; }
 
+/* "a" or "an", for the word w */
+static const char *an(const char *w) { return strchr("aeiou", w[0]) && w[0] ? "an" : "a"; }
+
 static const char *type_word(SEXP x) {
   switch (TYPEOF(x)) {
   case LGLSXP: return "logical";
@@ -388,7 +391,7 @@ static void enc_bare(rs_encoder *e, SEXP x, int column) {
       wire_put_bytes(&e->m.w, RAW_RO(x), (size_t)n);
     }
     break;
-  default: efail(e, "a %s cannot be sent", Rf_type2char(TYPEOF(x)));
+  default: efail(e, "%s %s cannot be sent", an(Rf_type2char(TYPEOF(x))), Rf_type2char(TYPEOF(x)));
   }
   wcheck(e);
 }
@@ -506,7 +509,7 @@ static void enc_ndarray(rs_encoder *e, SEXP x) {
   case REALSXP: put_numeric(e, x, WIRE_T_F64, nd, dims); break;
   case CPLXSXP: put_numeric(e, x, WIRE_T_C128, nd, dims); break;
   case RAWSXP: put_numeric(e, x, WIRE_T_U8, nd, dims); break;
-  default: efail(e, "a %s array cannot be sent to %s (only numeric and logical arrays cross)", type_word(x), peer(e));
+  default: efail(e, "%s %s array cannot be sent to %s (only numeric and logical arrays cross)", an(type_word(x)), type_word(x), peer(e));
   }
   wcheck(e);
 }
@@ -538,7 +541,7 @@ static int64_t data_i64_of(rs_encoder *e, SEXP x, R_xlen_t i) {
     return v == NA_INTEGER ? INT64_MIN : v;
   }
   if (TYPEOF(x) == RAWSXP) return RAW(x)[i];
-  if (TYPEOF(x) != REALSXP) efail(e, "suiro_typed: a %s vector has no integer values", Rf_type2char(TYPEOF(x)));
+  if (TYPEOF(x) != REALSXP) efail(e, "suiro_typed: %s %s vector has no integer values", an(Rf_type2char(TYPEOF(x))), Rf_type2char(TYPEOF(x)));
   double d = REAL_ELT(x, i);
   if (ISNA(d)) return INT64_MIN;
   if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
@@ -1013,8 +1016,8 @@ static void enc_atomic(rs_encoder *e, SEXP x) {
   if (rs_attr_raw(x, Rf_install("dimnames")) != R_NilValue)
     efail(e, "a matrix with dimnames cannot be sent to %s (use unname())", peer(e));
   SEXP cls = Rf_getAttrib(x, R_ClassSymbol);
-  if (cls != R_NilValue) efail(e, "a %s vector of class \"%s\" cannot be sent to %s", type_word(x), CHAR(STRING_ELT(cls, 0)), peer(e));
-  efail(e, "a %s vector with attribute '%s' cannot be sent to %s", type_word(x), CHAR(PRINTNAME(TAG(at))), peer(e));
+  if (cls != R_NilValue) efail(e, "%s %s vector of class \"%s\" cannot be sent to %s", an(type_word(x)), type_word(x), CHAR(STRING_ELT(cls, 0)), peer(e));
+  efail(e, "%s %s vector with attribute '%s' cannot be sent to %s", an(type_word(x)), type_word(x), CHAR(PRINTNAME(TAG(at))), peer(e));
 portable:
   switch (exact) {
   case 1: return enc_factor(e, x);

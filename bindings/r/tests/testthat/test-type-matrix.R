@@ -166,7 +166,7 @@ matrix_values <- function() {
   add("suiro_call by source", "call", suiro_call(.source = "x + 1", x = 1:3))
   # what has no form for other languages
   add("attributes", "attributes", structure(1:3, note = "x"),
-      refused("argument 1: a integer vector with attribute 'note' cannot be sent to python workers", "refused: attributes"))
+      refused("argument 1: an integer vector with attribute 'note' cannot be sent to python workers", "refused: attributes"))
   add("named vector", "named vector", c(a = 1, b = 2),
       refused("argument 1: a named double vector cannot be sent to python workers", "refused: names on a vector"))
   add("environment", "environment", new.env(),

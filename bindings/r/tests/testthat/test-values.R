@@ -170,3 +170,8 @@ test_that("a POSIXct without tzone comes back without it; tzone \"\" as none", {
   expect_identical(suiro_wire_decode(suiro_wire_encode(empty, rich = TRUE), trusted = TRUE), empty)
   expect_identical(suiro_wire_decode(suiro_wire_encode(none, rich = TRUE), trusted = TRUE), none)
 })
+
+test_that("refusals say \"an\" before a vowel", {
+  expect_error(suiro_wire_encode(structure(1:3, note = "x")), "value: an integer vector with attribute 'note'")
+  expect_error(suiro_wire_encode(structure(1, note = "x")), "value: a double vector with attribute 'note'")
+})
