@@ -12,6 +12,8 @@
  *   4. map runners             suiro_run_map: attach, claim, elements, completion, cancel, failure
  *   5. waiting                 suiro_wait_sliced: a host's long wait in slices, with its lock and
  *                              interrupt hooks; suiro_timeout_norm, the rule of timeout arguments
+ *   6. pools from options      suiro_pool_create_from: a DICT of normalised options checked and
+ *                              started, one message per rule
  *
  * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
  * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
@@ -278,6 +280,48 @@ int suiro_timeout_norm(double seconds, double *out);
 typedef suiro_status (*suiro_wait_step)(void *ctx, double slice);
 int suiro_wait_sliced(suiro_pool *p, double timeout, suiro_wait_step step, void *ctx, const suiro_wait_hooks *h,
                       void *ud);
+
+/* ---------------------------------------------------------------------------------------------
+ * 6. Pools from options (engine/src/opts.c)
+ *
+ * A face's pool constructor: the options normalised by suiro_conf (suiro_conf_pool_options), plus
+ * the worker command the face built from the launcher, encoded by the face as one wire DICT
+ * (keys in any order; a NIL value is an absent option):
+ *
+ *   workers        integer 0..64 (default 1)         max_workers   integer 1..64, >= workers
+ *   ring_cap       power of two 2..2^20              result_slots  integer 1..2^22
+ *   slot_size      power of two 64..65536            result_size   power of two 64..65536
+ *   respawn        bool (default true)               start_timeout seconds >= 0 (>= 1e12: no limit)
+ *   timeout        seconds >= 0: the pool's default wait (suiro_pool_info.timeout; >= 1e12: -1)
+ *   name           non-empty string (suiro_pool_info.name)
+ *   lang           "lua", "python" or "r": the workers' language (default: host_lang)
+ *   exe            non-empty string: the worker executable (default: this program)
+ *   argv           list of strings (empty: the default command, { exe })
+ *   env            dict NAME -> string (NAME: letters, digits, _): added to the workers' env
+ *   backend        "local" or "mpi" (checked; the face runs the MPI tier over this pool)
+ *   launcher       anything (skipped: the face built exe, argv and env from it)
+ *
+ * Integers may be I64 or integral F64 (R's numbers); seconds I64 or F64; strings hold no NUL.
+ * Every refusal names its option and starts with "pool: " (a face replaces that with its own
+ * verb): "pool: workers must be an integer in 0..64, got -1", "pool: argv item 2 (of 3) must be
+ * a string without NUL bytes, got a number", "pool: unknown option \"x\" (options: ...)",
+ * "pool: options must be a dict, got a list", "pool: options: wire: ..." (damaged or truncated
+ * bytes); a failure of suiro_pool_create itself is "pool: " and its message.
+ *
+ * The pool's default timeout, name and workers' language are the face's to keep (the engine pool
+ * has none of them): suiro_pool_create_from fills *info (may be NULL) with them, so a face reads
+ * no option of its own. dict needs no alignment (an unaligned one is read from a copy).
+ */
+typedef struct suiro_pool_info {
+  int lang;        /* WIRE_LANG_* of the workers: the lang option, else host_lang */
+  double timeout;  /* the timeout option in seconds; -1: none given, or no limit */
+  char name[64];   /* the name option ("" when none; a longer one is cut at 63 bytes) */
+} suiro_pool_info;
+
+/* host_lang: WIRE_LANG_* of the calling face. SUIRO_OK with *out, or SUIRO_ERR (a refusal or the
+ * create's own failure; suiro_last_error) with *out NULL. */
+suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang, suiro_pool **out,
+                                    suiro_pool_info *info);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop
