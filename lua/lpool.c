@@ -95,101 +95,38 @@ void lpool_check_runs_lua(lua_State *L, const lpool *lp, const char *verb) {
                   "(\"%s\") or send a suiro.call", verb, lp->lang, strcmp(lp->lang, "r") ? "module.fn" : "pkg::fn");
 }
 
-static const char *const *string_list(lua_State *L, int idx, const char *what, int map_style) {
-  /* A sequence of strings, or (map_style) a map KEY -> VALUE turned into "KEY=VALUE". */
-  if (lua_isnoneornil(L, idx)) return NULL;
-  luaL_checktype(L, idx, LUA_TTABLE);
-  size_t n = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) { n++; lua_pop(L, 1); }
-  lua_createtable(L, (int)n, 0); /* keeps the formatted strings alive: both stay on the stack */
-  int anchors = lua_gettop(L);
-  const char **v = lua_newuserdatauv(L, (n + 1) * sizeof *v, 0);
-  size_t k = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    if (lua_type(L, -2) == LUA_TNUMBER) {
-      if (!lua_isstring(L, -1)) luaL_error(L, "pool: %s[%d] must be a string", what, (int)lua_tointeger(L, -2));
-      v[k++] = lua_tostring(L, -1);
-    } else if (map_style && lua_type(L, -2) == LUA_TSTRING) {
-      if (!lua_isstring(L, -1)) luaL_error(L, "pool: %s.%s must be a string", what, lua_tostring(L, -2));
-      lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
-      v[k++] = lua_tostring(L, -1);
-      lua_rawseti(L, anchors, (lua_Integer)k);
-    } else {
-      luaL_error(L, "pool: %s has a key of type %s", what, luaL_typename(L, -2));
-    }
-    lua_pop(L, 1);
-  }
-  v[k] = NULL;
-  return v;
-}
-
-static int getfield_int(lua_State *L, int idx, const char *k, int def) {
-  lua_getfield(L, idx, k);
-  int v = def;
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isinteger(L, -1)) luaL_error(L, "pool: %s must be an integer, got %s", k, luaL_typename(L, -1));
-    v = (int)lua_tointeger(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-static double getfield_num(lua_State *L, int idx, const char *k, double def) {
-  lua_getfield(L, idx, k);
-  double v = def;
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isnumber(L, -1)) luaL_error(L, "pool: %s must be a number, got %s", k, luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-/* core.pool{ workers=, max_workers=, ring_cap=, slot_size=, result_slots=, result_size=,
- *            respawn=, start_timeout=, timeout=, exe=, argv={...}, env={...} } */
+/* core.pool(spec): spec is init.lua's pool_spec (the normalised options, with exe, argv, env and
+ * lang built from the launcher), handed to the engine as one DICT: suiro_pool_create_from checks
+ * every field (suiro_face.h section 6) and gives back what the pool object keeps. */
 static int l_pool_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  suiro_pool_opts o;
-  suiro_pool_opts_init(&o);
-  o.workers = getfield_int(L, 1, "workers", 1);
-  o.max_workers = getfield_int(L, 1, "max_workers", 0);
-  o.ring_cap = (uint32_t)getfield_int(L, 1, "ring_cap", (int)o.ring_cap);
-  o.slot_size = (uint32_t)getfield_int(L, 1, "slot_size", (int)o.slot_size);
-  o.result_slots = (uint32_t)getfield_int(L, 1, "result_slots", (int)o.result_slots);
-  o.result_size = (uint32_t)getfield_int(L, 1, "result_size", (int)o.result_size);
-  o.start_timeout = getfield_num(L, 1, "start_timeout", o.start_timeout);
-  lua_getfield(L, 1, "respawn");
-  o.respawn = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  double timeout = getfield_num(L, 1, "timeout", -1);
-  lua_getfield(L, 1, "exe");
-  o.exe = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
-  int top = lua_gettop(L);
-  lua_getfield(L, 1, "argv");
-  o.argv = string_list(L, lua_gettop(L), "argv", 0);
-  lua_getfield(L, 1, "env");
-  o.env = string_list(L, lua_gettop(L), "env", 1);
-  if (o.workers < 0) return luaL_error(L, "pool: workers must be >= 0, got %d", o.workers);
-
+  static lpool no_pool; /* functions in the options are refused ("a function cannot be sent here") */
+  _Alignas(8) unsigned char stack[4096];
+  wire_writer w;
+  wire_writer_init(&w, stack, sizeof stack);
+  lcodec_ctx c = { .L = L, .pool = &no_pool, .verb = "pool" };
+  lcodec_encode_value(&c, 1, &w);
+  const void *buf;
+  size_t len;
+  if (wire_writer_finish(&w, &buf, &len) != WIRE_OK) {
+    lua_pushfstring(L, "pool: %s", wire_writer_error(&w));
+    wire_writer_free(&w);
+    return lua_error(L);
+  }
   lpool *lp = lua_newuserdatauv(L, sizeof *lp, 2);
   memset(lp, 0, sizeof *lp);
   lsuiro_setmt(L, &lsuiro_key_pool);
   lua_newtable(L); /* user value: per-pool caches (published function prototypes) */
   lua_setiuservalue(L, -2, 1);
-  suiro_status st = suiro_pool_create(&o, &lp->p);
-  if (st != SUIRO_OK) return luaL_error(L, "pool: %s", suiro_last_error());
+  suiro_pool_info info;
+  suiro_status st = suiro_pool_create_from(buf, len, WIRE_LANG_LUA, &lp->p, &info);
+  wire_writer_free(&w);
+  if (st != SUIRO_OK) return luaL_error(L, "%s", suiro_last_error()); /* "pool: ..." */
   lp->owner = 1;
-  lp->default_timeout = timeout >= 1e12 ? -1 : timeout;
-  lua_getfield(L, 1, "name");
-  if (lua_type(L, -1) == LUA_TSTRING) snprintf(lp->name, sizeof lp->name, "%s", lua_tostring(L, -1));
-  lua_pop(L, 1);
-  lua_getfield(L, 1, "lang");
-  snprintf(lp->lang, sizeof lp->lang, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "lua");
-  lua_pop(L, 1);
-  lua_replace(L, top); /* keep the pool; drop the temporaries above it */
-  lua_settop(L, top);
+  lp->default_timeout = info.timeout;
+  snprintf(lp->name, sizeof lp->name, "%s", info.name);
+  snprintf(lp->lang, sizeof lp->lang, "%s",
+           info.lang == WIRE_LANG_PYTHON ? "python" : info.lang == WIRE_LANG_R ? "r" : "lua");
   return 1;
 }
 
