@@ -233,119 +233,51 @@ static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 }
 
 /* A list of str as a NULL-terminated array of UTF-8 pointers kept alive by `keep`. */
-static const char **str_array(PyObject *seq, PyObject *keep, const char *what) {
-  if (!seq || seq == Py_None) return NULL;
-  PyObject *fast = PySequence_Fast(seq, what);
-  if (!fast) return (const char **)-1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-  PyObject *cap = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(char *) * (n + 1));
-  if (!cap || PyList_Append(keep, cap) < 0) {
-    Py_XDECREF(cap);
-    Py_DECREF(fast);
-    return (const char **)-1;
-  }
-  Py_DECREF(cap);
-  const char **v = (const char **)PyBytes_AS_STRING(cap);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *s = PySequence_Fast_GET_ITEM(fast, i);
-    if (!PyUnicode_Check(s)) {
-      PyErr_Format(PyExc_TypeError, "pool: %s[%zd] must be a str", what, i);
-      Py_DECREF(fast);
-      return (const char **)-1;
-    }
-    PyList_Append(keep, s);
-    v[i] = PyUnicode_AsUTF8(s);
-    if (!v[i]) {
-      Py_DECREF(fast);
-      return (const char **)-1;
-    }
-  }
-  v[n] = NULL;
-  Py_DECREF(fast);
-  return v;
-}
-
+/* Pool.__init__(spec): spec is the dict _api._start builds (the normalised options, with exe,
+ * argv, env and lang built from the launcher), handed to the engine as one DICT:
+ * suiro_pool_create_from checks every field (suiro_face.h section 6). */
 static int pool_init(PoolObject *po, PyObject *args, PyObject *kw) {
-  static char *kwl[] = { "workers", "max_workers", "ring_cap", "slot_size", "result_slots", "result_size", "respawn",
-                         "start_timeout", "timeout", "exe", "argv", "env", "lang", NULL };
-  int workers = 1, max_workers = 0, respawn = 1, lang = WIRE_LANG_PYTHON;
-  long ring_cap = 0, slot_size = 0, result_slots = 0, result_size = 0;
-  double start_timeout = -1, timeout = -1;
-  PyObject *exe = NULL, *argv = NULL, *env = NULL;
+  static char *kwl[] = { "spec", NULL };
+  PyObject *spec;
   if (po->p) {
     PyErr_SetString(PyExc_RuntimeError, "pool: already started");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|iillllpddOOOi", kwl, &workers, &max_workers, &ring_cap, &slot_size,
-                                   &result_slots, &result_size, &respawn, &start_timeout, &timeout, &exe, &argv, &env,
-                                   &lang))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!", kwl, &PyDict_Type, &spec)) return -1;
+  _Alignas(8) unsigned char stack[4096];
+  wire_writer w;
+  wire_writer_init(&w, stack, sizeof stack);
+  sp_enc_opts eo = { "suiro.pool", 0, NULL, NULL, 0, NULL, NULL };
+  const void *buf;
+  size_t len;
+  if (sp_encode_value(&eo, spec, &w) < 0) return wire_writer_free(&w), -1;
+  if (wire_writer_finish(&w, &buf, &len) != WIRE_OK) {
+    PyErr_Format(PyExc_ValueError, "suiro.pool: %s", wire_writer_error(&w));
+    wire_writer_free(&w);
     return -1;
-  suiro_pool_opts o;
-  suiro_pool_opts_init(&o);
-  o.workers = workers;
-  if (max_workers) o.max_workers = max_workers;
-  if (ring_cap) o.ring_cap = (uint32_t)ring_cap;
-  if (slot_size) o.slot_size = (uint32_t)slot_size;
-  if (result_slots) o.result_slots = (uint32_t)result_slots;
-  if (result_size) o.result_size = (uint32_t)result_size;
-  o.respawn = respawn;
-  if (start_timeout >= 0) o.start_timeout = start_timeout;
-  PyObject *keep = PyList_New(0);
-  if (!keep) return -1;
-  int rc = -1;
-  if (exe && exe != Py_None) {
-    if (!PyUnicode_Check(exe) || PyList_Append(keep, exe) < 0) {
-      PyErr_SetString(PyExc_TypeError, "pool: exe must be a str");
-      goto out;
-    }
-    o.exe = PyUnicode_AsUTF8(exe);
-  }
-  const char **av = str_array(argv, keep, "argv");
-  if (av == (const char **)-1) goto out;
-  o.argv = av;
-  if (env && env != Py_None) {
-    PyObject *items = PyList_New(0);
-    if (!items || PyList_Append(keep, items) < 0) goto out;
-    Py_DECREF(items);
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    if (!PyDict_Check(env)) {
-      PyErr_SetString(PyExc_TypeError, "pool: env must be a dict of str");
-      goto out;
-    }
-    while (PyDict_Next(env, &pos, &k, &v)) {
-      PyObject *s = PyUnicode_FromFormat("%S=%S", k, v);
-      if (!s || PyList_Append(items, s) < 0) {
-        Py_XDECREF(s);
-        goto out;
-      }
-      Py_DECREF(s);
-    }
-    const char **ev = str_array(items, keep, "env");
-    if (ev == (const char **)-1) goto out;
-    o.env = ev;
   }
   suiro_status st;
   suiro_pool *p = NULL;
+  suiro_pool_info info;
   Py_BEGIN_ALLOW_THREADS
-  st = suiro_pool_create(&o, &p);
+  st = suiro_pool_create_from(buf, len, WIRE_LANG_PYTHON, &p, &info);
   Py_END_ALLOW_THREADS
+  wire_writer_free(&w);
   if (st != SUIRO_OK) {
+    const char *msg = suiro_last_error();
+    if (!strncmp(msg, "pool: ", 6)) msg += 6; /* the engine's verb: ours instead */
     PyObject *cls = error_class("StartError");
     if (cls) {
-      PyErr_Format(cls, "suiro.pool: %s", suiro_last_error());
+      PyErr_Format(cls, "suiro.pool: %s", msg);
       Py_DECREF(cls);
     }
-    goto out;
+    return -1;
   }
   po->p = p;
   po->owner = 1;
-  po->lang = lang;
-  po->timeout = timeout < 0 || isinf(timeout) || timeout >= 1e12 ? -1 : timeout;
-  rc = 0;
-out:
-  Py_DECREF(keep);
-  return rc;
+  po->lang = info.lang;
+  po->timeout = info.timeout;
+  return 0;
 }
 
 static void pool_stop_now(PoolObject *po, double timeout) {

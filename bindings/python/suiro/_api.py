@@ -157,32 +157,21 @@ def _start(o, where, p=None):
         env["SUIRO_HOST_LANG"] = "python"
         if os.environ.get("SUIRO_SANITIZED") and os.environ.get("LD_PRELOAD"):
             env.setdefault("LD_PRELOAD", os.environ["LD_PRELOAD"])  # sanitizer runs (tests)
-        lang = _core.LANG_PYTHON
     elif kind == "lua":
         exe = exe or _lua_worker_exe()
-        lang = _core.LANG_LUA
     elif kind == "r":
         if not argv:
             exe, argv = _r_worker(exe or l.get("rscript"), env, where)
         env["SUIRO_HOST_LANG"] = "python"
-        lang = _core.LANG_R
     else:
         raise ValueError("%s: unknown launcher kind %r" % (where, kind))
-    kw = dict(workers=o.get("workers", 1), exe=exe, argv=argv, env=env, lang=lang)
-    for k in ("max_workers", "ring_cap", "slot_size", "result_slots", "result_size"):
-        if o.get(k) is not None:
-            kw[k] = o[k]
-    if o.get("respawn") is not None:
-        kw["respawn"] = bool(o["respawn"])
-    if o.get("start_timeout") is not None:
-        kw["start_timeout"] = float(o["start_timeout"])
-    if o.get("timeout") is not None:
-        kw["timeout"] = float(o["timeout"])
+    # the normalised options with the worker command: the engine checks each (suiro_pool_create_from)
+    kw = dict(o, exe=exe, argv=argv, env=env, lang=kind)
     if node is not None:
         env["SUIRO_MPI_RANK"], env["SUIRO_MPI_HOST"] = "0", node
     if p is None:
         p = Pool.__new__(Pool)
-    _core.Pool.__init__(p, **kw)
+    _core.Pool.__init__(p, kw)
     p._launcher = kind
     if mpi:
         _cluster.attach(p, kw, where)
