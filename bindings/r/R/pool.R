@@ -104,12 +104,12 @@ pool_start <- function(o, label = NULL) {
   spec <- list(workers = o$workers, max_workers = o$max_workers, ring_cap = o$ring_cap,
                slot_size = o$slot_size, result_slots = o$result_slots, result_size = o$result_size,
                respawn = o$respawn, start_timeout = o$start_timeout, timeout = o$timeout,
-               exe = s$exe, argv = s$argv,
-               env = if (length(env)) paste0(names(env), "=", unlist(env, use.names = FALSE)),
-               lang = unname(lang_code[[l$kind]]))
+               name = o$name, exe = s$exe, argv = as.list(s$argv), env = as.list(env), lang = l$kind)
   spec <- Filter(Negate(is.null), spec)
   info <- list(kind = l$kind, workers = o$workers, name = label %||% o$name)
-  pool <- tryCatch(.Call(C_pool_new, spec, info), error = function(e) stop(conditionMessage(e), call. = FALSE))
+  # one DICT, read and checked by the engine (suiro_pool_create_from)
+  pool <- tryCatch(.Call(C_pool_new, .Call(C_wire_encode, spec, FALSE), info),
+                   error = function(e) stop(conditionMessage(e), call. = FALSE))
   if (mpi) pool <- cluster_attach(pool, spec, env, o$start_timeout)
   pool
 }

@@ -266,65 +266,23 @@ rpool *rs_pool_of(SEXP pool, const char *verb, int must_run) {
   return rp;
 }
 
-static const char *str_field(SEXP spec, const char *name) {
-  SEXP nm = Rf_getAttrib(spec, R_NamesSymbol);
-  for (R_xlen_t i = 0; i < XLENGTH(spec); i++)
-    if (!strcmp(CHAR(STRING_ELT(nm, i)), name)) {
-      SEXP v = VECTOR_ELT(spec, i);
-      return TYPEOF(v) == STRSXP && XLENGTH(v) == 1 ? CHAR(STRING_ELT(v, 0)) : NULL;
-    }
-  return NULL;
-}
-
-static SEXP field(SEXP spec, const char *name) {
-  SEXP nm = Rf_getAttrib(spec, R_NamesSymbol);
-  for (R_xlen_t i = 0; i < XLENGTH(spec); i++)
-    if (!strcmp(CHAR(STRING_ELT(nm, i)), name)) return VECTOR_ELT(spec, i);
-  return R_NilValue;
-}
-
-static double num_field(SEXP spec, const char *name, double dflt) {
-  SEXP v = field(spec, name);
-  return v == R_NilValue ? dflt : Rf_asReal(v);
-}
-
-static const char **str_vec(SEXP v) { /* NULL-terminated, R_alloc'd */
-  if (v == R_NilValue) return NULL;
-  R_xlen_t n = XLENGTH(v);
-  const char **out = (const char **)R_alloc((size_t)n + 1, sizeof *out);
-  for (R_xlen_t i = 0; i < n; i++) out[i] = Rf_translateCharUTF8(STRING_ELT(v, i));
-  out[n] = NULL;
-  return out;
-}
-
-/* C_pool_new(spec): spec is the normalised options plus exe, argv, env (KEY=VALUE) and lang,
- * prepared by R/pool.R from the Lua face's option checks. */
+/* C_pool_new(spec, info): spec is the raw wire DICT R/pool.R encoded (the normalised options, with
+ * exe, argv, env and lang built from the launcher); the engine reads and checks every field
+ * (suiro_pool_create_from, suiro_face.h section 6). */
 SEXP C_pool_new(SEXP spec, SEXP info) {
-  suiro_pool_opts o;
-  suiro_pool_opts_init(&o);
-  o.workers = (int)num_field(spec, "workers", 1);
-  o.max_workers = (int)num_field(spec, "max_workers", 0);
-  o.ring_cap = (uint32_t)num_field(spec, "ring_cap", o.ring_cap);
-  o.slot_size = (uint32_t)num_field(spec, "slot_size", o.slot_size);
-  o.result_slots = (uint32_t)num_field(spec, "result_slots", o.result_slots);
-  o.result_size = (uint32_t)num_field(spec, "result_size", o.result_size);
-  o.start_timeout = num_field(spec, "start_timeout", o.start_timeout);
-  SEXP rs = field(spec, "respawn");
-  o.respawn = rs == R_NilValue ? 1 : Rf_asLogical(rs) == 1;
-  o.exe = str_field(spec, "exe");
-  o.argv = str_vec(field(spec, "argv"));
-  o.env = str_vec(field(spec, "env"));
+  if (TYPEOF(spec) != RAWSXP) Rf_error("suiro_pool: the pool's options must be wire bytes (a raw vector)");
   rpool *rp = calloc(1, sizeof *rp);
   if (!rp) Rf_error("suiro_pool: out of memory");
-  rp->lang = (int)num_field(spec, "lang", WIRE_LANG_R);
-  double t = num_field(spec, "timeout", -1);
-  rp->timeout = t >= 1e12 || t != t ? -1 : t;
-  rp->owner = 1;
-  suiro_status st = suiro_pool_create(&o, &rp->p);
+  suiro_pool_info pi;
+  suiro_status st = suiro_pool_create_from(RAW(spec), (size_t)XLENGTH(spec), WIRE_LANG_R, &rp->p, &pi);
   if (st != SUIRO_OK) {
     free(rp);
-    Rf_error("suiro_pool: %s", suiro_last_error());
+    const char *msg = suiro_last_error();
+    Rf_error("suiro_pool: %s", strncmp(msg, "pool: ", 6) ? msg : msg + 6); /* our verb, not the engine's */
   }
+  rp->lang = pi.lang;
+  rp->timeout = pi.timeout;
+  rp->owner = 1;
   return rs_pool_new_sexp(rp, info);
 }
 
