@@ -301,7 +301,8 @@ int suiro_wait_sliced(suiro_pool *p, double timeout, suiro_wait_step step, void 
  *   backend        "local" or "mpi" (checked; the face runs the MPI tier over this pool)
  *   launcher       anything (skipped: the face built exe, argv and env from it)
  *
- * Integers may be I64 or integral F64 (R's numbers); seconds I64 or F64; strings hold no NUL.
+ * Integers may be I64 or integral F64 (R's numbers); seconds I64 or F64; strings hold no NUL;
+ * a BACKREF is refused (a face encodes each list once: "got a back-reference").
  * Every refusal names its option and starts with "pool: " (a face replaces that with its own
  * verb): "pool: workers must be an integer in 0..64, got -1", "pool: argv item 2 (of 3) must be
  * a string without NUL bytes, got a number", "pool: unknown option \"x\" (options: ...)",

@@ -4,6 +4,7 @@ cancellation, status, nesting, worker deaths."""
 import os
 import signal
 import socket
+import sys
 import time
 
 import pytest
@@ -358,3 +359,14 @@ def test_worker_environment_is_one_rule_for_every_kind(kind):
         assert got == want
         if kind == "r":
             assert p.submit(suiro.call(source="Sys.getenv('LANG')")).collect(timeout=60) == "C.UTF-8"
+
+
+def test_launcher_argv_and_pool_options_reach_the_engine():
+    # the launcher's argv list goes to the engine's option reader once (not as a back-reference)
+    argv = [sys.executable, "-I", suiro.worker_script()]
+    with suiro.pool(1, launcher=suiro.python(argv=argv), timeout=7, name="opts", max_workers=3) as p:
+        assert p.submit(pow, 2, 3).collect(timeout=30) == 8
+        assert p.status()["max_workers"] == 3
+    with pytest.raises(suiro.StartError, match=r"suiro\.pool: argv item 2 \(of 2\) must be a string"):
+        q = suiro.Pool.__new__(suiro.Pool)
+        suiro._core.Pool.__init__(q, {"workers": 0, "argv": ["a", 1]})

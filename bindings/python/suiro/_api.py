@@ -165,8 +165,10 @@ def _start(o, where, p=None):
         env["SUIRO_HOST_LANG"] = "python"
     else:
         raise ValueError("%s: unknown launcher kind %r" % (where, kind))
-    # the normalised options with the worker command: the engine checks each (suiro_pool_create_from)
-    kw = dict(o, exe=exe, argv=argv, env=env, lang=kind)
+    # the normalised options with the worker command, read and checked by the engine
+    # (suiro_pool_create_from); the launcher stays out: its argv list would go as a back-reference
+    kw = {k: v for k, v in o.items() if k != "launcher"}
+    kw.update(exe=exe, argv=list(argv) if argv else None, env=env, lang=kind)
     if node is not None:
         env["SUIRO_MPI_RANK"], env["SUIRO_MPI_HOST"] = "0", node
     if p is None:
