@@ -136,21 +136,25 @@ suiro_status suiro_chan_import(const suiro_chan_ref *ref, suiro_chan **out);
 /* The endpoint as a wire REF (kind WIRE_REF_CHAN), exporting it; WIRE_OK or WIRE_ERR. The face
  * keeps the handle (it refuses use while given away: suiro_chan_given) and frees it as usual.
  * On an encode that is then dropped, suiro_chan_unexport(ch) takes it back; so does ending the
- * message with suiro_msg_free or suiro_zc_revoke (they call suiro_chan_revoke for each endpoint
- * in the bytes), as long as nobody claimed it since. */
+ * message with suiro_msg_free or suiro_zc_revoke (they call suiro_chan_take_back for each
+ * endpoint in it), as long as nobody claimed it since. */
 int suiro_chan_put(suiro_wire_writer *w, suiro_chan *ch);
 suiro_status suiro_chan_unexport(suiro_chan *ch);
 /* 1 while the handle's end is given away (exported and not taken back). */
 int suiro_chan_given(const suiro_chan *ch);
 
-/* Endpoints named in a message that will never be read (a refused submit, a cancelled or
- * dropped task, a channel's unread messages when its last end goes). suiro_chan_revoke, for one
- * REF of kind WIRE_REF_CHAN: an end this process exported and still holds the handle of comes
- * back to that handle (owned here again, if still between owners since that export); any other
- * end still between owners is dropped: freed, so its peer sees CLOSED after the queued messages
- * and the channel's names leave /dev/shm with its last end. An end that was claimed meanwhile is
- * left alone. suiro_chan_revoke_refs does it for every endpoint in a wire buffer (8-aligned;
- * anything that is not a wire buffer is ignored). */
+/* Endpoints named in a message that will never be read. suiro_chan_take_back, for one REF of
+ * kind WIRE_REF_CHAN written by this process (its message refused: suiro_msg_free and
+ * suiro_zc_revoke call it): an end whose exported handle this process still holds comes back to
+ * that handle (owned here again, if still between owners since that export); without a handle
+ * (the face freed it: it counts the endpoint as sent) nothing is done. suiro_chan_revoke, for a
+ * message dropped unread (a cancelled or dropped task, a channel's unread messages when its last
+ * end goes): the same, and an end with no handle here that is still between owners is dropped:
+ * freed, so its peer sees CLOSED after the queued messages and the channel's names leave
+ * /dev/shm with its last end. An end that was claimed meanwhile is left alone.
+ * suiro_chan_revoke_refs revokes every endpoint in a wire buffer (8-aligned; anything that is
+ * not a wire buffer is ignored). */
+void suiro_chan_take_back(const suiro_wire_ref *ref);
 void suiro_chan_revoke(const suiro_wire_ref *ref);
 void suiro_chan_revoke_refs(const void *buf, size_t len);
 /* 1 while this process holds exported handles (a hint for skipping scans). */

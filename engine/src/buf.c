@@ -761,8 +761,8 @@ void suiro_zc_revoke(const void *buf, size_t len) {
   if (suiro_wire_reader_init(&r, buf, len) != WIRE_OK) return;
   while (suiro_wire_next(&r, &it) == WIRE_OK) {
     if (it.tag != WIRE_REF) continue;
-    if (it.ref.type == WIRE_REF_CHAN) { /* an endpoint comes back to its sender, or is dropped (chan.c) */
-      suiro_chan_revoke(&it.ref);
+    if (it.ref.type == WIRE_REF_CHAN) { /* an endpoint comes back to its sender's handle (chan.c) */
+      suiro_chan_take_back(&it.ref);
       continue;
     }
     suiro_view v;

@@ -45,12 +45,14 @@
  *     in the shared header are checked against the mapping as made here.
  *   - In transit: an exported end's handle stays with its face (refusing use) in this process's
  *     list of exported handles, and every put is recorded per writer (put_recs). A message that
- *     never goes (suiro_msg_free, suiro_zc_revoke) revokes its endpoints: one still between owners
- *     since our export (end.epoch unchanged) comes back to its handle; without a handle, or in a
- *     process that did not export it (a worker skipping a cancelled task, the host dropping a dead
- *     worker's claims or what is still queued when a pool stops), it is dropped: owner set to
- *     OWNER_DROPPED and the end freed, so the peer sees CLOSED and the names go with the last end.
- *     The last end to go also revokes the endpoints in its ring's unread messages.
+ *     never goes (suiro_msg_free, suiro_zc_revoke) takes its endpoints back: one still between
+ *     owners since our export (end.epoch unchanged) comes back to its handle (a face that freed
+ *     the handle counted the endpoint as sent: nothing is done). A message dropped unread (a
+ *     worker skipping a cancelled task, the host dropping a dead worker's claims or what is still
+ *     queued when a pool stops) revokes them: taken back likewise, else, still between owners,
+ *     dropped: owner set to OWNER_DROPPED and the end freed, so the peer sees CLOSED and the
+ *     names go with the last end. The last end to go also revokes the endpoints in its ring's
+ *     unread messages.
  *   - Names: `ends` counts ends not yet freed; whoever takes it to 0 unlinks the region and the
  *     FIFO. A survivor that frees its end while the peer's owner is dead frees the peer's end
  *     too, and reaps the dead owner's names (its anchor), so nothing stays in /dev/shm.
@@ -494,7 +496,11 @@ int suiro_chan_given(const suiro_chan *ch) { return handle_ok(ch, HANDLE_CHAN) &
  * comes back to our exported handle when we still have one (the face's endpoint works again),
  * else, when it is still between owners, it is dropped: freed as by its owner, so the peer sees
  * CLOSED after what was queued, and the channel's names go with its last end. */
-void suiro_chan_revoke(const suiro_wire_ref *r) {
+static void revoke_end(const suiro_wire_ref *r, int drop);
+void suiro_chan_revoke(const suiro_wire_ref *r) { revoke_end(r, 1); }
+void suiro_chan_take_back(const suiro_wire_ref *r) { revoke_end(r, 0); }
+
+static void revoke_end(const suiro_wire_ref *r, int drop) {
   char name[64];
   if (!r || r->type != WIRE_REF_CHAN || r->length > 1 || r->name.len == 0 || r->name.len >= sizeof name ||
       memchr(r->name.ptr, 0, r->name.len))
@@ -513,7 +519,7 @@ void suiro_chan_revoke(const suiro_wire_ref *r) {
     pthread_mutex_unlock(&exp_lock);
     if (back) return;
   }
-  if (!in_family(name)) return;
+  if (!drop || !in_family(name)) return;
   suiro_region *reg;
   if (suiro_region_open(name, 1, &reg) != SUIRO_OK) return;
   chan_hdr *h = reg->addr;
@@ -659,7 +665,7 @@ void chan_msg_mark(const void *w, int revoke) {
     r.length = (uint64_t)rec.side;
     r.name.ptr = rec.name;
     r.name.len = strlen(rec.name);
-    suiro_chan_revoke(&r);
+    suiro_chan_take_back(&r);
   }
   put_n = k;
 }
