@@ -294,6 +294,8 @@ def child(q):
             out.append(p.submit(apply, square, 6).collect(timeout=30))
             r = p.submit(bump, Pt(1)).collect(timeout=30)
             out.append(type(r) is Pt and r == Pt(2))
+            rs = [p.submit(bump, Pt(i)).collect(timeout=30) for i in range(50)]   # the class by key, once
+            out.append(all(type(r) is Pt and r == Pt(i + 1) for i, r in enumerate(rs)))
             try:
                 p.submit(boom).collect(timeout=30)
             except AppError:
@@ -325,7 +327,7 @@ def test_main_script_functions_in_a_multiprocessing_child(tmp_path, method):
     r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=120, env=env,
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines() == ["[25, 36, True, 'AppError']", "exit 0"], r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["[25, 36, True, True, 'AppError']", "exit 0"], r.stdout + r.stderr
 
 
 FAST_SCRIPT = r'''
@@ -351,3 +353,184 @@ with suiro.pool(workers=1) as p:
 
 def test_importable_objects_pickle_without_cloudpickle(tmp_path):
     assert run(tmp_path, "fast.py", FAST_SCRIPT) == ["True", "MyError ('m',)", "False"]
+
+
+ONCE_SCRIPT = r'''
+import dataclasses
+import enum
+import suiro
+from suiro import _values
+import pyfuncs
+
+@dataclasses.dataclass
+class Pt:
+    x: int
+    y: int
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+def same_type(a, b):
+    return type(a) is type(b) and type(a).__name__ == "Pt"
+
+def rebuilt():
+    import suiro._values as v     # the classes this worker rebuilt, by the key they came under
+    return sorted(c.__name__ for c in v._received)
+
+with suiro.pool(workers=1) as p:
+    before = _values.class_blobs
+    got = [p.submit(pyfuncs.identity, Pt(i, -i)).collect(timeout=30) for i in range(1000)]
+    print(all(type(r) is Pt for r in got), got[999] == Pt(999, -999), _values.class_blobs - before)
+    print(p.submit(same_type, Pt(1, 2), Pt(3, 4)).collect(timeout=30),
+          p.submit(pyfuncs.identity, [Color.RED, Color.GREEN]).collect(timeout=30) == [Color.RED, Color.GREEN],
+          _values.class_blobs - before)
+    print(rebuilt() if False else p.submit(rebuilt).collect(timeout=30))
+with suiro.pool(workers=1) as q:              # another pool: published there too, the blob made once
+    print(q.submit(pyfuncs.identity, Pt(5, 6)).collect(timeout=30) == Pt(5, 6), _values.class_blobs - before)
+'''
+
+
+def test_a_main_script_class_is_published_once_per_pool(tmp_path):
+    # issue 20: an object costs its state; its class goes once (a key afterwards), both ways
+    assert run(tmp_path, "once.py", ONCE_SCRIPT) == ["True True 1", "True True 2", "['Color', 'Pt']", "True 2"]
+
+
+CHANGE_SCRIPT = r'''
+import dataclasses
+import suiro
+from suiro import _values
+import pyfuncs
+
+OFFSET = 10
+
+class Pt:
+    tags = ["a"]
+    scale = 2
+    def __init__(self, x):
+        self.x = x
+    def value(self):
+        return self.x * self.scale + OFFSET
+
+def value(pt):
+    return pt.value(), list(pt.tags), type(pt).__name__
+
+with suiro.pool(workers=1) as p:
+    b0 = _values.class_blobs
+    print(p.submit(value, Pt(1)).collect(timeout=30), p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    k1 = _values._class_entries[Pt][0]
+    Pt.scale = 3                              # a class attribute rebound
+    print(p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    # a task sent before the change that runs after it (a work-stealing order) sees the class it was sent with
+    print(p.submit(lambda k: __import__("suiro._values").__dict__["_values"]._main_class(k).scale, k1).collect(timeout=30),
+          p.submit(value, Pt(1)).collect(timeout=30))
+    Pt.scale = 2                              # and set back
+    print(p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    Pt.scale = 3
+    OFFSET = 100                              # a global a method reads
+    print(p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    Pt.tags.append("b")                       # a small container changed in place
+    print(p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    def value_m(self):
+        return -self.x
+    Pt.value = value_m                        # a method replaced
+    print(p.submit(value, Pt(1)).collect(timeout=30), _values.class_blobs - b0)
+    Old = Pt
+    old = Old(4)
+
+    class Pt:                                 # redefined, as a notebook cell run again
+        tags = ()
+        def __init__(self, x):
+            self.x = x
+        def value(self):
+            return self.x + 0.5
+
+    r_new = p.submit(pyfuncs.identity, Pt(1)).collect(timeout=30)
+    r_old = p.submit(pyfuncs.identity, old).collect(timeout=30)
+    print(p.submit(value, Pt(1)).collect(timeout=30), type(r_new) is Pt, type(r_old) is Old, r_old.value(),
+          _values.class_blobs - b0)
+
+@dataclasses.dataclass
+class D:
+    n: int
+
+with suiro.pool(workers=1) as p:
+    r = p.submit(pyfuncs.identity, D(1)).collect(timeout=30)
+    D.__eq__ = lambda a, b: True              # dataclass methods changed between sends
+    print(p.submit(lambda a, b: a == b, D(1), D(2)).collect(timeout=30), type(r) is D)
+'''
+
+
+def test_a_changed_or_redefined_class_is_seen(tmp_path):
+    assert run(tmp_path, "change.py", CHANGE_SCRIPT) == [
+        "(12, ['a'], 'Pt') (12, ['a'], 'Pt') 1",
+        "(13, ['a'], 'Pt') 2",
+        "2 (13, ['a'], 'Pt')",
+        "(12, ['a'], 'Pt') 3",
+        "(103, ['a'], 'Pt') 4",
+        "(103, ['a', 'b'], 'Pt') 5",
+        "(-1, ['a', 'b'], 'Pt') 6",
+        "(1.5, [], 'Pt') True True -4 7",
+        "True True",
+    ]
+
+
+RESULTS_SCRIPT = r'''
+import dataclasses
+import enum
+import suiro
+
+@dataclasses.dataclass(order=True)
+class Pt:
+    x: int
+    y: int
+
+    def norm1(self):
+        return abs(self.x) + abs(self.y)
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+class AppError(Exception):
+    pass
+
+def make(i):                                 # instances made in the worker, of host classes
+    return Pt(i, -i)
+
+def shift(pt):
+    return Pt(pt.x + 1, pt.y)
+
+def paint(i):
+    return Color(1 + i % 2)
+
+def pair(i):
+    return [Pt(i, i), {"c": Color.GREEN, "p": Pt(0, i)}]
+
+def fail(i):
+    if i == 7:
+        raise AppError(Pt(i, 0))
+    return i
+
+with suiro.pool(workers=2) as p:
+    got = p.map(make, range(300)).collect(timeout=30)
+    print(all(type(r) is Pt for r in got), got == [Pt(i, -i) for i in range(300)], max(got).norm1())
+    got = p.map(shift, [Pt(i, i) for i in range(300)]).collect(timeout=30)
+    print(got == [Pt(i + 1, i) for i in range(300)], len({type(r) for r in got}))
+    cs = p.map(paint, range(10)).collect(timeout=30)
+    print(all(c is (Color.RED if i % 2 == 0 else Color.GREEN) for i, c in enumerate(cs)))
+    r = [p.submit(pair, i).collect(timeout=30) for i in range(50)]
+    print(all(x[0] == Pt(i, i) and x[1]["c"] is Color.GREEN and type(x[1]["p"]) is Pt for i, x in enumerate(r)))
+    try:
+        p.map(fail, range(10)).collect(timeout=30)
+    except AppError as e:
+        print(type(e.args[0]) is Pt, e.args[0] == Pt(7, 0), e.index)
+with suiro.PoolExecutor(2) as ex:
+    print(list(ex.map(shift, [Pt(i, 0) for i in range(500)])) == [Pt(i + 1, 0) for i in range(500)],
+          list(ex.map(make, range(100), chunksize=7)) == [Pt(i, -i) for i in range(100)])
+'''
+
+
+def test_results_carry_instances_of_main_script_classes(tmp_path):
+    assert run(tmp_path, "results.py", RESULTS_SCRIPT) == ["True True 598", "True 1", "True", "True", "True True 7",
+                                                          "True True"]

@@ -289,10 +289,67 @@ static int enc_fail_pickling(enc *e, PyObject *o) {
 /* Anything else: pickled for Python receivers, refused by the others. */
 static PyObject *dumps_captured_helper;
 
+/* Classes sent by key (_values, "classes sent by value, once per pool"): _values reaches the
+ * engine's content key and (in a worker) the code cache by key through these two, installed in
+ * the module when codec.c first looks it up. */
+static PyObject *m_fn_key(PyObject *self, PyObject *b) {
+  (void)self;
+  if (!PyBytes_Check(b)) return PyErr_Format(PyExc_TypeError, "_fn_key: bytes expected");
+  return PyLong_FromUnsignedLongLong(suiro_fn_key(PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b)));
+}
+
+static PyObject *m_fetch_class(PyObject *self, PyObject *k) {
+  (void)self;
+  unsigned long long key = PyLong_AsUnsignedLongLong(k);
+  if (PyErr_Occurred()) return NULL;
+  if (!sp_in_worker)
+    return PyErr_Format(PyExc_LookupError, "a class sent by key %#llx is not known in this process", key);
+  return sp_function_from_key((uint64_t)key);
+}
+
+/* the bytes stored under a key in the pool this worker serves */
+static PyObject *m_fetch_blob(PyObject *self, PyObject *k) {
+  (void)self;
+  unsigned long long key = PyLong_AsUnsignedLongLong(k);
+  if (PyErr_Occurred()) return NULL;
+  suiro_pool *p = sp_in_worker ? suiro_current_pool() : NULL;
+  void *code = NULL;
+  size_t len = 0;
+  if (!p || suiro_fn_fetch(p, (uint64_t)key, &code, &len) != SUIRO_OK)
+    return PyErr_Format(PyExc_LookupError, "nothing is stored under key %#llx here", key);
+  PyObject *b = PyBytes_FromStringAndSize(code, (Py_ssize_t)len);
+  free(code);
+  return b;
+}
+
+static PyMethodDef class_key_defs[] = {
+  { "_fn_key", m_fn_key, METH_O, NULL },
+  { "_fetch_class", m_fetch_class, METH_O, NULL },
+  { "_fetch_blob", m_fetch_blob, METH_O, NULL },
+};
+
+static int class_keys_installed;
+
+static PyObject *values_module(void) {
+  PyObject *m = PyImport_ImportModule("suiro._values");
+  if (!m || class_keys_installed) return m;
+  for (size_t i = 0; i < sizeof class_key_defs / sizeof class_key_defs[0]; i++) {
+    PyObject *f = PyCFunction_New(&class_key_defs[i], NULL);
+    if (!f || PyObject_SetAttrString(m, class_key_defs[i].ml_name, f) < 0) {
+      Py_XDECREF(f);
+      Py_DECREF(m);
+      return NULL;
+    }
+    Py_DECREF(f);
+  }
+  class_keys_installed = 1;
+  return m;
+}
+
 /* _values.dumps_captured (cloudpickle for what a function sent by value captured), looked up once */
 static PyObject *dumps_captured(void) {
   if (!dumps_captured_helper) {
-    PyObject *m = PyImport_ImportModule("suiro._values");
+    PyObject *m = values_module();
     dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
     Py_XDECREF(m);
   }
@@ -303,11 +360,41 @@ static PyObject *dumps_captured(void) {
 static PyObject *dumps_oob_helper;
 static PyObject *dumps_oob(void) {
   if (!dumps_oob_helper) {
-    PyObject *m = PyImport_ImportModule("suiro._values");
+    PyObject *m = values_module();
     dumps_oob_helper = m ? PyObject_GetAttrString(m, "dumps_oob") : NULL;
     Py_XDECREF(m);
   }
   return dumps_oob_helper;
+}
+
+/* dumps(o, pubs): pubs collects the (key, blob) pairs of the classes the pickle names by key,
+ * published here in the receiving pool before the value is sent (None without a pool: then only
+ * keys the receiver made go by key). */
+static PyObject *call_dumps(enc *e, PyObject *dumps, PyObject *o) {
+  PoolObject *po = e->o->pool;
+  PyObject *pubs = po && po->p ? PyList_New(0) : Py_NewRef(Py_None);
+  if (!pubs) return NULL;
+  PyObject *b = PyObject_CallFunctionObjArgs(dumps, o, pubs, NULL);
+  if (b && pubs != Py_None) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pubs); i++) {
+      PyObject *kb = PyList_GET_ITEM(pubs, i);
+      PyObject *k = PyTuple_Check(kb) && PyTuple_GET_SIZE(kb) == 2 ? PyTuple_GET_ITEM(kb, 0) : NULL;
+      PyObject *blob = k ? PyTuple_GET_ITEM(kb, 1) : NULL;
+      unsigned long long key = k ? PyLong_AsUnsignedLongLong(k) : 0;
+      if (!blob || !PyBytes_Check(blob) || PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "internal: a class blob to publish is not (key, bytes)");
+        Py_CLEAR(b);
+        break;
+      }
+      if (suiro_fn_publish(po->p, (uint64_t)key, PyBytes_AS_STRING(blob), (size_t)PyBytes_GET_SIZE(blob)) != SUIRO_OK) {
+        Py_SETREF(b, PyObject_CallFunctionObjArgs(dumps, o, Py_None, NULL)); /* the store is full: by value */
+        break;
+      }
+    }
+  }
+  Py_DECREF(pubs);
+  return b;
 }
 
 static int put_typed(enc *e, PyObject *owner, const Py_buffer *v, int type, int order);
@@ -343,7 +430,7 @@ static int enc_pickle(enc *e, PyObject *o, const char *why) {
                     why ? ": " : " (only Python processes read pickled objects)", why ? why : "");
   PyObject *dumps = e->captured ? dumps_captured() : dumps_oob();
   if (!dumps) return enc_fail(e, PyExc_TypeError, "%s cannot be sent", type_name(o));
-  PyObject *b = PyObject_CallOneArg(dumps, o);
+  PyObject *b = call_dumps(e, dumps, o);
   if (!b) return enc_fail_pickling(e, o);
   PyObject *bufs = NULL;
   if (PyTuple_CheckExact(b) && PyTuple_GET_SIZE(b) == 2 && PyList_CheckExact(PyTuple_GET_ITEM(b, 1))) {
@@ -1193,7 +1280,7 @@ static int put_captured_blob(enc *e, PyObject *v) {
   if (!po || !po->p) return enc_value(e, v);
   PyObject *dumps = dumps_captured();
   if (!dumps) return -1;
-  PyObject *b = PyObject_CallOneArg(dumps, v);
+  PyObject *b = call_dumps(e, dumps, v);
   if (!b) return enc_fail_pickling(e, v);
   if (!PyBytes_Check(b)) {
     Py_DECREF(b);
@@ -1999,6 +2086,11 @@ static PyObject *dec_func(dec *d, wire_item *it) {
     } else if (c.n > 7 && memcmp(c.data, "pickle:", 7) == 0) {
       wire_item b;
       if (dec_next(d, &b) < 0) return NULL;
+      if (!class_keys_installed) { /* the pickle may name a class by key (_values._main_class) */
+        PyObject *m = values_module();
+        if (!m) return NULL;
+        Py_DECREF(m);
+      }
       if (b.tag != WIRE_BYTES || n < 2)
         return PyErr_SetString(PyExc_ValueError, "cannot decode value: a pickled object without its bytes"), NULL;
       PyObject *bytes = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.n);

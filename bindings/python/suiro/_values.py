@@ -20,6 +20,8 @@ import importlib
 import os
 import pickle
 import sys
+import operator
+from operator import is_ as _is
 
 __all__ = ["NA", "Strings", "Dates", "Timestamps", "Frame", "Call", "Ref", "Func", "call"]
 
@@ -637,31 +639,44 @@ def _dates(np, v):
     return d
 
 
-def dumps(obj):
+def dumps(obj, pubs=None):
     """Pickles obj for another Python process: pickle, else cloudpickle (lambdas, local classes,
-    and anything that names the main script, which no worker can import: see _by_value)."""
+    and anything that names the main script, which no worker can import: see _by_value).
+    pubs: the list of (key, blob) class blobs codec.c publishes in the receiving pool (None:
+    no pool, only the keys classes arrived under go by key)."""
+    if type(obj) in _class_entries or type(obj) in _received:
+        data = _keyed_dumps(obj, pubs, pickle.HIGHEST_PROTOCOL)
+        if data is not None:
+            return data
     try:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as first:
         cp = _cloudpickle()
         if cp is None:
             raise first from None
-        return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _keyed_dumps(obj, pubs, pickle.HIGHEST_PROTOCOL)
+        return data if data is not None else cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     if _names_main(data):
         cp = _cloudpickle()
         if cp is not None:
-            return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            keyed = _keyed_dumps(obj, pubs, pickle.HIGHEST_PROTOCOL)
+            return keyed if keyed is not None else cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return data
 
 
 loads = pickle.loads
 
 
-def dumps_oob(obj):
+def dumps_oob(obj, pubs=None):
     """obj pickled for another Python process with protocol 5: the bytes, or (bytes, buffers)
     when it has out-of-band buffers (numpy and pandas data), which the codec sends as arrays
-    (by reference when large) beside the pickle instead of copying them into it."""
+    (by reference when large) beside the pickle instead of copying them into it. pubs: as dumps."""
     bufs = []
+    if type(obj) in _class_entries or type(obj) in _received:  # a class sent by key before
+        data = _keyed_dumps(obj, pubs, 5, bufs.append)
+        if data is not None:
+            return (data, bufs) if bufs else data
+        bufs = []
     try:
         data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
         cp = _cloudpickle() if _names_main(data) else None
@@ -671,7 +686,10 @@ def dumps_oob(obj):
             raise first from None
     if cp is not None:
         bufs = []
-        data = cp.dumps(obj, protocol=5, buffer_callback=bufs.append)
+        data = _keyed_dumps(obj, pubs, 5, bufs.append)
+        if data is None:
+            bufs = []
+            data = cp.dumps(obj, protocol=5, buffer_callback=bufs.append)
     return (data, bufs) if bufs else data
 
 
@@ -698,13 +716,15 @@ def _cloudpickle():
     return cloudpickle
 
 
-def dumps_captured(obj):
+def dumps_captured(obj, pubs=None):
     """A value a function sent by value captured: cloudpickle, as the function was pickled whole
-    (an instance of a main-script class goes by value, not by a name no worker imports)."""
+    (an instance of a main-script class goes by value, not by a name no worker imports; its
+    class by key, as dumps sends it)."""
     cp = _cloudpickle()
     if cp is None:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data = _keyed_dumps(obj, pubs, pickle.HIGHEST_PROTOCOL)
+    return data if data is not None else cp.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # Modules no worker can import: a host's main script, and the same script re-run as
@@ -731,6 +751,252 @@ def _mp_main_by_value(cloudpickle):
             cloudpickle.register_pickle_by_value(m)
     except (AttributeError, ValueError, TypeError):  # an old cloudpickle: by reference, as before
         pass
+
+
+# ---- classes sent by value, once per pool --------------------------------------------------------
+#
+# A class no worker can import (a main-script class, dataclass, enum or exception) would go by
+# value, pickled by cloudpickle, with every object of it (~0.1-1 ms). Instead the class is pickled
+# once (by cloudpickle: its blob), published by content in the receiving pool's blob store
+# (codec.c publishes the (key, blob) pairs a pickle used, before the task is sent), and a pickle
+# names it as _main_class(key): an object costs its own state at plain pickle speed. A worker
+# rebuilds the class once per key (the engine's code cache, as for task functions), so objects
+# of one class received apart have one type; cloudpickle's class tracker makes a class that came
+# back the sender's own one, and _host_classes gives the host its class for a key it published.
+# Objects a worker makes of such a class go back under the key the class arrived with.
+#
+# The key is the blob's content key. Per class object this process keeps the blob with a check
+# list of what the blob was made from (the class's dict, its main-script bases, its methods'
+# code, defaults, closure cells and the globals they read, recursively, and the items of small
+# containers among them, by identity); a send re-reads the list (a few µs) and a change (an
+# attribute or method rebound, a global a method reads rebound, a redefined class: a new class
+# object) makes a new blob and key. Changes inside large (> 64 items) or non-container mutable
+# values are not looked for.
+
+_class_entries = {}  # class -> (key, blob, checks): the blob this process made of the class
+_host_classes = {}  # key -> the class this process published under key
+_received = {}  # class -> the key it arrived under (a worker: results go back under that key)
+class_blobs = 0  # class blobs made (cloudpickled) by this process: tests read it
+_MAX_CLASSES = 4096
+_MAX_REBLOBS = 64  # blobs of one class object: past that it changes too often to be worth keys
+CLASS_TAG = "suiro-class-1"
+_ABSENT = object()
+_keyed_pickler = _fast_pickler = None
+_fn_key = None  # codec.c installs the engine's content key (suiro_fn_key) and
+_fetch_class = None  # the worker's code cache by key (suiro_exec_code), and
+_fetch_blob = None  # the bytes under a key (suiro_fn_fetch)
+
+
+def _main_class(key):
+    """The class published under key: the host's own for a key it made, else (a worker) the
+    one rebuilt from the pool's blob store, once per key."""
+    cls = _host_classes.get(key)
+    if cls is not None:
+        return cls
+    if _fetch_class is None:
+        raise pickle.UnpicklingError("a class sent by key %#x is not known in this process" % key)
+    t = _fetch_class(key)
+    if not (type(t) is tuple and len(t) == 3 and t[0] == CLASS_TAG and isinstance(t[2], type)):
+        raise pickle.UnpicklingError("the blob under key %#x is not a class" % key)
+    cls = t[2]
+    if _received.get(cls, key) != key:  # its tracker gave the class another blob's state since:
+        t = loads(_fetch_blob(key))  # this one's again (a class attribute set back, say)
+    if len(_received) < _MAX_CLASSES or cls in _received:
+        _received[cls] = key
+    return cls
+
+
+def _keyed_dumps(obj, pubs, protocol, buffer_callback=None):
+    """obj pickled with the classes it names that no worker imports by key: by plain pickle's
+    C pickler when that is all it names of the main script, else by cloudpickle (functions and
+    classes without a key by value). None without cloudpickle."""
+    global _fast_pickler, _keyed_pickler
+    if _keyed_pickler is None:
+        cp = _cloudpickle()
+        if cp is None:
+            return None
+
+        class FastPickler(pickle.Pickler):
+            pubs = None
+
+            def reducer_override(self, o):
+                if isinstance(o, type):
+                    k = _class_key(o, self.pubs)
+                    if k is not None:
+                        return (_main_class, (k,))
+                return NotImplemented
+
+        class KeyedPickler(cp.Pickler):
+            pubs = None
+
+            def reducer_override(self, o):
+                if isinstance(o, type):
+                    k = _class_key(o, self.pubs)
+                    if k is not None:
+                        return (_main_class, (k,))
+                return super().reducer_override(o)
+
+        _fast_pickler, _keyed_pickler = FastPickler, KeyedPickler
+    import io
+    bufs = [] if buffer_callback is not None else None  # handed on only if this pickle is kept
+    f = io.BytesIO()
+    p = _fast_pickler(f, protocol=protocol, buffer_callback=None if bufs is None else bufs.append)
+    p.pubs = pubs
+    try:
+        p.dump(obj)
+        data = f.getvalue()
+        if not _names_main(data):
+            for b in bufs or ():
+                buffer_callback(b)
+            return data
+    except Exception:
+        pass
+    f = io.BytesIO()
+    p = _keyed_pickler(f, protocol=protocol, buffer_callback=buffer_callback)
+    p.pubs = pubs
+    p.dump(obj)
+    return f.getvalue()
+
+
+def _class_key(cls, pubs):
+    """The key cls goes by (its (key, blob) added to pubs), or None: by value, or by reference."""
+    if pubs is None:  # no pool to publish in: only a key the receiver published
+        return _received.get(cls)
+    ent = _class_entries.get(cls)
+    if ent is not None:
+        if ent[0] is None:  # changed at nearly every send: by value, as cloudpickle sends it
+            return _received.get(cls)
+        if _checks_hold(ent[2]):
+            pubs.append((ent[0], ent[1]))
+            return ent[0]
+    elif (getattr(cls, "__module__", None) not in _MAIN_NAMES or "<" in getattr(cls, "__qualname__", "<")
+          or function_ref(cls) is not None or _fn_key is None or len(_class_entries) >= _MAX_CLASSES):
+        return _received.get(cls)  # importable (by reference), local (by value), or no key to give
+    global class_blobs
+    n = ent[3] + 1 if ent is not None else 1
+    if n > _MAX_REBLOBS:
+        _class_entries[cls] = (None, None, None, n)
+        return _received.get(cls)
+    checks = []
+    _deps(cls, checks, set(), 0)
+    class_blobs += 1  # the serial makes a class changed back a new key: a worker's class takes
+    blob = _cloudpickle().dumps((CLASS_TAG, class_blobs, cls), protocol=pickle.HIGHEST_PROTOCOL)  # its state
+    key = _fn_key(blob)
+    if len(_host_classes) >= _MAX_CLASSES and key not in _host_classes:
+        _class_entries.pop(cls, None)  # no key a result could come back under: by value
+        return _received.get(cls)
+    _host_classes[key] = cls
+    _class_entries[cls] = (key, blob, checks, n)
+    pubs.append((key, blob))
+    return key
+
+
+_ATOMS = (int, float, complex, str, bytes, bool, type(None))
+_global_names = {}  # code -> the global names it (and its nested code) reads
+
+
+def _code_globals(code):
+    names = _global_names.get(code)
+    if names is None:
+        names = tuple(_code_global_names(code, []))
+        if len(_global_names) < 65536:
+            _global_names[code] = names
+    return names
+
+
+def _deps(v, checks, seen, depth):
+    """Adds to checks what cloudpickle's bytes of v depend on, to be re-read by _checks_hold."""
+    import types
+    t = type(v)
+    if t in _ATOMS or id(v) in seen or depth > 8:
+        return
+    seen.add(id(v))
+    if t is types.FunctionType:
+        cl = v.__closure__ or ()
+        cells = tuple(c.cell_contents if _cell_full(c) else _ABSENT for c in cl)
+        fd = v.__dict__
+        checks.append(("f", v, v.__code__, v.__defaults__, v.__kwdefaults__, v.__closure__, cells, len(fd)))
+        g = v.__globals__
+        names = _code_globals(v.__code__)
+        vals = tuple(g.get(n, _ABSENT) for n in names)
+        checks.append(("g", g, names, vals, (_ABSENT,) * len(names)))
+        for x in vals + cells + (v.__defaults__ or ()) + tuple((v.__kwdefaults__ or {}).values()) + tuple(fd.values()):
+            _deps(x, checks, seen, depth + 1)
+    elif t in (staticmethod, classmethod):
+        checks.append(("a", v, "__func__", v.__func__))
+        _deps(v.__func__, checks, seen, depth + 1)
+    elif t is property:
+        fs = (v.fget, v.fset, v.fdel)
+        checks.append(("p", v, fs))
+        for x in fs:
+            _deps(x, checks, seen, depth + 1)
+    elif isinstance(v, type):
+        if function_ref(v) is not None:
+            return  # by reference
+        try:  # what pickling an instance adds to the class (__slotnames__), added now
+            import copyreg
+            copyreg._slotnames(v)
+        except Exception:
+            pass
+        d = v.__dict__
+        checks.append(("d", d, tuple(d.keys()), tuple(d.values())))
+        checks.append(("a", v, "__bases__", v.__bases__))
+        for x in v.__bases__ + tuple(d.values()):
+            _deps(x, checks, seen, depth + 1)
+    elif t in (dict, list, tuple, set, frozenset) and len(v) <= 64:
+        if t is dict:
+            checks.append(("d", v, tuple(v.keys()), tuple(v.values())))
+            items = tuple(v.values())
+        else:
+            items = tuple(v)
+            if t is not tuple and t is not frozenset:
+                checks.append(("s", v, items))
+        for x in items:
+            _deps(x, checks, seen, depth + 1)
+
+
+_cell_get = operator.attrgetter("cell_contents")
+
+
+def _checks_hold(checks):
+    try:
+        for c in checks:
+            k = c[0]
+            if k == "g":
+                if not all(map(_is, map(c[1].get, c[2], c[4]), c[3])):
+                    return False
+            elif k == "d":
+                d = c[1]
+                if len(d) != len(c[2]) or not all(map(_is, d, c[2])) or not all(map(_is, d.values(), c[3])):
+                    return False
+            elif k == "f":
+                f = c[1]
+                if (f.__code__ is not c[2] or f.__defaults__ is not c[3] or f.__kwdefaults__ is not c[4]
+                        or f.__closure__ is not c[5] or len(f.__dict__) != c[7]):
+                    return False
+                if c[6] and not all(map(_is, map(_cell_get, c[5]), c[6])):
+                    return False  # (an empty cell raises: a new snapshot)
+            elif k == "a":
+                if getattr(c[1], c[2]) is not c[3]:
+                    return False
+            elif k == "p":
+                p = c[1]
+                if p.fget is not c[2][0] or p.fset is not c[2][1] or p.fdel is not c[2][2]:
+                    return False
+            elif k == "s":
+                if len(c[1]) != len(c[2]) or not all(map(_is, c[1], c[2])):
+                    return False
+    except Exception:
+        return False
+    return True
+
+
+def _cell_full(c):
+    try:
+        c.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 # ---- functions sent by value, their code once per pool -------------------------------------------
