@@ -534,3 +534,31 @@ with suiro.PoolExecutor(2) as ex:
 def test_results_carry_instances_of_main_script_classes(tmp_path):
     assert run(tmp_path, "results.py", RESULTS_SCRIPT) == ["True True 598", "True 1", "True", "True", "True True 7",
                                                           "True True"]
+
+
+NESTED_SCRIPT = r'''
+import dataclasses
+import suiro
+
+@dataclasses.dataclass
+class Pt:
+    x: int
+
+def inc(pt):
+    return Pt(pt.x + 1)
+
+def fan(pt):                                  # a worker sends the class on (its own key there)
+    p = suiro.current_pool()
+    rs = [t.collect(timeout=30) for t in [p.submit(inc, Pt(pt.x + i)) for i in range(5)]]
+    with suiro.pool(workers=1) as q:          # and to a pool of its own
+        rs += q.map(inc, rs).collect(timeout=30)
+    return rs, all(type(r) is type(pt) for r in rs)
+
+with suiro.pool(workers=2) as p:
+    rs, same = p.submit(fan, Pt(10)).collect(timeout=60)
+    print([r.x for r in rs], same, all(type(r) is Pt for r in rs))
+'''
+
+
+def test_a_worker_sends_main_script_objects_on(tmp_path):
+    assert run(tmp_path, "nested.py", NESTED_SCRIPT) == ["[11, 12, 13, 14, 15, 12, 13, 14, 15, 16] True True"]

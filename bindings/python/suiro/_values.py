@@ -919,7 +919,8 @@ def _deps(v, checks, seen, depth):
         g = v.__globals__
         names = _code_globals(v.__code__)
         vals = tuple(g.get(n, _ABSENT) for n in names)
-        checks.append(("g", g, names, vals, (_ABSENT,) * len(names)))
+        if names:
+            checks.append(("g", g, names, vals, (_ABSENT,) * len(names)))
         for x in vals + cells + (v.__defaults__ or ()) + tuple((v.__kwdefaults__ or {}).values()) + tuple(fd.values()):
             _deps(x, checks, seen, depth + 1)
     elif t in (staticmethod, classmethod):
