@@ -578,8 +578,9 @@ void suiro_buf_unref(suiro_buf *b) {
     cache_mapping(b);
   } else if (left == 0 && b->local == 0) {
     /* Ours alone now: keep it warm for the next large value. Not another process's that no pool
-     * of ours took back (a region of a worker's own pool, forwarded up to us): its name lives as
-     * long as that pool, which may stop before we would reuse it. */
+     * took back (too large for its list, or a region of a worker's own pool forwarded up to us):
+     * its name lives only as long as its maker's pool, which may stop before we would reuse it.
+     * Nobody holds it (refs 0) and no list has it, so its name goes now: /dev/shm given back. */
     if (b->named && b->hdr->creator == (int32_t)getpid()) {
       evict_locked(b->cap);
       b->in_free = 1;
@@ -588,7 +589,7 @@ void suiro_buf_unref(suiro_buf *b) {
       free_count++;
       evict_locked(0);
     } else {
-      destroy(b, 0);
+      destroy(b, 1);
     }
   } else if (b->local == 0) {
     /* Others still hold it: keep the mapping a while, since views of one region tend to come back
