@@ -128,7 +128,7 @@ struct suiro_chan {
   uint64_t peer_count; /* tx: `received` last seen */
   uint64_t view_pos, view_n; /* rx: views out (view_n > 0) end at view_pos */
   int anchored;
-  int fifo;           /* rx: the FIFO (read and write, so never hung up); tx: write end */
+  int fifo;           /* the FIFO, opened read and write on both sides (never hung up) */
   int epfd, pidfd;
   uint64_t pid_owner; /* rx: the sender's owner word pidfd was opened for */
   spin_adapt spin;
@@ -191,8 +191,11 @@ static void fifo_poke(suiro_chan *ch) {
   if (ch->fifo < 0) {
     char path[128];
     fifo_path(ch->reg->name, path, sizeof path);
-    ch->fifo = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (ch->fifo < 0) return; /* no reader armed it after all, or no FIFO: nothing to wake */
+    /* read-write: the FIFO then always has a reader, so a write after the receiver closed its
+     * end is no SIGPIPE (R turned one into an error inside gc()); bytes nobody reads stay in the
+     * pipe, and a full pipe is readable already */
+    ch->fifo = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (ch->fifo < 0) return; /* no FIFO: nothing to wake */
   }
   char b = 1;
   ssize_t w = write(ch->fifo, &b, 1);
@@ -264,14 +267,19 @@ static suiro_chan *new_end(suiro_region *reg, int side) {
   return ch;
 }
 
-/* Takes end `side` for this process: CAS owner 0 -> self, then the anchor. */
+/* Takes end `side` for this process: the anchor, then CAS owner 0 -> self. In that order: a peer
+ * that reads the new owner word must find its anchor locked (region_owner_alive), or it takes a
+ * live owner for dead (peer_died while a worker claimed its first end, a flake of channel_spec);
+ * and making the anchor may renew this process's identity, which the owner word carries. */
 static suiro_status claim(suiro_chan *ch) {
   chan_end *e = &ch->h->end[ch->side];
-  uint64_t id, me = self_word(&id), w = 0;
   if (ld_acq(&e->freed))
     return suiro_set_error(SUIRO_ERR, "channel %s: its %s was closed and freed: refused", ch->reg->name,
                            side_name(ch->side));
+  if (region_hold_anchor() != SUIRO_OK) return SUIRO_ERR;
+  uint64_t id, me = self_word(&id), w = 0;
   if (!atomic_compare_exchange_strong_explicit(&e->owner, &w, me, memory_order_acq_rel, memory_order_acquire)) {
+    region_release_anchor();
     if (w == OWNER_DROPPED || ld_acq(&e->freed))
       return suiro_set_error(SUIRO_ERR, "channel %s: its %s was dropped with a message nobody read: refused",
                              ch->reg->name, side_name(ch->side));
@@ -282,10 +290,6 @@ static suiro_status claim(suiro_chan *ch) {
                                       "at a time", ch->reg->name, side_name(ch->side), (unsigned)(w >> 32));
   }
   st_rel(&e->owner_id, id);
-  if (region_hold_anchor() != SUIRO_OK) {
-    st_rel(&e->owner, 0);
-    return SUIRO_ERR;
-  }
   ch->anchored = 1;
   ch->state = ST_OWNED;
   if (ch->side == SUIRO_CHAN_TX) {

@@ -389,6 +389,28 @@ TEST(event_fd_wakes_on_messages_close_and_death) {
   suiro_chan_free(rx);
 }
 
+/* A receiving end that armed its event fd and is freed before its sender: the sender's next
+ * wake-up (a send, a close, its free) wrote a FIFO with no reader, and SIGPIPE (default action:
+ * death; R made it an error jumping out of the engine) came with it. */
+TEST(a_sender_outliving_an_armed_receiver_gets_no_sigpipe) {
+  struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
+  sigemptyset(&dfl.sa_mask);
+  CHECK(sigaction(SIGPIPE, &dfl, &old) == 0); /* as a process that never touched it has */
+  suiro_chan *rx, *tx = make(8, 0, &rx);
+  int fd = suiro_chan_eventfd(rx);
+  CHECK(fd >= 0);
+  uint64_t v = 1;
+  CHECK_OK(suiro_chan_send(tx, &v, 8, 0)); /* the sender opens the FIFO and wakes it */
+  CHECK(readable(fd, 1000));
+  suiro_chan_event_ack(rx); /* armed again */
+  suiro_chan_free(rx);      /* its FIFO fd closed, still armed */
+  suiro_status st = suiro_chan_send(tx, &v, 8, 0);
+  CHECK(st == SUIRO_OK || st == SUIRO_CLOSED);
+  (void)suiro_chan_close(tx);
+  suiro_chan_free(tx);
+  CHECK(sigaction(SIGPIPE, &old, NULL) == 0); /* alive here: no SIGPIPE was raised */
+}
+
 TEST(an_endpoint_crosses_as_a_wire_value) {
   suiro_chan *rx, *tx = make(8, 0, &rx);
   suiro_wire_writer w;
