@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -49,36 +48,6 @@ typedef struct rchan {
 
 static SEXP cls_endpoint, tag_endpoint;
 
-/* The engine wakes a receiving end through a FIFO (suiro_chan.h: the event fd); a write to one
- * whose reader is gone raises SIGPIPE, which R turns into an error longjmp'ing out of the engine.
- * Engine calls that may write it run with SIGPIPE blocked, and a SIGPIPE they caused is consumed
- * (write gets EPIPE instead, which the engine ignores). */
-typedef struct nopipe {
-  sigset_t old;
-} nopipe;
-static void nopipe_begin(nopipe *g) {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &s, &g->old);
-}
-static void nopipe_end(nopipe *g) {
-  if (!sigismember(&g->old, SIGPIPE)) {
-    sigset_t s, pend;
-    sigemptyset(&s);
-    sigaddset(&s, SIGPIPE);
-    struct timespec zero = { 0, 0 };
-    if (sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) sigtimedwait(&s, NULL, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-#define NOPIPE(stmt)        \
-  do {                      \
-    nopipe np_;             \
-    nopipe_begin(&np_);     \
-    stmt;                   \
-    nopipe_end(&np_);       \
-  } while (0)
 
 /* ---- the async watcher --------------------------------------------------------------------------- */
 
@@ -186,7 +155,7 @@ static void ep_finalize(SEXP x) {
   rchan *c = R_ExternalPtrAddr(x);
   if (!c) return;
   watch_stop(c);
-  if (c->ch) NOPIPE(suiro_chan_free(c->ch)); /* closes an end still owned here */
+  if (c->ch) suiro_chan_free(c->ch); /* closes an end still owned here */
   free(c);
   R_ClearExternalPtr(x);
 }
@@ -253,7 +222,7 @@ SEXP C_chan_new(SEXP capacity, SEXP bytes) {
   }
   suiro_chan *tx, *rx;
   suiro_status st;
-  NOPIPE(st = suiro_chan_create(&o, &tx, &rx));
+  st = suiro_chan_create(&o, &tx, &rx);
   if (st != SUIRO_OK) Rf_error("suiro_channel: %s", suiro_last_error());
   SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
   SEXP nm = PROTECT(Rf_allocVector(STRSXP, 2));
@@ -334,7 +303,7 @@ static suiro_status step_put(void *ctx, double slice) {
   send_job *j = ctx;
   suiro_status st;
   void *p;
-  NOPIPE(p = suiro_chan_reserve(j->c->ch, j->len, slice, &st));
+  p = suiro_chan_reserve(j->c->ch, j->len, slice, &st);
   if (!p) return st;
   memcpy(p, j->buf, j->len);
   suiro_chan_commit(j->c->ch, j->len);
@@ -360,7 +329,7 @@ static SEXP send_run(void *p) {
   send_job *j = p;
   if (!j->batch) {
     suiro_status st = put_one(j, j->values, "value");
-    NOPIPE(suiro_chan_flush(j->c->ch));
+    suiro_chan_flush(j->c->ch);
     return st == SUIRO_OK ? Rf_ScalarLogical(1) : outcome(j->c, st, j->verb);
   }
   R_xlen_t n = XLENGTH(j->values);
@@ -369,18 +338,18 @@ static SEXP send_run(void *p) {
     snprintf(what, sizeof what, "values[[%.0f]]", (double)i + 1);
     suiro_status st = put_one(j, VECTOR_ELT(j->values, i), what);
     if (st != SUIRO_OK) {
-      NOPIPE(suiro_chan_flush(j->c->ch));
+      suiro_chan_flush(j->c->ch);
       return outcome(j->c, st, j->verb);
     }
   }
-  NOPIPE(suiro_chan_flush(j->c->ch));
+  suiro_chan_flush(j->c->ch);
   return Rf_ScalarLogical(1);
 }
 
 static void send_clean(void *p) {
   send_job *j = p;
   if (j->live) rs_encoder_cleanup(&j->e);
-  if (j->c->ch) NOPIPE(suiro_chan_flush(j->c->ch)); /* what was queued before an error goes */
+  if (j->c->ch) suiro_chan_flush(j->c->ch); /* what was queued before an error goes */
 }
 
 static SEXP do_send(SEXP tx, SEXP values, SEXP timeout, int batch, const char *verb) {
@@ -474,7 +443,7 @@ SEXP C_chan_recv_batch(SEXP rx, SEXP max, SEXP timeout) {
 SEXP C_chan_close(SEXP x) {
   rchan *c = ep_of(x, -1, "suiro_close", "x");
   suiro_status st;
-  NOPIPE(st = suiro_chan_close(c->ch));
+  st = suiro_chan_close(c->ch);
   if (st != SUIRO_OK) Rf_error("suiro_close: %s", suiro_last_error());
   return R_NilValue;
 }
@@ -592,7 +561,7 @@ const char *rs_chan_export(SEXP x, wire_writer *w, void **list) {
     watch_stop(c);
   }
   int rc;
-  NOPIPE(rc = suiro_chan_put(w, c->ch));
+  rc = suiro_chan_put(w, c->ch);
   if (rc != WIRE_OK) return suiro_last_error();
   c->exported = 1;
   c->enc_next = *list;
@@ -607,10 +576,10 @@ void rs_chan_exports_done(void *list, int sent) {
     c->exported = 0;
     if (!c->ch) continue;
     if (sent) {
-      NOPIPE(suiro_chan_free(c->ch)); /* the receiver's now: this handle only unmaps */
+      suiro_chan_free(c->ch); /* the receiver's now: this handle only unmaps */
       c->ch = NULL;
     } else {
-      NOPIPE(suiro_chan_unexport(c->ch)); /* never went: ours again */
+      suiro_chan_unexport(c->ch); /* never went: ours again */
     }
   }
 }
@@ -618,7 +587,7 @@ void rs_chan_exports_done(void *list, int sent) {
 SEXP rs_chan_from_ref(const wire_ref *r) {
   suiro_chan *ch;
   suiro_status st;
-  NOPIPE(st = suiro_chan_open(r, &ch));
+  st = suiro_chan_open(r, &ch);
   if (st != SUIRO_OK) return NULL;
   return wrap(ch);
 }
