@@ -200,6 +200,33 @@ static int l_submit(lua_State *L) {
  * Every task is encoded first, then all go to the engine in one batch (one publication and one
  * wake decision per run of free ring entries). If the ring stays full past the pool's timeout,
  * returns the tasks that went in and "timeout" (or "full"). */
+/* What a batch has handed over so far, for a way out by error (a to-be-closed value: an error
+ * while encoding list i unwinds through it at once): the encoded lists not yet submitted give
+ * their shared arrays' grants and their endpoints back, and the tasks already submitted are
+ * released, since no task object will name them (their result slots would stay held). */
+static const char key_batch_run;
+typedef struct batch_run {
+  lpool *lp;
+  lbuf *bytes;
+  size_t *offs;       /* offs[k]: where list k starts in bytes (lists from..encoded-1 are there) */
+  suiro_task *tasks;  /* tasks[0..accepted-1] went to the engine */
+  size_t from, encoded, accepted;
+  int done;           /* handed over: the task objects own what went */
+} batch_run;
+
+static int batch_run_close(lua_State *L) {
+  batch_run *r = lua_touserdata(L, 1);
+  if (!r || r->done) return 0;
+  r->done = 1;
+  for (size_t k = r->from; k < r->encoded; k++) {
+    size_t end = k + 1 < r->encoded ? r->offs[k + 1] : r->bytes->len;
+    suiro_zc_revoke(r->bytes->p + r->offs[k], end - r->offs[k]);
+  }
+  if (r->lp->p && !r->lp->closed)
+    for (size_t k = 0; k < r->accepted; k++) suiro_task_release(r->lp->p, r->tasks[k]);
+  return 0;
+}
+
 static int l_submit_batch(lua_State *L) {
   lpool *lp = lpool_check(L, 1);
   luaL_checkany(L, 2);
@@ -214,6 +241,10 @@ static int l_submit_batch(lua_State *L) {
   size_t *offs = lua_newuserdatauv(L, (nn + 1) * sizeof *offs, 0);
   suiro_task_spec *specs = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *specs, 0);
   suiro_task *tasks = lua_newuserdatauv(L, (nn ? nn : 1) * sizeof *tasks, 0);
+  batch_run *run = lua_newuserdatauv(L, sizeof *run, 0);
+  *run = (batch_run){ .lp = lp, .bytes = bytes, .offs = offs, .tasks = tasks };
+  lsuiro_setmt(L, &key_batch_run);
+  lua_toclose(L, -1);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "submit_batch" };
   int base = lua_gettop(L);
   size_t accepted = 0, from = 0;
@@ -258,6 +289,7 @@ static int l_submit_batch(lua_State *L) {
     offs[i - 1] = bytes->len;
     lbuf_put(L, bytes, buf, len);
     wire_writer_free(&w);
+    run->encoded = (size_t)i;
     lua_settop(L, base);
     /* Hand tasks over in small runs: workers start on the first while the rest are encoded, and
      * the publication fence and wake decision are paid once per run. */
@@ -276,15 +308,18 @@ static int l_submit_batch(lua_State *L) {
         st = suiro_submit_batch(lp->p, specs + at, upto - at, tasks + at, &more, lp->default_timeout);
         accepted += more;
       }
+      run->accepted = accepted;
       if (st != SUIRO_OK) { /* the run's tasks not taken never go: their shared arrays' grants go back */
         for (size_t k = accepted; k < upto; k++) suiro_zc_revoke(bytes->p + offs[k], offs[k + 1] - offs[k]);
+        run->from = run->encoded = upto;
         break;
       }
-      from = upto;
+      from = run->from = upto;
       bytes->len = 0; /* the engine copied them */
     }
   }
   if (st == SUIRO_ERR && accepted == 0) return luaL_error(L, "pool:submit_batch: %s", suiro_last_error());
+  run->done = 1; /* from here the task objects (and their guard) own what went */
   /* One finalizer per batch instead of one per task: finalizers cost a Lua call each and keep
    * their objects for a second collection, as much as the rest of a task's host-side work. The
    * batch's handles and states live in a guard that every task of the batch references; the
@@ -599,4 +634,8 @@ void ltask_open(lua_State *L, const luaL_Reg *pool_methods) {
   lua_pushliteral(L, "suiro.task_guard");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_guard);
+  lua_newtable(L); /* a batch in the making (batch_run) */
+  lua_pushcfunction(L, batch_run_close);
+  lua_setfield(L, -2, "__close");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_batch_run);
 }

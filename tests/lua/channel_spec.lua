@@ -232,6 +232,29 @@ describe("suiro.channel", function()
     assert.are.equal(before, channel_names())
   end)
 
+  -- An error in list 3 of a batch: list 2 (encoded, not yet submitted) gave nothing back, and list 1
+  -- (submitted in an earlier run) kept its result slot with no task object to release it.
+  it("gives back what a batch that fails midway had encoded and submitted", function()
+    local p <close> = suiro.pool { workers = 1, result_slots = 64, timeout = 2 }
+    local tx, rx = suiro.channel { capacity = 4 }
+    local lists = {}
+    for i = 1, 40 do lists[i] = { i } end
+    lists[34] = { tx }                      -- encoded after the first run of 32 went
+    lists[35] = { coroutine.create(print) } -- fails to encode
+    assert.matches("lists%[35%].*coroutine cannot be sent", err_of(p.submit_batch, p, function(x) return x end, lists))
+    assert.is_true(tx:send(1), "the endpoint of the list that never went is ours again")
+    assert.are.equal(1, rx:recv(1))
+    -- the 32 tasks that went were released: once they end, all 64 result slots take a batch again
+    local all = {}
+    for i = 1, 64 do all[i] = { i } end
+    local tasks, why = p:submit_batch(function(x) return x end, all)
+    assert.are.equal(nil, why)
+    assert.are.equal(64, #tasks)
+    assert.are.equal(64, p:collect_all(tasks)[64])
+    tx:close()
+    rx:close()
+  end)
+
   it("gives an endpoint back to the host when the message carrying it never goes", function()
     collectgarbage()
     collectgarbage()
