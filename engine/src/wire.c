@@ -18,6 +18,7 @@
 #include "suiro_wire.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1186,6 +1187,13 @@ static int read_range(suiro_wire_reader *r, suiro_wire_item *it, step *s) {
   return WIRE_OK;
 }
 
+
+void suiro_wire_reader_copy(suiro_wire_reader *dst, const suiro_wire_reader *src) {
+  int depth = src->depth < 0 ? 0 : src->depth > WIRE_MAX_DEPTH ? WIRE_MAX_DEPTH : src->depth;
+  memcpy(dst, src, offsetof(suiro_wire_reader, lv) + (size_t)(depth + 1) * sizeof src->lv[0]);
+  if (src->status == WIRE_ERR) memcpy(dst->err, src->err, sizeof dst->err);
+  else dst->err[0] = 0;
+}
 
 int suiro_wire_next(suiro_wire_reader *r, suiro_wire_item *it) {
   if (SUIRO_UNLIKELY(r->status != WIRE_OK)) return r->status;

@@ -2516,7 +2516,7 @@ int sp_decode_task_at(const wire_reader *r, const wire_item *fi, PyObject *fn_in
                       PyObject **args) {
   *fn = *args = NULL;
   dec d;
-  d.r = *r;
+  suiro_wire_reader_copy(&d.r, r);
   d.flags = SP_DEC_TRUSTED; /* from this worker's host */
   d.region = NULL;
   d.refs = NULL;

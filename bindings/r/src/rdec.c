@@ -748,7 +748,7 @@ void rs_decoder_init_at(rs_decoder *d, const wire_reader *r, const rs_dec_opts *
   d->open_cap = 0;
   d->interruptible = 1;
   d->depth = 0;
-  d->r = *r;
+  suiro_wire_reader_copy(&d->r, r);
   if (d->r.shared) {
     d->have_refs = 1;
     d->refs = Rf_allocVector(VECSXP, 0);
