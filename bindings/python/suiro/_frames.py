@@ -27,7 +27,8 @@ DataFrame becomes a FRAME, a Series or Index one column vector; the row index is
     uint64, UInt64, timedelta64, period,   refused, naming the column: "argument 1: DataFrame
     interval, sparse, other extension      cannot be sent to r workers: column 'd'
     types, objects that are not str        (timedelta64[ns]) has no form for R/Lua workers (...)"
-  and from R or Lua: date (i32/f64/i64 days) -> datetime64[ns] (pandas 1.5 keeps no [D] column),
+  and from R or Lua: date (i32/f64/i64 days) -> datetime64[ns] (pandas 1.5 keeps no [D] column;
+  df.attrs['suiro.date_columns'] remembers them, so a column still of whole days goes back as dates),
   f64 timestamps (POSIXct seconds) -> datetime64[ns, tz].
 
 A suiro.Frame (what a frame from R or Lua arrives as) is a read-only mapping of column names to
@@ -140,8 +141,40 @@ def from_pandas(df):
         block = df.to_numpy().T
         cols = [np.ascontiguousarray(block[i]) for i in range(len(names))]
         return Frame._make(names, cols, len(df))
-    cols = [series_column(df.iloc[:, i], name) for i, name in enumerate(names)]
+    dates = df.attrs.get(_DATE_ATTR) if len(set(names)) == len(names) else None
+    cols = []
+    for i, name in enumerate(names):
+        s = df.iloc[:, i]
+        c = _as_dates(s, dates[name]) if isinstance(dates, dict) and name in dates else None
+        cols.append(series_column(s, name) if c is None else c)
     return Frame._make(names, cols, len(df))
+
+
+_DATE_ATTR = "suiro.date_columns"
+_NS_PER_DAY = 86400 * 10**9
+
+
+def _as_dates(s, dtype_str):
+    """A datetime64[ns] column that came as dates (to_pandas' attrs) as suiro.Dates again, in the
+    element type it came in, when every value is still a whole day; None otherwise (a column the
+    user changed to times goes as timestamps)."""
+    if s.dtype != np.dtype("datetime64[ns]"):
+        return None
+    ns = np.asarray(s).view(np.int64)
+    nat = ns == np.iinfo(np.int64).min
+    if (ns[~nat] % _NS_PER_DAY).any():
+        return None
+    days = ns // _NS_PER_DAY
+    dt = np.dtype(dtype_str)
+    if dt == np.float64:
+        out = days.astype(np.float64)
+        out[nat] = _F64_NA  # R's NA_real_
+    elif dt == np.int32:
+        out = days.astype(np.int32)
+        out[nat] = _I32_NA
+    else:
+        return None
+    return Dates(out)
 
 
 def to_wire(obj, foreign):
@@ -214,6 +247,12 @@ def to_pandas(frame):
     # keyed by position, then named: a name that repeats (R allows it) keeps every column
     df = pd.DataFrame({i: column_to_pandas(col) for i, col in enumerate(frame.columns)})
     df.columns = list(frame.names)
+    # pandas has no date dtype (a date column is datetime64[ns]): which columns were dates, and of
+    # which element type, rides in df.attrs so that the frame sent on unchanged gives R its Date
+    # columns back, not POSIXct (from_pandas; pandas carries attrs through most operations)
+    dates = {n: c.values.dtype.str for n, c in zip(frame.names, frame.columns) if isinstance(c, Dates)}
+    if dates and len(set(frame.names)) == len(frame.names):
+        df.attrs[_DATE_ATTR] = dates
     return df
 
 

@@ -123,3 +123,19 @@ test_that("a Python host gets aggregate(mpg ~ cyl, data = mtcars, FUN = mean) fr
   expect_true("quantile [1.75, 2.5, 3.25]" %in% out, label = txt)
   expect_match(txt, "error RemoteError .*nope")
 })
+
+# issue 18 item 8: a Date column came back POSIXct through pandas (to_pandas gives datetime64[ns])
+test_that("a data frame's Date columns come back Dates through pandas", {
+  pp <- suiro_pool(workers = 1, launcher = suiro_python())
+  on.exit(suiro_pool_stop(pp))
+  d <- data.frame(d = as.Date(c("2024-01-02", NA, "1960-03-04")), v = 1:3)
+  back <- suiro_collect(suiro_submit(pp, suiro_call(.source = "x.to_pandas()", x = d)), timeout = 60)
+  expect_identical(back, d)
+  kept <- suiro_collect(suiro_submit(pp, suiro_call(.source = "y = x.to_pandas()\ny[y.v > 1]", x = d)), timeout = 60)
+  expect_s3_class(kept$d, "Date")
+  expect_identical(kept$d, d$d[2:3])
+  # changed to times of day: timestamps, as any datetime64 column
+  moved <- suiro_collect(suiro_submit(pp, suiro_call(
+    .source = "import pandas as pd\ny = x.to_pandas()\ny['d'] = y['d'] + pd.Timedelta(hours=1)\ny", x = d)), timeout = 60)
+  expect_s3_class(moved$d, "POSIXct")
+})
