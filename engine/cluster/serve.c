@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "suiro_face.h"
 
 /* ---- range results (both sides) -------------------------------------------------------------- */
 
@@ -708,128 +709,21 @@ static void on_region(msg *m) {
 
 /* ---- pools from rank 0's resolved options ---------------------------------------------------- */
 
-typedef struct strvec {
-  char **v;
-  size_t n, cap;
-} strvec;
-
-static int strvec_add(strvec *sv, const char *a, size_t al, const char *b, size_t bl) {
-  if (sv->n + 2 > sv->cap) {
-    size_t cap = sv->cap ? sv->cap * 2 : 16;
-    char **nv = realloc(sv->v, cap * sizeof *nv);
-    if (!nv) return -1;
-    sv->v = nv;
-    sv->cap = cap;
-  }
-  size_t len = al + (b ? 1 + bl : 0);
-  char *c = malloc(len + 1);
-  if (!c) return -1;
-  memcpy(c, a, al);
-  if (b) {
-    c[al] = '=';
-    memcpy(c + al + 1, b, bl);
-  }
-  c[len] = 0;
-  sv->v[sv->n++] = c;
-  sv->v[sv->n] = NULL;
-  return 0;
-}
-
-static void strvec_free(strvec *sv) {
-  for (size_t i = 0; i < sv->n; i++) free(sv->v[i]);
-  free(sv->v);
-}
-
-static int key_is(const suiro_wire_item *k, const char *name) { return k->n == strlen(name) && !memcmp(k->data, name, k->n); }
-
-static int num_of(const suiro_wire_item *v, double *out) {
-  if (v->tag == WIRE_I64) *out = (double)v->i;
-  else if (v->tag == WIRE_F64) *out = v->f;
-  else return 0;
-  return 1;
-}
-
-/* Reads the DICT rank 0 sent (cluster.h, cluster_serve) into o, exe, argv and env (the strings
- * are the caller's to free, strvec_free). 0, or -1 with a message in err. */
-static int read_pool_opts(const void *buf, size_t len, suiro_pool_opts *o, strvec *exe, strvec *argv, strvec *env,
-                          char *err, size_t cap) {
-  suiro_wire_reader r;
-  suiro_wire_item it, k, v;
-  if (((uintptr_t)buf & 7) || suiro_wire_reader_init(&r, buf, len) != WIRE_OK || suiro_wire_next(&r, &it) != WIRE_OK ||
-      it.tag != WIRE_DICT)
-    return snprintf(err, cap, "the pool's options are not a dict"), -1;
-  for (uint64_t i = 0; i < it.n; i++) {
-    if (suiro_wire_next(&r, &k) != WIRE_OK || k.tag != WIRE_STR) return snprintf(err, cap, "the pool's options are damaged"), -1;
-    suiro_wire_reader before = r;
-    if (suiro_wire_next(&r, &v) != WIRE_OK) return snprintf(err, cap, "the pool's options are damaged"), -1;
-    double d;
-    if (key_is(&k, "exe") && v.tag == WIRE_STR) {
-      if (strvec_add(exe, v.data, (size_t)v.n, NULL, 0)) goto oom;
-    } else if (key_is(&k, "argv") && v.tag == WIRE_LIST) {
-      for (uint64_t j = 0; j < v.n; j++) {
-        suiro_wire_item a;
-        if (suiro_wire_next(&r, &a) != WIRE_OK || a.tag != WIRE_STR) return snprintf(err, cap, "argv must hold strings"), -1;
-        if (strvec_add(argv, a.data, (size_t)a.n, NULL, 0)) goto oom;
-      }
-    } else if (key_is(&k, "env") && (v.tag == WIRE_DICT || (v.tag == WIRE_LIST && v.n == 0))) {
-      for (uint64_t j = 0; j < (v.tag == WIRE_DICT ? v.n : 0); j++) {
-        suiro_wire_item a, b;
-        if (suiro_wire_next(&r, &a) != WIRE_OK || suiro_wire_next(&r, &b) != WIRE_OK || a.tag != WIRE_STR || b.tag != WIRE_STR)
-          return snprintf(err, cap, "env must map names to strings"), -1;
-        if ((a.n == 14 && !memcmp(a.data, "SUIRO_MPI_RANK", 14)) || (a.n == 14 && !memcmp(a.data, "SUIRO_MPI_HOST", 14)))
-          continue; /* this rank's own, below */
-        if (strvec_add(env, a.data, (size_t)a.n, b.data, (size_t)b.n)) goto oom;
-      }
-    } else if (key_is(&k, "respawn") && v.tag == WIRE_BOOL) {
-      o->respawn = v.flag == 1;
-    } else if (num_of(&v, &d)) {
-      if (d != d) continue;
-      int fits = d >= 0 && d <= 1e9 && d == (double)(int64_t)d;
-      if (key_is(&k, "workers") && fits) o->workers = (int)d;
-      else if (key_is(&k, "max_workers") && fits) o->max_workers = (int)d;
-      else if (key_is(&k, "ring_cap") && fits) o->ring_cap = (uint32_t)d;
-      else if (key_is(&k, "slot_size") && fits) o->slot_size = (uint32_t)d;
-      else if (key_is(&k, "result_slots") && fits) o->result_slots = (uint32_t)d;
-      else if (key_is(&k, "result_size") && fits) o->result_size = (uint32_t)d;
-      else if (key_is(&k, "start_timeout") && d >= 0) o->start_timeout = d;
-    } else if (v.tag == WIRE_LIST || v.tag == WIRE_DICT || v.tag == WIRE_FRAME || v.tag == WIRE_CALL ||
-               v.tag == WIRE_FUNC) {
-      r = before; /* a value this side does not use (name, lang, timeout, ...): skip it whole */
-      if (suiro_wire_skip(&r) == WIRE_ERR) return snprintf(err, cap, "the pool's options are damaged"), -1;
-    }
-  }
-  char rank[32];
-  snprintf(rank, sizeof rank, "%d", S.rank);
-  if (strvec_add(env, "SUIRO_MPI_RANK", 14, rank, strlen(rank)) ||
-      strvec_add(env, "SUIRO_MPI_HOST", 14, S.host, strlen(S.host)))
-    goto oom;
-  o->exe = exe->n ? exe->v[0] : NULL;
-  o->argv = argv->n ? (const char *const *)argv->v : NULL;
-  o->env = (const char *const *)env->v;
-  return 0;
-oom:
-  snprintf(err, cap, "out of memory");
-  return -1;
-}
-
 static void on_pool_new(msg *m) {
-  suiro_pool_opts o;
-  suiro_pool_opts_init(&o);
-  o.respawn = 1; /* as a face's pool: a worker that dies is replaced unless the options say no */
-  strvec exe = { 0 }, argv = { 0 }, env = { 0 };
-  char err[600];
+  /* rank 0's options as every face hands them over (suiro_pool_create_from), with this rank's
+   * own SUIRO_MPI_RANK and SUIRO_MPI_HOST over whatever the options' env says */
+  char rank[48], host[320], err[600];
+  snprintf(rank, sizeof rank, "SUIRO_MPI_RANK=%d", S.rank);
+  snprintf(host, sizeof host, "SUIRO_MPI_HOST=%s", S.host);
+  const char *const extra[] = { rank, host, NULL };
   suiro_pool *p = NULL;
   spool *sp = calloc(1, sizeof *sp);
   if (!sp) {
     snprintf(err, sizeof err, "out of memory");
-  } else if (read_pool_opts(msg_payload(m), (size_t)m->h.len, &o, &exe, &argv, &env, err, sizeof err) == 0 &&
-             suiro_pool_create(&o, &p) != SUIRO_OK) {
+  } else if (suiro_pool_create_from_env(msg_payload(m), (size_t)m->h.len, WIRE_LANG_LUA, extra, &p, NULL) != SUIRO_OK) {
     snprintf(err, sizeof err, "%s", suiro_last_error());
     p = NULL;
   }
-  strvec_free(&exe);
-  strvec_free(&argv);
-  strvec_free(&env);
   if (!p) {
     free(sp);
     send_text(MSG_POOL_UP, m->h.pool, 0, 0, err);

@@ -323,6 +323,10 @@ typedef struct suiro_pool_info {
  * create's own failure; suiro_last_error) with *out NULL. */
 suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang, suiro_pool **out,
                                     suiro_pool_info *info);
+/* The same with variables set over the options' env: extra_env, NULL-terminated "NAME=value"
+ * strings, each replacing an entry of that name (an MPI serving rank's own rank and node). */
+suiro_status suiro_pool_create_from_env(const void *dict, size_t len, int host_lang, const char *const *extra_env,
+                                        suiro_pool **out, suiro_pool_info *info);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

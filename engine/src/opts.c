@@ -230,8 +230,30 @@ static int read_opts(suiro_wire_reader *r, suiro_pool_opts *o, suiro_pool_info *
   return 0;
 }
 
+/* extra: NULL, or "NAME=value" strings set over the options' env (suiro_pool_create_from_env). */
+static int env_override(strvec *env, const char *const *extra) {
+  for (; extra && *extra; extra++) {
+    const char *eq = strchr(*extra, '=');
+    size_t nl = eq ? (size_t)(eq - *extra) : strlen(*extra);
+    size_t k = 0;
+    for (size_t i = 0; i < env->n; i++) { /* drop the options' own entry of that name */
+      if (!strncmp(env->v[i], *extra, nl) && env->v[i][nl] == '=') free(env->v[i]);
+      else env->v[k++] = env->v[i];
+    }
+    env->n = k;
+    if (env->v) env->v[k] = NULL;
+    if (strvec_add(env, *extra, nl, eq ? eq + 1 : "", eq ? strlen(eq + 1) : 0)) return -1;
+  }
+  return 0;
+}
+
 suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang, suiro_pool **out,
                                     suiro_pool_info *info) {
+  return suiro_pool_create_from_env(dict, len, host_lang, NULL, out, info);
+}
+
+suiro_status suiro_pool_create_from_env(const void *dict, size_t len, int host_lang, const char *const *extra_env,
+                                        suiro_pool **out, suiro_pool_info *info) {
   if (!out) return suiro_set_error(SUIRO_ERR, "pool: out (argument 4) is NULL");
   *out = NULL;
   suiro_pool_info mine;
@@ -257,6 +279,11 @@ suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang,
   if (suiro_wire_reader_init(&r, dict, len) != WIRE_OK) {
     suiro_set_error(SUIRO_ERR, "pool: options: %s", suiro_wire_reader_error(&r));
   } else if (read_opts(&r, &o, info, &exe, &argv, &env) == 0) {
+    if (extra_env && env_override(&env, extra_env) != 0) {
+      suiro_set_error(SUIRO_ERR, "pool: out of memory");
+      goto done;
+    }
+    if (extra_env) o.env = env.n ? (const char *const *)env.v : NULL;
     st = suiro_pool_create(&o, out);
     if (st != SUIRO_OK) {
       char msg[512];
@@ -264,6 +291,7 @@ suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang,
       suiro_set_error(st, "pool: %s", msg);
     }
   }
+done:
   strvec_free(&exe);
   strvec_free(&argv);
   strvec_free(&env);

@@ -98,6 +98,32 @@ TEST(good_dict_makes_the_pool_and_its_info) {
   suiro_wire_writer_free(&e.w);
 }
 
+/* What an MPI serving rank does (engine/cluster/serve.c): its own variables over the options' env. */
+TEST(extra_env_replaces_the_options_entries_of_its_names) {
+  enc e;
+  begin(&e, 2);
+  key(&e, "workers"); suiro_wire_put_i64(&e.w, 1);
+  key(&e, "env"); suiro_wire_put_dict(&e.w, 2);
+  str(&e, "SUIRO_OPTS_TEST"); str(&e, "from rank 0");
+  str(&e, "SUIRO_OPTS_KEPT"); str(&e, "kept");
+  done(&e);
+  const char *const extra[] = { "SUIRO_OPTS_TEST=this rank", "SUIRO_OPTS_NEW=new", NULL };
+  suiro_pool *p = NULL;
+  CHECK_OK(suiro_pool_create_from_env(e.buf, e.len, WIRE_LANG_LUA, extra, &p, NULL));
+  const char *names[3] = { "SUIRO_OPTS_TEST", "SUIRO_OPTS_KEPT", "SUIRO_OPTS_NEW" };
+  const char *want[3] = { "this rank", "kept", "new" };
+  for (int i = 0; i < 3; i++) {
+    suiro_task t;
+    CHECK_OK(suiro_submit(p, suiro_fn_id("o_getenv"), names[i], strlen(names[i]), &t, 5));
+    suiro_result r;
+    CHECK_OK(suiro_collect(p, t, &r, 10));
+    CHECK_EQ(r.kind, SUIRO_RESULT_VALUE);
+    CHECK(r.len == strlen(want[i]) && memcmp(r.data, want[i], r.len) == 0);
+  }
+  CHECK_OK(suiro_pool_stop(p, 5));
+  suiro_wire_writer_free(&e.w);
+}
+
 TEST(defaults_no_info_and_unaligned_bytes) {
   enc e;
   begin(&e, 2);
