@@ -126,8 +126,7 @@ test_that("a Python host gets aggregate(mpg ~ cyl, data = mtcars, FUN = mean) fr
 
 # issue 18 item 8: a Date column came back POSIXct through pandas (to_pandas gives datetime64[ns])
 test_that("a data frame's Date columns come back Dates through pandas", {
-  pp <- suiro_pool(workers = 1, launcher = suiro_python())
-  on.exit(suiro_pool_stop(pp))
+  pp <- py_pool()
   d <- data.frame(d = as.Date(c("2024-01-02", NA, "1960-03-04")), v = 1:3)
   back <- suiro_collect(suiro_submit(pp, suiro_call(.source = "x.to_pandas()", x = d)), timeout = 60)
   expect_identical(back, d)
