@@ -239,24 +239,11 @@ SEXP C_chan_new(SEXP capacity, SEXP bytes) {
 /* ---- outcomes ------------------------------------------------------------------------------------- */
 
 static SEXP cond_new(const char *cls, const char *msg, int pid) {
-  int nf = pid > 0 ? 3 : 2;
-  SEXP x = PROTECT(Rf_allocVector(VECSXP, nf));
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, nf));
-  SET_STRING_ELT(nm, 0, Rf_mkChar("message"));
-  SET_VECTOR_ELT(x, 0, Rf_mkString(msg));
-  SET_STRING_ELT(nm, 1, Rf_mkChar("call"));
-  if (pid > 0) {
-    SET_STRING_ELT(nm, 2, Rf_mkChar("pid"));
-    SET_VECTOR_ELT(x, 2, Rf_ScalarInteger(pid));
-  }
-  Rf_setAttrib(x, R_NamesSymbol, nm);
-  SEXP c = PROTECT(Rf_allocVector(STRSXP, 4));
-  SET_STRING_ELT(c, 0, Rf_mkChar(cls));
-  SET_STRING_ELT(c, 1, Rf_mkChar("suiro_error"));
-  SET_STRING_ELT(c, 2, Rf_mkChar("error"));
-  SET_STRING_ELT(c, 3, Rf_mkChar("condition"));
-  Rf_setAttrib(x, R_ClassSymbol, c);
-  UNPROTECT(3);
+  const char *names[3] = { "message", "call", "pid" };
+  SEXP values[3] = { PROTECT(Rf_mkString(msg)), R_NilValue, R_NilValue };
+  if (pid > 0) values[2] = PROTECT(Rf_ScalarInteger(pid));
+  SEXP x = rs_condition(cls, pid > 0 ? 3 : 2, names, values);
+  UNPROTECT(pid > 0 ? 2 : 1);
   return x;
 }
 

@@ -71,7 +71,7 @@ SEXP rs_outcome(suiro_status st, const char *verb) {
 
 /* ---- conditions --------------------------------------------------------------------------------- */
 
-static SEXP mk_cond(const char *cls, int nfields, const char **names, SEXP *values) {
+SEXP rs_condition(const char *cls, int nfields, const char **names, SEXP *values) {
   SEXP x = PROTECT(Rf_allocVector(VECSXP, nfields));
   SEXP nm = PROTECT(Rf_allocVector(STRSXP, nfields));
   for (int i = 0; i < nfields; i++) {
@@ -190,17 +190,17 @@ void rs_signal_plain(const suiro_error_info *e) {
     const char *names[] = { "message", "call", "slot", "pid", "index" };
     SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, PROTECT(Rf_ScalarInteger(e->slot)),
                     PROTECT(Rf_ScalarInteger(e->pid)), idx };
-    raise(mk_cond("suiro_error_worker_died", 5, names, vals));
+    raise(rs_condition("suiro_error_worker_died", 5, names, vals));
   }
   if (e->cls.len == strlen(SUIRO_CLASS_CANCELLED) && !memcmp(e->cls.ptr, SUIRO_CLASS_CANCELLED, e->cls.len)) {
     const char *names[] = { "message", "call", "index" };
     SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, idx };
-    raise(mk_cond("suiro_error_cancelled", 3, names, vals));
+    raise(rs_condition("suiro_error_cancelled", 3, names, vals));
   }
   const char *names[] = { "message", "call", "remote_class", "traceback", "index", "slot", "pid" };
   SEXP vals[] = { PROTECT(wstr(e->message)), R_NilValue, PROTECT(wstr(e->cls)), PROTECT(wstr(e->traceback)), idx,
                   PROTECT(Rf_ScalarInteger(e->slot)), PROTECT(Rf_ScalarInteger(e->pid)) };
-  raise(mk_cond("suiro_error_remote", 7, names, vals));
+  raise(rs_condition("suiro_error_remote", 7, names, vals));
 }
 
 void rs_signal_failure(const suiro_result *r, int64_t index) {

@@ -78,6 +78,9 @@ void rs_signal_result_failure(int lang, const suiro_result *r, int64_t index) __
 SEXP rs_failure_raised(int lang, const suiro_result *r, SEXP *conds);
 SEXP rs_sentinel(const char *which); /* "timeout", "closed", "peer_gone", "full" */
 SEXP rs_outcome(suiro_status st, const char *verb); /* sentinel or error */
+/* A condition of class c(cls, "suiro_error", "error", "condition") with these fields (the values
+ * protected by the caller). */
+SEXP rs_condition(const char *cls, int nfields, const char **names, SEXP *values);
 double rs_timeout_arg(SEXP t, double dflt, const char *verb);
 
 /* ---- classes and attributes (rclass.c), shared by renc.c and rdec.c -------------------------- */
