@@ -1,7 +1,7 @@
 /*
  * rasync.c — promises without polling: a watcher thread per pool sleeps on the pool's eventfd
  * (suiro_pool_eventfd) and, when results land, schedules one callback on R's main thread through
- * later's C entry point (execLaterNative2; later 1.3.0 has no later_fd). The callback
+ * later's C entry point (the thread: rwatch.c, shared with rchan.c). The callback
  * acknowledges the event, finds every pending promise whose task or map is done in one pass over
  * the pool's pending list (here, in C) and hands just those to R (R/async.R:
  * .suiro_async_settle), which collects each and resolves or rejects its promise. A burst of
@@ -13,45 +13,31 @@
  * settles it. When the pool stops, every pending promise is settled from a callback: collecting
  * then gives the closed sentinel, which R turns into a rejection.
  *
- * Threads and ownership:
- *   - The watcher thread only polls file descriptors and calls execLaterNative2 (thread-safe by
- *     later's contract). It never touches R or the engine's pool handle.
+ * Threads and ownership (the watcher thread itself: rwatch.c):
+ *   - The watcher thread (rwatch.c) only polls file descriptors and calls later; it never
+ *     touches R, the engine's pool handle, or the rwatch here.
  *   - The main thread (callbacks, C_async_add, rs_async_stop) acknowledges events, owns the
  *     pending list (`pending`, `npending`, `kicked`), runs R code and frees.
- *   - Hand-over: after scheduling a callback the thread waits on `ack` (an eventfd) until the
- *     callback has re-armed the pool's eventfd, so it never schedules twice for one event. The
- *     callback re-arms (suiro_pool_event_ack) before it checks readiness, so a result that lands
- *     after the check writes the eventfd again: no completion is missed.
+ *   - Hand-over: after scheduling a callback the thread waits until on_results calls
+ *     rs_watch_release, which it does after re-arming the pool's eventfd
+ *     (suiro_pool_event_ack) and checking readiness, so a result that lands after the check
+ *     writes the eventfd again: no completion is missed.
  *   - In a forked child the callbacks do nothing (watch_live): the thread and the fds are the
  *     parent's.
- *   - The watch record is shared by the thread and the callbacks pending on later's queue: `refs`
- *     counts them and the pool (atomic); whoever drops it to zero frees it. `stopped` (atomic)
- *     tells a late callback that the pool is gone.
+ *   - The rwatch here belongs to the pool: rs_async_stop stops the rs_watch (after which no
+ *     callback of it calls in here) and frees the rwatch; the rs_watch is refcounted in rwatch.c.
  */
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "rsuiro.h"
-
-typedef void (*later_fn)(void (*)(void *), void *, double, int);
-static later_fn later_native;
+#include "rwatch.h"
 
 /* Counters for the tests (main thread only): callbacks run, promises settled. */
 static double n_wakeups, n_settled;
 
 typedef struct rwatch {
-  pthread_t th;
-  int evfd;          /* the pool's eventfd (owned by the engine) */
-  int ack;           /* eventfd: the callback ran, poll again */
-  int stopfd;        /* eventfd: stop the thread */
-  atomic_int refs;
-  atomic_int stopped;
+  rs_watch *rw;      /* the thread on the pool's eventfd (owned by the engine) */
   rpool *rp;         /* main thread only */
   SEXP pending;      /* main thread only: VECSXP of list(x, resolve, reject) (preserved), or NULL */
   R_xlen_t npending; /* entries in use (the first ones) */
@@ -64,15 +50,6 @@ int rs_map_settled(SEXP x);  /* rmap.c: the same for a map */
 static int entry_settled(SEXP e) {
   SEXP x = VECTOR_ELT(e, 0);
   return Rf_inherits(x, "suiro_map") ? rs_map_settled(x) : rs_task_settled(x);
-}
-
-static void watch_unref(rwatch *w) {
-  if (atomic_fetch_sub(&w->refs, 1) == 1) {
-    close(w->ack);
-    close(w->stopfd);
-    if (w->pending) R_ReleaseObject(w->pending);
-    free(w);
-  }
 }
 
 /* Hands a list of entries to R, which collects each and settles its promise. */
@@ -110,7 +87,7 @@ static void settle_ready(rwatch *w) {
  * the callbacks copied with later's queue must neither drain the parent's eventfd nor write the
  * parent's ack: the watcher thread is the parent's). */
 static int watch_live(rwatch *w) {
-  return !atomic_load(&w->stopped) && w->rp && w->rp->p && !suiro_pool_inherited(w->rp->p);
+  return w->rp && w->rp->p && !suiro_pool_inherited(w->rp->p);
 }
 
 static void on_results(void *p) { /* main thread, from later's loop: the eventfd fired */
@@ -121,11 +98,8 @@ static void on_results(void *p) { /* main thread, from later's loop: the eventfd
     const void *vmax = vmaxget();
     settle_ready(w);
     vmaxset(vmax);
-    uint64_t one = 1;
-    if (write(w->ack, &one, sizeof one) < 0) { /* cannot happen with an eventfd below 2^64 - 1 */
-    }
+    rs_watch_release(w->rw);
   }
-  watch_unref(w);
 }
 
 static void on_kick(void *p) { /* main thread: promises registered for tasks already done */
@@ -137,7 +111,6 @@ static void on_kick(void *p) { /* main thread: promises registered for tasks alr
     settle_ready(w);
     vmaxset(vmax);
   }
-  watch_unref(w);
 }
 
 /* The promises pending when their pool stopped, settled from later's loop. */
@@ -153,50 +126,17 @@ static void on_stopped(void *p) {
   free(b);
 }
 
-static void *watch_main(void *p) {
-  rwatch *w = p;
-  for (;;) {
-    struct pollfd f[2] = { { w->evfd, POLLIN, 0 }, { w->stopfd, POLLIN, 0 } };
-    int r = poll(f, 2, -1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 || (f[1].revents & POLLIN) || atomic_load(&w->stopped)) break;
-    if (!(f[0].revents & POLLIN)) continue;
-    atomic_fetch_add(&w->refs, 1);
-    later_native(on_results, w, 0, 0);
-    /* wait for the callback (or a stop) before polling the eventfd again */
-    struct pollfd g[2] = { { w->ack, POLLIN, 0 }, { w->stopfd, POLLIN, 0 } };
-    for (;;) {
-      r = poll(g, 2, -1);
-      if (r < 0 && errno == EINTR) continue;
-      break;
-    }
-    if (r < 0 || (g[1].revents & POLLIN)) break;
-    uint64_t v;
-    if (read(w->ack, &v, sizeof v) < 0) break;
-  }
-  watch_unref(w);
-  return NULL;
-}
-
 /* Starts the pool's watcher (once). */
 static rwatch *watch_start(SEXP pool) {
   rpool *rp = rs_pool_of(pool, "as.promise", 1);
   if (rp->watch) return rp->watch;
   if (!rp->owner) Rf_error("as.promise: promises need a host's pool (inside a worker, collect instead)");
-  if (!later_native) {
-    later_native = (later_fn)R_GetCCallable("later", "execLaterNative2");
-    if (!later_native) Rf_error("as.promise: the later package has no execLaterNative2");
-  }
+  rs_later_need("as.promise");
   rwatch *w = calloc(1, sizeof *w);
   if (!w) Rf_error("as.promise: out of memory");
-  w->evfd = suiro_pool_eventfd(rp->p); /* arms it: results from now on write it */
-  w->ack = eventfd(0, EFD_CLOEXEC);
-  w->stopfd = eventfd(0, EFD_CLOEXEC);
   w->rp = rp;
-  atomic_init(&w->refs, 2); /* the thread and the pool */
-  if (w->evfd < 0 || w->ack < 0 || w->stopfd < 0 || pthread_create(&w->th, NULL, watch_main, w) != 0) {
-    if (w->ack >= 0) close(w->ack);
-    if (w->stopfd >= 0) close(w->stopfd);
+  w->rw = rs_watch_start(suiro_pool_eventfd(rp->p), on_results, w); /* arms it: results from now on write it */
+  if (!w->rw) {
     free(w);
     Rf_error("as.promise: cannot start the event watcher");
   }
@@ -226,8 +166,7 @@ SEXP C_async_add(SEXP pool, SEXP x, SEXP resolve, SEXP reject) {
   /* done already (before the watch was armed, or collected): no event will come for it */
   if (!w->kicked && entry_settled(e)) {
     w->kicked = 1;
-    atomic_fetch_add(&w->refs, 1);
-    later_native(on_kick, w, 0, 0);
+    rs_watch_kick(w->rw, on_kick);
   }
   UNPROTECT(1);
   return R_NilValue;
@@ -252,12 +191,8 @@ void rs_async_stop(rpool *rp) {
   rwatch *w = rp->watch;
   if (!w) return;
   rp->watch = NULL;
-  atomic_store(&w->stopped, 1);
   w->rp = NULL;
-  uint64_t one = 1;
-  if (write(w->stopfd, &one, sizeof one) < 0) {
-  }
-  pthread_join(w->th, NULL);
+  rs_watch_stop(w->rw); /* no callback of it calls in here from now on */
   if (w->pending && w->npending) {
     stopped_batch *b = malloc(sizeof *b);
     SEXP list = PROTECT(Rf_allocVector(VECSXP, w->npending));
@@ -266,9 +201,10 @@ void rs_async_stop(rpool *rp) {
     if (b) {
       R_PreserveObject(list);
       b->list = list;
-      later_native(on_stopped, b, 0, 0);
+      rs_later(on_stopped, b, 0);
     }
     UNPROTECT(1);
   }
-  watch_unref(w); /* the pool's reference; a pending callback holds its own */
+  if (w->pending) R_ReleaseObject(w->pending);
+  free(w);
 }

@@ -16,24 +16,19 @@
  * queue) the endpoint is taken back (suiro_chan_unexport) and stays usable.
  *
  * Async (suiro_recv_async, R/channel.R): a watcher thread per receiving end sleeps on the
- * endpoint's event fd and schedules one callback on later's loop (execLaterNative2, as rasync.c
- * does for pools); the callback re-arms the fd and calls R (.suiro_chan_fire), which receives
- * with timeout 0 for each pending promise in order. Threads and hand-over as in rasync.c: the
- * thread only polls fds and calls later; after scheduling it waits on `ack` until the callback
- * has re-armed the fd. While no promise is pending the callback leaves the thread waiting (no
- * wake-up per message nobody awaits); the next suiro_recv_async re-arms and releases it.
+ * endpoint's event fd and schedules one callback on later's loop (rwatch.c, shared with
+ * rasync.c); the callback re-arms the fd and calls R (.suiro_chan_fire), which receives with
+ * timeout 0 for each pending promise in order. Threads and hand-over as in rwatch.c: the thread
+ * only polls fds and calls later; after scheduling it waits until the callback has re-armed the
+ * fd and called rs_watch_release. While no promise is pending the callback leaves the thread
+ * waiting (no wake-up per message nobody awaits); the next suiro_recv_async re-arms and
+ * releases it.
  */
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <time.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "rsuiro.h"
+#include "rwatch.h"
 #include "suiro_chan.h"
 
 typedef struct cwatch cwatch;
@@ -51,33 +46,17 @@ static SEXP cls_endpoint, tag_endpoint;
 
 /* ---- the async watcher --------------------------------------------------------------------------- */
 
-typedef void (*later_fn)(void (*)(void *), void *, double, int);
-static later_fn later_native;
 static double n_wakeups; /* callbacks that found the endpoint live (main thread; for the tests) */
 
 struct cwatch {
-  pthread_t th;
-  int evfd, ack, stopfd;
-  atomic_int refs, stopped;
+  rs_watch *rw;  /* the thread on the endpoint's event fd (rwatch.c) */
   SEXP ep;       /* main thread: the endpoint (not preserved: the watch ends before it is freed) */
   int npending;  /* promises waiting (main thread; R/channel.R holds them) */
   int idle;      /* the thread waits on ack while nothing is pending */
   int kicked;    /* a kick callback is scheduled */
 };
 
-static void watch_unref(cwatch *w) {
-  if (atomic_fetch_sub(&w->refs, 1) == 1) {
-    close(w->ack);
-    close(w->stopfd);
-    free(w);
-  }
-}
-
-static void wake_thread(cwatch *w) {
-  uint64_t one = 1;
-  if (write(w->ack, &one, sizeof one) < 0) { /* cannot fail on an eventfd below 2^64 - 1 */
-  }
-}
+static void wake_thread(cwatch *w) { rs_watch_release(w->rw); }
 
 /* Hands the pending promises to R, which receives for them in order; R returns how many still
  * wait (a message may not be there yet: the watcher's next event). */
@@ -92,61 +71,29 @@ static void fire(cwatch *w) {
   UNPROTECT(2);
 }
 
-static void on_news(void *p) { /* main thread, from later's loop: the fd fired */
+static void on_news(void *p) { /* main thread, from later's loop: the fd fired (watch running) */
   cwatch *w = p;
-  if (!atomic_load(&w->stopped)) {
-    rchan *c = R_ExternalPtrAddr(w->ep);
-    if (w->npending > 0 && c && c->ch) {
-      suiro_chan_event_ack(c->ch);
-      fire(w);
-    }
-    if (w->npending > 0) wake_thread(w);
-    else w->idle = 1; /* the fd stays readable: the thread waits on ack until a promise comes */
+  rchan *c = R_ExternalPtrAddr(w->ep);
+  if (w->npending > 0 && c && c->ch) {
+    suiro_chan_event_ack(c->ch);
+    fire(w);
   }
-  watch_unref(w);
+  if (w->npending > 0) wake_thread(w);
+  else w->idle = 1; /* the fd stays readable: the thread waits until a promise comes */
 }
 
-static void on_kick(void *p) {
+static void on_kick(void *p) { /* (watch running) */
   cwatch *w = p;
   w->kicked = 0;
-  if (!atomic_load(&w->stopped) && w->npending > 0) fire(w);
-  watch_unref(w);
-}
-
-static void *watch_main(void *p) {
-  cwatch *w = p;
-  for (;;) {
-    struct pollfd f[2] = { { w->evfd, POLLIN, 0 }, { w->stopfd, POLLIN, 0 } };
-    int r = poll(f, 2, -1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 || (f[1].revents & POLLIN) || atomic_load(&w->stopped)) break;
-    if (!(f[0].revents & POLLIN)) continue;
-    atomic_fetch_add(&w->refs, 1);
-    later_native(on_news, w, 0, 0);
-    struct pollfd g[2] = { { w->ack, POLLIN, 0 }, { w->stopfd, POLLIN, 0 } };
-    for (;;) {
-      r = poll(g, 2, -1);
-      if (r < 0 && errno == EINTR) continue;
-      break;
-    }
-    if (r < 0 || (g[1].revents & POLLIN)) break;
-    uint64_t v;
-    if (read(w->ack, &v, sizeof v) < 0) break;
-  }
-  watch_unref(w);
-  return NULL;
+  if (w->npending > 0) fire(w);
 }
 
 static void watch_stop(rchan *c) {
   cwatch *w = c->watch;
   if (!w) return;
   c->watch = NULL;
-  atomic_store(&w->stopped, 1);
-  uint64_t one = 1;
-  if (write(w->stopfd, &one, sizeof one) < 0) {
-  }
-  pthread_join(w->th, NULL);
-  watch_unref(w); /* the endpoint's reference; a pending callback holds its own */
+  rs_watch_stop(w->rw); /* no callback of it calls in here from now on */
+  free(w);
 }
 
 /* ---- endpoints ------------------------------------------------------------------------------------ */
@@ -470,20 +417,12 @@ SEXP C_chan_side(SEXP x) {
 /* ---- async ---------------------------------------------------------------------------------------- */
 
 static void start_watch(SEXP x, rchan *c) {
-  if (!later_native) {
-    later_native = (later_fn)(void (*)(void))R_GetCCallable("later", "execLaterNative2");
-    if (!later_native) Rf_error("suiro_recv_async: the later package has no execLaterNative2");
-  }
+  rs_later_need("suiro_recv_async");
   cwatch *w = calloc(1, sizeof *w);
   if (!w) Rf_error("suiro_recv_async: out of memory");
-  w->evfd = suiro_chan_eventfd(c->ch); /* arms it */
-  w->ack = eventfd(0, EFD_CLOEXEC);
-  w->stopfd = eventfd(0, EFD_CLOEXEC);
   w->ep = x;
-  atomic_init(&w->refs, 2); /* the thread and the endpoint */
-  if (w->evfd < 0 || w->ack < 0 || w->stopfd < 0 || pthread_create(&w->th, NULL, watch_main, w) != 0) {
-    if (w->ack >= 0) close(w->ack);
-    if (w->stopfd >= 0) close(w->stopfd);
+  w->rw = rs_watch_start(suiro_chan_eventfd(c->ch), on_news, w); /* arms it */
+  if (!w->rw) {
     free(w);
     Rf_error("suiro_recv_async: cannot start the event watcher (%s)", suiro_last_error());
   }
@@ -508,8 +447,7 @@ SEXP C_chan_async_arm(SEXP x, SEXP npending) {
               (s.queued > 0 || s.closed || s.peer == SUIRO_CHAN_PEER_CLOSED || s.peer == SUIRO_CHAN_PEER_DIED);
   if (ready && !w->kicked) {
     w->kicked = 1;
-    atomic_fetch_add(&w->refs, 1);
-    later_native(on_kick, w, 0, 0);
+    rs_watch_kick(w->rw, on_kick);
   }
   return R_NilValue;
 }
