@@ -638,12 +638,18 @@ typedef struct put_rec {
 #define PUT_RECS 32
 static _Thread_local put_rec put_recs[PUT_RECS];
 static _Thread_local int put_n;
+/* Records held by all threads: every message's end reads this plain global first, so the common
+ * message, with no endpoint in it, never reaches the thread-local table (a __tls_get_addr call
+ * each time in a dlopen'd face module). A thread's own updates are visible to itself, so a zero
+ * read means this thread holds none; relaxed is enough. */
+static _Atomic int put_live;
 
 static void put_record(const void *w, const suiro_chan_ref *ref) {
   if (put_n == PUT_RECS) {
     memmove(put_recs, put_recs + 1, sizeof put_recs[0] * (PUT_RECS - 1));
     put_n--;
-  }
+  } else
+    atomic_fetch_add_explicit(&put_live, 1, memory_order_relaxed);
   put_rec *r = &put_recs[put_n++];
   r->w = w;
   memcpy(r->name, ref->name, sizeof r->name);
@@ -653,7 +659,7 @@ static void put_record(const void *w, const suiro_chan_ref *ref) {
 
 void chan_msg_mark(const void *w, int revoke); /* msg.c */
 void chan_msg_mark(const void *w, int revoke) {
-  if (put_n == 0) return;
+  if (atomic_load_explicit(&put_live, memory_order_relaxed) == 0 || put_n == 0) return;
   int k = 0;
   for (int i = 0; i < put_n; i++) {
     if (put_recs[i].w != w) {
@@ -671,6 +677,7 @@ void chan_msg_mark(const void *w, int revoke) {
     r.name.len = strlen(rec.name);
     suiro_chan_take_back(&r);
   }
+  if (k != put_n) atomic_fetch_sub_explicit(&put_live, put_n - k, memory_order_relaxed);
   put_n = k;
 }
 

@@ -100,6 +100,26 @@ static int code_keep(suiro_exec_cache *c, uint64_t key, void *fn) {
   return 0;
 }
 
+/* The index key of a function name: in-process only (names are compared after), so a word at a
+ * time rather than suiro_fn_key's byte-wise FNV (the content key that crosses processes); a name
+ * is hashed on every task. Never 0 (the key index's empty mark). */
+static uint64_t name_hash(const char *p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n, v;
+  const char *end = p + n;
+  for (; end - p > 8; p += 8) {
+    memcpy(&v, p, 8);
+    h = (h ^ v) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  if (n >= 8) /* the last 8 bytes, overlapping the words already mixed */
+    memcpy(&v, end - 8, 8);
+  else
+    for (v = 0; p < end; p++) v = v << 8 | (unsigned char)*p;
+  h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 32;
+  return h ? h : 1;
+}
+
 static int name_find(const suiro_exec_cache *c, uint64_t h, suiro_wire_str name, void **fn) {
   ptrdiff_t i = suiro_keyidx_find(&c->names, h);
   if (i < 0) return 0;
@@ -253,7 +273,7 @@ int suiro_exec(const void *arg, size_t len, suiro_out *out, const suiro_exec_ops
   switch (j.f.tag) {
   case WIRE_STR: {
     suiro_wire_str name = { j.f.data, (size_t)j.f.n };
-    j.hash = suiro_fn_key(name.ptr, name.len);
+    j.hash = name_hash(name.ptr, name.len);
     if (!name_find(ops->cache, j.hash, name, &j.fn)) j.need = NEED_NAME;
     break;
   }

@@ -66,8 +66,14 @@ static void msg_end(suiro_msg *m, int unsend) {
     if (m->g[i].own) suiro_buf_unref(m->g[i].b);
   }
   if (m->g != m->inl) free(m->g);
-  suiro_wire_writer_free(&m->w);
-  suiro_msg_init(m, m->stack, m->stack_cap);
+  m->n = 0;
+  m->cap = (int)(sizeof m->inl / sizeof m->inl[0]);
+  m->g = m->inl;
+  if (m->w.heap || !m->w.buf) { /* grown, or freed by the face: back to the caller's buffer */
+    suiro_wire_writer_free(&m->w);
+    suiro_wire_writer_init(&m->w, m->stack, m->stack_cap);
+  } else /* still in the caller's buffer (a reused message, e.g. a runner's): start over in place */
+    suiro_wire_writer_reset(&m->w);
 }
 
 void suiro_msg_sent(suiro_msg *m) { msg_end(m, 0); }
