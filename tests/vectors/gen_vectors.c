@@ -444,7 +444,7 @@ static void v_depth_64(suiro_wire_writer *w) { /* 63 nested lists around an inte
   suiro_wire_put_i64(w, 64);
 }
 
-static void v_frame_all(suiro_wire_writer *w) {
+static void frame_all(suiro_wire_writer *w, int64_t when_ns) {
   suiro_wire_put_frame(w, 15, 3);
   const double num[] = { 1.5, NA_F64, 3 };
   put_s(w, "num"), put_f64s(w, 3, num);
@@ -476,7 +476,7 @@ static void v_frame_all(suiro_wire_writer *w) {
   if (ts) ts[0] = 0, ts[1] = NA_F64, ts[2] = 1700000000.25;
   put_s(w, "when_ns");
   int64_t *tn = suiro_wire_put_timestamp(w, WIRE_T_I64, WIRE_UNIT_NS, WIRE_CSTR("America/New_York"), 3);
-  if (tn) tn[0] = 0, tn[1] = WIRE_NA_I64, tn[2] = INT64_C(1700000000123456789);
+  if (tn) tn[0] = 0, tn[1] = WIRE_NA_I64, tn[2] = when_ns;
   put_s(w, "small");
   uint8_t *u8 = suiro_wire_put_array(w, WIRE_T_U8, 3);
   if (u8) u8[0] = 0, u8[1] = 128, u8[2] = 255;
@@ -490,6 +490,9 @@ static void v_frame_all(suiro_wire_writer *w) {
   int64_t *d64 = suiro_wire_put_date(w, WIRE_T_I64, 3);
   if (d64) d64[0] = 1, d64[1] = WIRE_NA_I64, d64[2] = -719162;
 }
+static void v_frame_all(suiro_wire_writer *w) { frame_all(w, INT64_C(1700000000123456789)); }
+/* the same with whole microseconds in when_ns: readers without nanoseconds (R) read it all */
+static void v_frame_all_us(suiro_wire_writer *w) { frame_all(w, INT64_C(1700000000123456000)); }
 static void v_frame_empty(suiro_wire_writer *w) { suiro_wire_put_frame(w, 0, 0); }
 static void v_frame_zero_rows(suiro_wire_writer *w) {
   suiro_wire_put_frame(w, 3, 0);
@@ -682,6 +685,7 @@ static const golden goldens[] = {
   { "nested", "[1, {\"a\": [[], {}], \"b\": [[[nil]]]}, \"end\"]", v_nested },
   { "depth_64", "63 nested lists around the integer 64: the deepest value allowed", v_depth_64 },
   { "frame_all", "3-row frame with every column kind", v_frame_all },
+  { "frame_all_us", "frame_all with whole microseconds in when_ns", v_frame_all_us },
   { "frame_empty", "frame with no columns and no rows", v_frame_empty },
   { "frame_zero_rows", "frame with three columns and no rows", v_frame_zero_rows },
   { "factor", "factor hi lo NA hi hi (levels lo, hi)", v_factor },
