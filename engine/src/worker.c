@@ -364,6 +364,10 @@ static void run_entry(suiro_pool *p, int qi, taskq_entry *e, uint64_t pos) {
 static cpu_set_t allowed_cpus;
 static int nallowed = -1;
 static uint64_t placement_next; /* suiro_ns: no check before this */
+/* Set when this worker comes out of a park: its placement is checked after the task it was woken
+ * for, not before. A worker woken onto the CPU of the host that waits for it would otherwise move
+ * (two sched_setaffinity calls, tens of microseconds in a VM) before running that task. */
+static int place_due;
 
 static void placement_check(suiro_pool *p, uint64_t now) {
   if (nallowed < 0) nallowed = sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) == 0 ? CPU_COUNT(&allowed_cpus) : 0;
@@ -647,6 +651,10 @@ int suiro_worker_run(const char *token) {
   for (;;) {
     if (SUIRO_UNLIKELY(ld_rlx(&h->closing) || ld_rlx(&me->retire))) break;
     if (worker_claim_and_run(p, 0)) {
+      if (SUIRO_UNLIKELY(place_due)) {
+        place_due = 0;
+        placement_check(p, suiro_ns());
+      }
       if (SUIRO_UNLIKELY(ld_rlx(&h->waking_mask) & ~bit)) worker_placement_tick();
       /* More workers awake than CPUs (a burst woke them, or the pool has more workers than the
        * machine has CPUs): step aside even though work remains, so the ones left run without
@@ -662,13 +670,18 @@ int suiro_worker_run(const char *token) {
           atomic_fetch_and(&h->parked_mask, ~bit);
           atomic_fetch_and(&h->waking_mask, ~bit);
           just_woke = 1;
-          placement_check(p, suiro_ns());
+          st_rlx(&me->cpu, sched_getcpu());
+          place_due = 1;
         }
         atomic_fetch_or(&h->awake_mask, bit);
       }
       continue;
     }
     /* Idle: the pre-spin (park.h), then spin while it can pay, then park. */
+    if (SUIRO_UNLIKELY(place_due)) { /* woken with nothing to run (or it went to another worker) */
+      place_due = 0;
+      placement_check(p, suiro_ns());
+    }
     int found = 0;
     for (int i = 0; i < PRESPIN_LOOKS && !found; i++) {
       cpu_relax();
@@ -718,7 +731,8 @@ int suiro_worker_run(const char *token) {
       park_wait(&me->park, seq, UINT64_MAX);
       atomic_fetch_or(&h->awake_mask, bit);
       just_woke = 1;
-      placement_check(p, suiro_ns());
+      st_rlx(&me->cpu, sched_getcpu());
+      place_due = 1;
     }
     /* Off the parked set, and no longer "being woken" (a waker that claimed us set that bit). */
     atomic_fetch_and(&h->parked_mask, ~bit);
