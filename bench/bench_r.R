@@ -25,6 +25,8 @@
 #                            same 2,000 tasks collected with suiro_collect_all;
 #                            promises_pkg_2000_ms: the promises package alone, 2,000
 #                            promise_resolve() + then() run the same way (the floor for any promise)
+# r_promise_batch_2000_ms    the same 2,000 tasks as one promise, suiro_collect_async(tasks), until
+#                            its then() callback ran (later's loop)
 # r_worker_start_ms          suiro_pool(1) to the first result of a trivial task
 # r_80mb_fresh_ms            a fresh 80 MB double vector to a worker, x * 2 there, back as a
 #                            view, its sum read; r_80mb_view_resend_us: that view sent to a worker
@@ -115,7 +117,7 @@ stopifnot(suiro_is_view(view))
 rows <- c("floor_rt_ns", "r_rt_ns", "r_run_rt_ns", "psock_rt_ns", "psock_default_rt_ns", "future_rt_ns", "callr_rt_ns",
           "r_pipelined_tasks_per_s", "diamonds_enrich_us", "diamonds_enrich_mean_us", "psock_diamonds_enrich_us",
           "winsum_2000_ms", "r_callspec_build_us", "r_promise_settle_2000_ms", "r_collect_all_2000_ms",
-          "promises_pkg_2000_ms",
+          "promises_pkg_2000_ms", "r_promise_batch_2000_ms",
           "serial_winsum_2000_ms", "parlapply_winsum_2000_ms", "future_winsum_2000_ms", "r_worker_start_ms",
           "r_80mb_fresh_ms", "r_80mb_view_resend_us", "memcpy_80mb_ms")
 m <- matrix(NA_real_, rounds, length(rows), dimnames = list(NULL, rows))
@@ -139,6 +141,14 @@ settle_2000 <- function(p) { # every promise's callback run, through later's loo
   end <- suiro:::now() + 60
   while (got < 2000L && suiro:::now() < end) later::run_now(0.05)
   stopifnot(got == 2000L)
+}
+batch_2000 <- function(p) { # one suiro_collect_async promise, its callback run through later's loop
+  got <- NULL
+  ts <- suiro_submit_batch(p, trivial, rep(list(list()), 2000L))
+  promises::then(suiro_collect_async(ts, timeout = 60), function(v) got <<- v)
+  end <- suiro:::now() + 60
+  while (is.null(got) && suiro:::now() < end) later::run_now(0.05)
+  stopifnot(length(got) == 2000L)
 }
 promises_2000 <- function() {
   got <- 0L
@@ -164,6 +174,7 @@ for (r in seq_len(rounds)) {
   m[r, "r_callspec_build_us"] <- per(20000, suiro_call("numpy.add", 1, 2)) * 1e6
   m[r, "r_promise_settle_2000_ms"] <- clock(settle_2000(p2)) * 1e3
   m[r, "promises_pkg_2000_ms"] <- clock(promises_2000()) * 1e3
+  m[r, "r_promise_batch_2000_ms"] <- clock(batch_2000(p2)) * 1e3
   m[r, "r_collect_all_2000_ms"] <- clock(suiro_collect_all(suiro_submit_batch(p2, trivial, rep(list(list()), 2000L)),
                                                           timeout = 60)) * 1e3
   m[r, "serial_winsum_2000_ms"] <- clock(lapply(1:2000, winsum)) * 1e3
@@ -232,6 +243,8 @@ line("call spec build, suiro_call(\"numpy.add\", 1, 2)", sprintf("%.2f us", s[["
      sprintf("%.2f x the R round trip", s[["r_callspec_build_us"]] * 1e3 / s[["r_rt_ns"]]))
 line("2,000 task promises settled (2 workers)", sprintf("%.1f ms", s[["r_promise_settle_2000_ms"]]),
      sprintf("%.2f x suiro_collect_all", ratio("r_promise_settle_2000_ms", "r_collect_all_2000_ms")))
+line("2,000 tasks as one suiro_collect_async promise", sprintf("%.1f ms", s[["r_promise_batch_2000_ms"]]),
+     sprintf("%.2f x suiro_collect_all", ratio("r_promise_batch_2000_ms", "r_collect_all_2000_ms")))
 line("2,000 tasks, suiro_collect_all (2 workers)", sprintf("%.1f ms", s[["r_collect_all_2000_ms"]]))
 line("2,000 promises of the promises package alone", sprintf("%.1f ms", s[["promises_pkg_2000_ms"]]),
      sprintf("suiro's task promises %.2f x this", ratio("r_promise_settle_2000_ms", "promises_pkg_2000_ms")))
@@ -246,5 +259,6 @@ json <- c(sprintf('"bench":"r","rounds":%d', rounds),
           sprintf('"r_vs_psock":%.1f', ratio("psock_rt_ns", "r_rt_ns")),
           sprintf('"diamonds_vs_psock":%.1f', ratio("psock_diamonds_enrich_us", "diamonds_enrich_us")),
           sprintf('"winsum_vs_future":%.1f', ratio("future_winsum_2000_ms", "winsum_2000_ms")),
+          sprintf('"r_promise_batch_vs_collect_all":%.2f', ratio("r_promise_batch_2000_ms", "r_collect_all_2000_ms")),
           sprintf('"date":"%s"', format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")))
 cat("{", paste(json, collapse = ","), "}\n", sep = "")

@@ -37,7 +37,8 @@ suiro_collect_async <- function(tasks, timeout = NULL) {
   fns <- NULL
   p <- promises::promise(function(resolve, reject) fns <<- list(resolve, reject))
   # outside the promise's executor: a bad argument is an error here, not a rejection
-  st <- .Call(C_async_add, pool, structure(list(tasks, timeout), class = "suiro_async_batch"), fns[[1L]], fns[[2L]])
+  batch <- structure(list(tasks, timeout), class = "suiro_async_batch")
+  st <- .Call(C_async_add, pool, batch, fns[[1L]], fns[[2L]]) # list(state, seconds)
   secs <- st[[2L]]
   if (secs >= 0 && is.finite(secs)) {
     state <- st[[1L]]
@@ -73,8 +74,8 @@ settle_batch <- function(tasks) {
            error = function(e) list(ok = FALSE, value = e))
 }
 
-# Settles the promises of entries list(x, resolve, reject, ...) whose task, map or batch is done (called by
-# src/rasync.c on later's loop).
+# Settles the promises of entries list(x, resolve, reject, ...) whose task, map or batch is done
+# (called by src/rasync.c on later's loop).
 .suiro_async_settle <- function(ready) {
   for (w in ready) {
     x <- w[[1L]]
