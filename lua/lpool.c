@@ -292,15 +292,11 @@ static int l_reap(lua_State *L) {
 }
 
 
-/* Executable of the Lua worker: this program when it is the suiro CLI, else the suiro binary next
- * to this module (build/lib/suiro/core.so -> build/bin/suiro); SUIRO_WORKER_EXE overrides. */
+/* core.worker_exe(): where this host finds the Lua worker, for suiro.config.launch (which puts a
+ * launcher's exe and SUIRO_WORKER_EXE first): this program when it is the suiro CLI, else the
+ * suiro binary next to this module (build/lib/suiro/core.so -> build/bin/suiro); nil if neither. */
 int lpool_is_cli;
 static int l_worker_exe(lua_State *L) {
-  const char *env = getenv("SUIRO_WORKER_EXE");
-  if (env && *env) {
-    lua_pushstring(L, env);
-    return 1;
-  }
   char buf[PATH_MAX];
   if (lpool_is_cli) {
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -327,8 +323,8 @@ static int l_worker_exe(lua_State *L) {
       }
     }
   }
-  return luaL_error(L, "cannot find the suiro worker binary (build/bin/suiro); build it with scripts/build "
-                       "or set SUIRO_WORKER_EXE");
+  lua_pushnil(L);
+  return 1;
 }
 
 /* core.arm_events(pools): arm each pool's eventfd before checking for finished tasks. */

@@ -328,6 +328,27 @@ int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *l
   return top_as_wire(L, top, buf, len, err, cap);
 }
 
+/* Pushes a wire DICT (or an empty table for NULL). 0, or -1 with the message. */
+static int push_dict(lua_State *L, const void *buf, size_t n, char *err, size_t cap) {
+  if (!buf || !n) return lua_newtable(L), 0;
+  suiro_wire_reader r;
+  if (suiro_wire_reader_init(&r, buf, n) != WIRE_OK) return set_err(err, cap, suiro_wire_reader_error(&r)), -1;
+  if (push_value(L, &r, 0, err, cap) != 0) return -1;
+  if (!lua_istable(L, -1)) return set_err(err, cap, "launch: options and host must be a DICT"), -1;
+  return 0;
+}
+
+int suiro_conf_launch(suiro_conf *e, const char *kind, const void *opts, size_t opts_len, const void *host,
+                      size_t host_len, void **buf, size_t *len, char *err, size_t cap) {
+  lua_State *L = e->L;
+  int top = lua_gettop(L);
+  lua_pushstring(L, kind ? kind : "?");
+  if (push_dict(L, opts, opts_len, err, cap) != 0 || push_dict(L, host, host_len, err, cap) != 0)
+    return lua_settop(L, top), -1;
+  if (call(e, "suiro.embed.config", "launch", 3, err, cap) != 0) return lua_settop(L, top), -1;
+  return top_as_wire(L, top, buf, len, err, cap);
+}
+
 int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t cap) {
   lua_State *L = e->L;
   int top = lua_gettop(L);

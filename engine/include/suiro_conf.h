@@ -43,6 +43,16 @@ int suiro_conf_pool_options(suiro_conf *e, const void *opts, size_t opts_len, co
  * (suiro.config.worker_env: one thread per numeric library, R's locale), as a wire DICT of strings
  * (malloc'd). The launcher's and the pool's env override it. */
 int suiro_conf_worker_env(suiro_conf *e, const char *kind, void **buf, size_t *len, char *err, size_t errcap);
+/* The command and environment of workers of a launcher kind (suiro.config.launch, the one rule of
+ * where workers live: the launcher's options, then SUIRO_WORKER_EXE / SUIRO_PY_WORKER /
+ * SUIRO_R_LIBS, then what the host knows of itself, then what is installed). opts: the launcher's
+ * options as a wire DICT ("kind" ignored; NULL for none); host: a DICT with "lang" ("lua",
+ * "python", "r") and what the host knows: "worker_exe", "py_worker", "python", "r_libs",
+ * "r_lib_path", "rscript", "pythonpath", "cwd", "lua_path", "lua_cpath", "pool_env" (a DICT).
+ * Out: a DICT { exe = str, argv = LIST of str (absent: exe alone), env = DICT of str } (malloc'd).
+ * 0, or -1 with why ("the python launcher needs suiro's Python package for ..."). */
+int suiro_conf_launch(suiro_conf *e, const char *kind, const void *opts, size_t opts_len, const void *host,
+                      size_t host_len, void **buf, size_t *len, char *err, size_t errcap);
 /* A result template ("f64", "i32[2,3]", "{mean: f64, n: i64}") as the engine's description. */
 int suiro_conf_template(suiro_conf *e, const char *spec, suiro_template *t, char *err, size_t errcap);
 /* A duration ("250ms", "1m30s", "inf") in seconds; a size ("256KiB") in bytes. */

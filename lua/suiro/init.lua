@@ -142,105 +142,42 @@ function M.python(opts) return checked(function() return config().launcher("pyth
 --- suiro.r { rscript = path, env = {...} } : R workers (needs the R binding).
 function M.r(opts) return checked(function() return config().launcher("r", opts) end) end
 
--- Whether a program run through the shell succeeds (once per command: launchers ask at pool start).
-local probed = {}
-local function succeeds(cmd)
-  if probed[cmd] == nil then
-    local ok = os.execute(cmd .. " >/dev/null 2>&1")
-    probed[cmd] = ok == true or ok == 0
-  end
-  return probed[cmd]
-end
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
 -- Where this file is in a checkout (<checkout>/lua/suiro/init.lua), or nil when installed.
 local function checkout_root()
   local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
   if src == "lua/suiro/init.lua" then return "." end -- loaded with a relative path (busted)
   return src:match("^(.*)/lua/suiro/init%.lua$")
 end
-
--- Python workers (bindings/python): the checkout's bindings/python/suiro/_worker.py run with
--- python3 -I (SUIRO_PY_WORKER overrides), else the suiro package installed for that interpreter
--- (pip), found on its own import path: python3 -I -m suiro._worker. They run call specs
--- ("numpy.mean") and know their host is Lua, so results carry no pickles.
-local function python_worker(l, env)
-  local py = l.exe or l.python or "/usr/bin/python3"
-  local script = os.getenv("SUIRO_PY_WORKER")
-  if not script then
-    local root = checkout_root()
-    local cand = root and (root .. "/bindings/python/suiro/_worker.py")
-    local f = cand and io.open(cand, "r")
-    if f then f:close(); script = cand end
-  end
-  local argv
-  if script then
-    local f = io.open(script, "r")
-    if not f then
-      error("the python launcher needs suiro's Python binding (" .. script .. "); build it with scripts/build", 0)
-    end
-    f:close()
-    argv = { py, "-I", script }
-  elseif l.argv then
-    argv = l.argv
-  else
-    if not succeeds(shell_quote(py) .. " -I -c 'import suiro._worker'") then
-      error(("the python launcher needs suiro's Python package for %s (pip install it into that "
-        .. "interpreter's environment, or give suiro.python { python = ... } one that has it)"):format(py), 0)
-    end
-    argv = { py, "-I", "-m", "suiro._worker" }
-  end
-  env.SUIRO_HOST_LANG = "lua"
-  env.SUIRO_PYTHONPATH = env.SUIRO_PYTHONPATH or os.getenv("PYTHONPATH")
-  return py, l.argv or argv
+local function exists(path)
+  local f = path and io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
 end
 
--- R workers (bindings/r): Rscript running the R package's worker main, with the checkout's R
--- library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS, else the package installed on R's own
--- library path (.libPaths(): R_LIBS, R_LIBS_USER, the site library). They run call specs
--- ("stats::quantile") and know their host is not R, so results keep to the portable mapping.
-local function r_worker(l, env)
-  local rscript = l.exe or l.rscript or "Rscript"
-  local libs = os.getenv("SUIRO_R_LIBS")
-  if not libs then
-    local root = checkout_root()
-    local f = root and io.open(root .. "/build/R-lib/suiro/DESCRIPTION", "r")
-    if f then f:close(); libs = root .. "/build/R-lib" end
-  end
-  if libs then
-    local f = io.open(libs .. "/suiro/DESCRIPTION", "r")
-    if not f then error("the r launcher needs suiro's R package in " .. libs .. "; build it with scripts/build", 0) end
-    f:close()
-    local inherited = os.getenv("R_LIBS")
-    env.R_LIBS = env.R_LIBS or (inherited and (libs .. ":" .. inherited) or libs)
-  elseif not l.argv then
-    local lib_env = env.R_LIBS and ("R_LIBS=" .. shell_quote(env.R_LIBS) .. " ") or ""
-    local has_suiro = " --vanilla -e 'quit(status = !requireNamespace(\"suiro\", quietly = TRUE))'"
-    if not succeeds(lib_env .. shell_quote(rscript) .. has_suiro) then
-      error(("the r launcher needs suiro's R package installed for %s (R CMD INSTALL it into a library on "
-        .. ".libPaths(), e.g. one named by R_LIBS)"):format(rscript), 0)
-    end
-  end
-  env.SUIRO_HOST_LANG = "lua"
-  return rscript, l.argv or { rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
+-- What this host knows of itself for suiro.config.launch, which resolves every kind's command by
+-- the one rule of all hosts (launcher options, then SUIRO_WORKER_EXE / SUIRO_PY_WORKER /
+-- SUIRO_R_LIBS, then these, then what is installed): the suiro program next to this module, the
+-- checkout's Python worker script and R library, and Lua's search paths for the workers.
+local function host_info(kind, pool_env)
+  local root = checkout_root()
+  local py = root and (root .. "/bindings/python/suiro/_worker.py")
+  local rlib = root and (root .. "/build/R-lib")
+  return {
+    lang = "lua",
+    worker_exe = kind == "lua" and core.worker_exe() or nil,
+    py_worker = kind == "python" and exists(py) and py or nil,
+    r_libs = kind == "r" and exists(rlib .. "/suiro/DESCRIPTION") and rlib or nil,
+    lua_path = package.path,
+    lua_cpath = package.cpath,
+    pool_env = pool_env,
+  }
 end
 
 -- The resolved pool of normalised options (suiro.config.pool_options): what core.pool takes
 -- (exe, argv, env, sizes); the MPI tier sends it to the serving ranks, which start it in C.
 local function pool_spec(o)
   local l = o.launcher
-  if l.kind ~= "lua" and l.kind ~= "python" and l.kind ~= "r" then
-    error("unknown launcher kind " .. tostring(l.kind), 0)
-  end
-  local env = config().worker_env(l.kind) -- one thread per numeric library, R's locale
-  for k, v in pairs(l.env or {}) do env[k] = v end
-  for k, v in pairs(o.env or {}) do env[k] = v end
-  -- Workers resolve "module.fn" references and require() with the host's search paths.
-  env.SUIRO_LUA_PATH = env.SUIRO_LUA_PATH or package.path
-  env.SUIRO_LUA_CPATH = env.SUIRO_LUA_CPATH or package.cpath
-  local exe, argv = l.exe, l.argv
-  if l.kind == "python" then exe, argv = python_worker(l, env) end
-  if l.kind == "r" then exe, argv = r_worker(l, env) end
+  local cmd = config().launch(l.kind, l, host_info(l.kind, o.env))
   return {
     workers = o.workers,
     max_workers = o.max_workers,
@@ -253,9 +190,9 @@ local function pool_spec(o)
     timeout = o.timeout,
     name = o.name,
     lang = l.kind,
-    exe = exe or core.worker_exe(),
-    argv = argv,
-    env = env,
+    exe = cmd.exe,
+    argv = cmd.argv,
+    env = cmd.env,
   }
 end
 

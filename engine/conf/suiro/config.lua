@@ -115,6 +115,134 @@ function config.launcher(kind, opts, where)
   return setmetatable(l, launcher_mt)
 end
 
+-- >>> worker commands: config.launch
+--
+-- One rule for where each language's workers live, from every host. For each thing a launcher
+-- needs (the program, its arguments, the package it runs) the first of these that says
+-- something wins:
+--   1. the launcher's own options: exe (python and rscript are its other names), argv, env;
+--   2. the environment variable naming it: SUIRO_WORKER_EXE (Lua workers' program),
+--      SUIRO_PY_WORKER (the Python worker script), SUIRO_R_LIBS (the R library holding suiro);
+--   3. what the host knows of itself (host.worker_exe, host.py_worker, host.python, host.r_libs,
+--      host.rscript: its package directory, its R library, the suiro program it found);
+--   4. what is installed: suiro on PATH, python -I -m suiro._worker, R's own library path.
+-- Environment, low to high: worker_env(kind) < what the host passes on (SUIRO_PYTHONPATH,
+-- SUIRO_CWD, SUIRO_LUA_PATH/CPATH, R_LIBS) < the launcher's env < the pool's env; SUIRO_HOST_LANG
+-- is always the host's language.
+
+local probed = {} -- command -> whether it succeeded (asked once per process)
+local function succeeds(cmd)
+  if probed[cmd] == nil then
+    local ok = os.execute(cmd .. " >/dev/null 2>&1")
+    probed[cmd] = ok == true or ok == 0
+  end
+  return probed[cmd]
+end
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local function exists(path)
+  local f = path and io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+local function getenv(name)
+  local v = os.getenv(name)
+  if v ~= nil and v ~= "" then return v end
+  return nil
+end
+-- A program's path: itself when it names a directory, else the first match on PATH (or nil).
+local function on_path(prog)
+  if prog:find("/", 1, true) then return exists(prog) and prog or nil end
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    if exists(dir .. "/" .. prog) then return dir .. "/" .. prog end
+  end
+  return nil
+end
+config._on_path = on_path
+
+local host_langs = { lua = true, python = true, r = true }
+
+--- config.launch(kind, opts, host) -> { exe = path, argv = { ... } or nil, env = { NAME = value } }:
+--- the command and environment of workers of a launcher kind. opts: the launcher's options
+--- (config.launcher's, with or without kind); host: { lang = "lua" | "python" | "r", and what it
+--- knows: worker_exe, py_worker, python, r_libs, r_lib_path, rscript, pythonpath, cwd, lua_path,
+--- lua_cpath; pool_env = the pool's env }. argv nil: the engine runs exe alone.
+function config.launch(kind, opts, host)
+  if not config.launcher_keys[kind] then
+    error(('launch: launcher kind must be "lua", "python" or "r", got %s'):format(tostring(kind)), 0)
+  end
+  if type(host) ~= "table" or not host_langs[host.lang] then
+    error("launch: host must be a table with lang = \"lua\", \"python\" or \"r\"", 0)
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do if k ~= "kind" then o[k] = v end end
+  local l = config.launcher(kind, o, "suiro." .. kind)
+  local env = config.worker_env(kind)
+  local exe
+  local argv = l.argv
+  if kind == "lua" then
+    exe = l.exe or getenv("SUIRO_WORKER_EXE") or host.worker_exe or on_path("suiro")
+    if not exe then
+      error("the lua launcher cannot find the suiro worker program (build/bin/suiro of a checkout, suiro on "
+        .. "PATH): build it with scripts/build, set SUIRO_WORKER_EXE, or give exe", 0)
+    end
+  elseif kind == "python" then
+    exe = l.exe or l.python or host.python or "/usr/bin/python3"
+    if not argv then
+      local script = getenv("SUIRO_PY_WORKER")
+      if script and not exists(script) then
+        error("the python launcher: SUIRO_PY_WORKER names no file (" .. script .. ")", 0)
+      end
+      script = script or host.py_worker
+      if script then
+        argv = { exe, "-I", script }
+      elseif succeeds(shell_quote(exe) .. " -I -c 'import suiro._worker'") then
+        argv = { exe, "-I", "-m", "suiro._worker" }
+      else
+        error(("the python launcher needs suiro's Python package for %s (pip install it into that "
+          .. "interpreter's environment, give python = one that has it, or set SUIRO_PY_WORKER)"):format(exe), 0)
+      end
+    end
+    env.SUIRO_PYTHONPATH = host.pythonpath or getenv("PYTHONPATH")
+    env.SUIRO_CWD = host.cwd
+    if getenv("SUIRO_SANITIZED") and getenv("LD_PRELOAD") then env.LD_PRELOAD = getenv("LD_PRELOAD") end
+  else -- r
+    exe = l.exe or l.rscript or host.rscript or "Rscript"
+    if not on_path(exe) then
+      error(("R workers need Rscript (%s not found; Debian: apt-get install r-base-core), or give rscript")
+        :format(exe), 0)
+    end
+    argv = argv or { exe, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()" }
+    local libs = getenv("SUIRO_R_LIBS")
+    if libs and not exists(libs .. "/suiro/DESCRIPTION") then
+      error("the r launcher needs suiro's R package in " .. libs .. " (SUIRO_R_LIBS); build it with scripts/build", 0)
+    end
+    libs = libs or host.r_libs
+    local rest = host.r_lib_path or getenv("R_LIBS")
+    if libs then
+      local seen, parts = {}, {}
+      for p in (libs .. ":" .. (rest or "")):gmatch("[^:]+") do
+        if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
+      end
+      env.R_LIBS = table.concat(parts, ":")
+    elseif not l.argv then
+      local lib_env = rest and ("R_LIBS=" .. shell_quote(rest) .. " ") or ""
+      if not succeeds(lib_env .. shell_quote(exe)
+          .. " --vanilla -e 'quit(status = !requireNamespace(\"suiro\", quietly = TRUE))'") then
+        error(("the r launcher needs suiro's R package installed for %s (R CMD INSTALL it into a library on "
+          .. ".libPaths(), e.g. one named by R_LIBS, or set SUIRO_R_LIBS)"):format(exe), 0)
+      end
+    end
+  end
+  -- workers resolve "module.fn" and require() with a Lua host's search paths
+  env.SUIRO_LUA_PATH = host.lua_path
+  env.SUIRO_LUA_CPATH = host.lua_cpath
+  for k, v in pairs(l.env or {}) do env[k] = v end
+  for k, v in pairs(check_env(host.pool_env, "suiro.pool", "env") or {}) do env[k] = v end
+  env.SUIRO_HOST_LANG = host.lang
+  return { exe = exe, argv = argv, env = env }
+end
+-- <<< worker commands
+
 local function launcher_of(v, where)
   if v == nil or v == "lua" then return config.launcher("lua", {}, where) end
   if type(v) == "string" then
