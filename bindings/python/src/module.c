@@ -184,6 +184,35 @@ static PyObject *m_embed_worker_env(PyObject *self, PyObject *kind) {
   return buf_result(rc, buf, len, err, PyExc_ValueError);
 }
 
+/* The command and environment of a launcher's workers (suiro.config.launch): kind, the
+ * launcher's options and what this host knows of itself (dicts) -> {exe, argv, env}. */
+static PyObject *m_embed_launch(PyObject *self, PyObject *args) {
+  const char *kind;
+  PyObject *opts, *host;
+  if (!PyArg_ParseTuple(args, "sOO", &kind, &opts, &host)) return NULL;
+  if (embed_ready() < 0) return NULL;
+  wire_writer w[2];
+  const void *b[2];
+  size_t n[2];
+  sp_enc_opts o = { "suiro.pool", 1, "lua", "the launcher", 0, NULL, NULL };
+  PyObject *in[2] = { opts, host };
+  for (int i = 0; i < 2; i++) {
+    wire_writer_init(&w[i], NULL, 0);
+    if (sp_encode_value(&o, in[i], &w[i]) < 0 || wire_writer_finish(&w[i], &b[i], &n[i]) != WIRE_OK) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, wire_writer_error(&w[i]));
+      for (int k = 0; k <= i; k++) wire_writer_free(&w[k]);
+      return NULL;
+    }
+  }
+  void *buf = NULL;
+  size_t len = 0;
+  char err[1024];
+  int rc = suiro_conf_launch(embed, kind, b[0], n[0], b[1], n[1], &buf, &len, err, sizeof err);
+  wire_writer_free(&w[0]);
+  wire_writer_free(&w[1]);
+  return buf_result(rc, buf, len, err, PyExc_RuntimeError);
+}
+
 int sp_duration(const char *s, double *sec) {
   if (embed_ready() < 0) return -1;
   char err[512];
@@ -344,6 +373,7 @@ static PyMethodDef methods[] = {
   { "embed_config", m_embed_config, METH_O, "Read a config script with the Lua face's reader." },
   { "embed_pool_options", m_embed_pool_options, METH_VARARGS, "Check and normalise pool options." },
   { "embed_worker_env", m_embed_worker_env, METH_O, "Default environment of workers of a launcher kind." },
+  { "embed_launch", m_embed_launch, METH_VARARGS, "Command and environment of a launcher's workers." },
   { "duration", m_embed_duration, METH_O, "A duration (\"250ms\") in seconds." },
   { "check_fnref", m_embed_fnref, METH_O, "Check a function reference (\"numpy.mean\")." },
   { "random", (PyCFunction)(void (*)(void))m_random, METH_FASTCALL, "suiro.random([m [, n]])" },

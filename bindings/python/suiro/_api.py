@@ -30,47 +30,33 @@ def worker_script():
     return os.path.join(_HERE, "_worker.py")
 
 
-def _default_python():
-    exe = sys.executable
-    if exe and os.path.isfile(exe) and os.access(exe, os.X_OK):
-        return exe
-    return "/usr/bin/python3"
+def _checkout(*parts):
+    """A path in the checkout this package sits in (bindings/python/suiro), or None."""
+    return os.path.normpath(os.path.join(_HERE, "..", "..", "..", *parts))
 
 
-def _lua_worker_exe():
-    env = os.environ.get("SUIRO_WORKER_EXE")
-    if env:
-        return env
-    cand = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "bin", "suiro"))
-    if os.access(cand, os.X_OK):
-        return cand
-    import shutil
-
-    found = shutil.which("suiro")
-    if found:
-        return found
-    raise RuntimeError("suiro.lua(): cannot find the Lua worker (build/bin/suiro of a checkout, `suiro` on PATH); "
-                       "build it with scripts/build, set SUIRO_WORKER_EXE, or give suiro.lua(exe=...)")
-
-
-def _r_worker(rscript, env, where):
-    """The R face's worker command (as the Lua face starts it): Rscript entering the R package's
-    worker main, with the checkout's R library (build/R-lib, or SUIRO_R_LIBS) first on R_LIBS; an
-    installed package (R CMD INSTALL bindings/r) is found on R's own library path."""
-    import shutil
-
-    rscript = rscript or "Rscript"
-    if not (os.sep in rscript and os.access(rscript, os.X_OK)) and not shutil.which(rscript):
-        raise RuntimeError("%s: R workers need Rscript (%s not found; Debian: apt-get install r-base-core), "
-                           "or give suiro.r(rscript=...)" % (where, rscript))
-    libs = os.environ.get("SUIRO_R_LIBS")
-    if not libs:
-        cand = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "R-lib"))
-        libs = cand if os.path.isfile(os.path.join(cand, "suiro", "DESCRIPTION")) else None
-    if libs and "R_LIBS" not in env:
-        inherited = os.environ.get("R_LIBS")
-        env["R_LIBS"] = libs + (":" + inherited if inherited else "")
-    return rscript, [rscript, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()"]
+def _host_info(kind, pool_env):
+    """What this host knows of itself for suiro.config.launch, which builds every kind's worker
+    command by the one rule of all hosts (the launcher's options, then SUIRO_WORKER_EXE,
+    SUIRO_PY_WORKER, SUIRO_R_LIBS, then these, then what is installed)."""
+    h = {"lang": "python", "pool_env": pool_env or {}}
+    if kind == "python":
+        exe = sys.executable
+        if exe and os.path.isfile(exe) and os.access(exe, os.X_OK):
+            h["python"] = exe
+        h["py_worker"] = worker_script()
+        paths = [os.getcwd() if p == "" else p for p in sys.path]
+        h["pythonpath"] = os.pathsep.join(p for p in paths if p)
+        h["cwd"] = os.getcwd()
+    elif kind == "lua":
+        exe = _checkout("build", "bin", "suiro")
+        if os.access(exe, os.X_OK):
+            h["worker_exe"] = exe
+    elif kind == "r":
+        lib = _checkout("build", "R-lib")
+        if os.path.isfile(os.path.join(lib, "suiro", "DESCRIPTION")):
+            h["r_libs"] = lib
+    return h
 
 
 class Launcher:
@@ -140,31 +126,11 @@ def _start(o, where, p=None):
         node = _cluster.enter(where)  # ranks 1.. of an MPI job serve here and exit
     l = o["launcher"]
     kind = l["kind"]
-    if kind not in ("python", "lua", "r"):
-        raise ValueError("%s: unknown launcher kind %r" % (where, kind))
-    env = dict(_core.embed_worker_env(kind))  # one thread per numeric library, R's locale (suiro.config)
-    env.update(l.get("env") or {})
-    env.update(o.get("env") or {})
-    exe = l.get("exe")
-    argv = l.get("argv")
-    if kind == "python":
-        exe = exe or l.get("python") or _default_python()
-        if not argv:
-            argv = [exe, "-I", worker_script()]
-        paths = [os.getcwd() if p == "" else p for p in sys.path]
-        env.setdefault("SUIRO_PYTHONPATH", os.pathsep.join(p for p in paths if p))
-        env.setdefault("SUIRO_CWD", os.getcwd())
-        env["SUIRO_HOST_LANG"] = "python"
-        if os.environ.get("SUIRO_SANITIZED") and os.environ.get("LD_PRELOAD"):
-            env.setdefault("LD_PRELOAD", os.environ["LD_PRELOAD"])  # sanitizer runs (tests)
-    elif kind == "lua":
-        exe = exe or _lua_worker_exe()
-    elif kind == "r":
-        if not argv:
-            exe, argv = _r_worker(exe or l.get("rscript"), env, where)
-        env["SUIRO_HOST_LANG"] = "python"
-    else:
-        raise ValueError("%s: unknown launcher kind %r" % (where, kind))
+    try:
+        cmd = _core.embed_launch(kind, l, _host_info(kind, o.get("env")))
+    except RuntimeError as e:
+        raise RuntimeError("%s: %s" % (where, e)) from None
+    exe, argv, env = cmd["exe"], cmd.get("argv"), cmd["env"]
     # the normalised options with the worker command, read and checked by the engine
     # (suiro_pool_create_from); the launcher stays out: its argv list would go as a back-reference
     kw = {k: v for k, v in o.items() if k != "launcher"}
