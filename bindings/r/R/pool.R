@@ -24,54 +24,33 @@ print.suiro_launcher <- function(x, ...) {
 
 lang_code <- c(lua = 1L, python = 2L, r = 3L)
 
-# Whether a Python interpreter can import the suiro package (asked once per interpreter).
-python_probes <- new.env(parent = emptyenv())
-python_has_suiro <- function(exe) {
-  known <- python_probes[[exe]]
-  if (!is.null(known)) return(known)
-  status <- tryCatch(suppressWarnings(system2(exe, c("-I", "-c", shQuote("import suiro._worker")),
-                                              stdout = FALSE, stderr = FALSE)),
-                     error = function(e) 127L)
-  python_probes[[exe]] <- identical(as.integer(status), 0L)
-  python_probes[[exe]]
-}
-
 # The environment every face gives workers of a launcher kind by default (suiro.config.worker_env:
 # one thread per numeric library, R's locale); the launcher's and the pool's env override it.
 worker_env_defaults <- function(kind) .Call(C_worker_env, kind)
 
-# What a launcher starts: the executable, its arguments and the environment added for workers.
-launch_spec <- function(l) {
-  env <- l$env %||% list()
-  if (l$kind == "r") {
-    exe <- l$rscript %||% file.path(R.home("bin"), "Rscript")
-    argv <- c(exe, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()")
-    libs <- unique(c(dirname(getNamespaceInfo("suiro", "path")), .libPaths()))
-    base <- list(R_LIBS = paste(libs, collapse = ":"), SUIRO_HOST_LANG = "r")
-    env <- utils::modifyList(utils::modifyList(worker_env_defaults("r"), base), env)
-  } else if (l$kind == "lua") {
-    exe <- l$exe %||% (if (nzchar(Sys.getenv("SUIRO_WORKER_EXE"))) Sys.getenv("SUIRO_WORKER_EXE") else unname(Sys.which("suiro")))
-    if (!nzchar(exe))
-      stop("suiro_lua(): no Lua worker executable: install suiro's Lua rock (luarocks make, its bin/ on PATH), ",
-           "pass exe = (build/bin/suiro of a suiro checkout) or set SUIRO_WORKER_EXE", call. = FALSE)
-    argv <- unlist(l$argv) %||% exe
-    env <- utils::modifyList(worker_env_defaults("lua"), env)
-  } else {
-    exe <- l$python %||% "/usr/bin/python3"
-    # The checkout's worker script (SUIRO_PY_WORKER, set by scripts/rscript), else the suiro
-    # package installed for that interpreter (pip), found on its own import path.
-    script <- Sys.getenv("SUIRO_PY_WORKER")
-    if (is.null(l$argv) && nzchar(script) && !file.exists(script))
-      stop("suiro_python(): SUIRO_PY_WORKER names no file (", script, ")", call. = FALSE)
-    if (is.null(l$argv) && !nzchar(script) && !python_has_suiro(exe))
-      stop("suiro_python(): ", exe, " has no suiro package: pip install it into that interpreter's ",
-           "environment, or pass python = an interpreter that has it", call. = FALSE)
-    argv <- unlist(l$argv) %||% (if (nzchar(script)) c(exe, "-I", script) else c(exe, "-I", "-m", "suiro._worker"))
-    base <- list(SUIRO_HOST_LANG = "r", SUIRO_CWD = getwd())
-    if (nzchar(Sys.getenv("PYTHONPATH"))) base$SUIRO_PYTHONPATH <- Sys.getenv("PYTHONPATH")
-    env <- utils::modifyList(utils::modifyList(worker_env_defaults("python"), base), env)
+# What this R knows of itself for suiro.config.launch, which builds every kind's worker command by
+# the one rule of all hosts (the launcher's options, then SUIRO_WORKER_EXE, SUIRO_PY_WORKER,
+# SUIRO_R_LIBS, then these, then what is installed): its Rscript and the library suiro was loaded
+# from, first on R_LIBS before this session's .libPaths().
+host_info <- function(kind, pool_env = NULL) {
+  h <- list(lang = "r", pool_env = if (length(pool_env)) as.list(pool_env))
+  if (kind == "r") {
+    h$rscript <- file.path(R.home("bin"), "Rscript")
+    h$r_libs <- dirname(getNamespaceInfo("suiro", "path"))
+    h$r_lib_path <- paste(.libPaths(), collapse = ":")
+  } else if (kind == "python") {
+    h$cwd <- getwd()
   }
-  list(exe = exe, argv = argv, env = env)
+  Filter(Negate(is.null), h)
+}
+
+# What a launcher starts: list(exe, argv, env), the env with the pool's on top.
+launch_spec <- function(l, pool_env = NULL) {
+  enc <- function(x) .Call(C_wire_encode, x, FALSE)
+  s <- tryCatch(.Call(C_launch, l$kind, enc(unclass(l)), enc(host_info(l$kind, pool_env))),
+                error = function(e) stop("suiro_", l$kind, "(): ", conditionMessage(e), call. = FALSE))
+  s$env <- as.list(s$env)
+  s
 }
 
 suiro_pool <- function(workers = 1L, launcher = suiro_r(), timeout = NULL, start_timeout = NULL, env = NULL,
@@ -98,8 +77,8 @@ pool_start <- function(o, label = NULL) {
   mpi <- identical(o$backend, "mpi") && is.null(suiro_current_pool()) # pools inside workers are local
   node <- if (mpi) cluster_enter(label %||% "suiro_pool") # ranks 1.. of an MPI job serve there and quit
   l <- o$launcher
-  s <- launch_spec(l)
-  env <- utils::modifyList(s$env, o$env %||% list())
+  s <- launch_spec(l, o$env)
+  env <- s$env
   if (mpi) env <- utils::modifyList(env, list(SUIRO_MPI_RANK = "0", SUIRO_MPI_HOST = node))
   spec <- list(workers = o$workers, max_workers = o$max_workers, ring_cap = o$ring_cap,
                slot_size = o$slot_size, result_slots = o$result_slots, result_size = o$result_size,

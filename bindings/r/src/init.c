@@ -30,6 +30,7 @@ SEXP C_embed_set_dir(SEXP dir);
 SEXP C_config_load(SEXP path);
 SEXP C_pool_options(SEXP wire, SEXP where);
 SEXP C_worker_env(SEXP kind);
+SEXP C_launch(SEXP kind, SEXP opts, SEXP host);
 SEXP C_duration(SEXP s);
 SEXP C_template_check(SEXP s);
 SEXP C_fnref_check(SEXP s);
@@ -107,6 +108,7 @@ static const R_CallMethodDef calls[] = {
   CALLDEF(C_config_load, 1),
   CALLDEF(C_pool_options, 2),
   CALLDEF(C_worker_env, 1),
+  CALLDEF(C_launch, 3),
   CALLDEF(C_duration, 1),
   CALLDEF(C_template_check, 1),
   CALLDEF(C_fnref_check, 1),

@@ -89,6 +89,34 @@ SEXP C_worker_env(SEXP kind) {
   return v;
 }
 
+/* The command and environment of a launcher's workers (suiro.config.launch): kind, the launcher's
+ * options and what this R knows of itself (both wire-encoded named lists) -> list(exe, argv, env). */
+SEXP C_launch(SEXP kind, SEXP opts, SEXP host) {
+  size_t n[2] = { (size_t)XLENGTH(opts), (size_t)XLENGTH(host) };
+  void *in[2] = { malloc(n[0] ? n[0] : 8), malloc(n[1] ? n[1] : 8) }; /* aligned copies */
+  if (!in[0] || !in[1]) {
+    free(in[0]);
+    free(in[1]);
+    Rf_error("out of memory");
+  }
+  memcpy(in[0], RAW(opts), n[0]);
+  memcpy(in[1], RAW(host), n[1]);
+  void *buf;
+  size_t len;
+  char err[1024];
+  int rc = suiro_conf_launch(embed(), CHAR(STRING_ELT(kind, 0)), in[0], n[0], in[1], n[1], &buf, &len, err, sizeof err);
+  free(in[0]);
+  free(in[1]);
+  if (rc != 0) Rf_error("%s", err);
+  rs_dec_opts o = { 0, NULL, "launch", NULL, "the Lua option checks" };
+  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
+  memcpy(RAW(raw), buf, len);
+  free(buf);
+  SEXP v = rs_decode(RAW(raw), len, &o);
+  UNPROTECT(1);
+  return v;
+}
+
 SEXP C_duration(SEXP s) {
   double v;
   char err[512];
