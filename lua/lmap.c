@@ -65,36 +65,61 @@ static void encode_one(lcodec_ctx *c, int idx, lbuf *g) {
 }
 
 
-/* A table of only integers (or only floats) is staged as an i64 (f64) array: no per-element
- * encoding on the host, no decoding in the runners, and each element keeps its Lua subtype. */
-static int stage_numbers(lua_State *L, int t, lua_Integer n, int *type, lbuf *data) {
-  if (n < 1) return 0;
-  lua_rawgeti(L, t, 1);
-  int isint = lua_isinteger(L, -1), isnum = lua_type(L, -1) == LUA_TNUMBER;
-  lua_pop(L, 1);
-  if (!isnum) return 0;
-  for (lua_Integer i = 1; i <= n; i++) {
-    int tt = lua_rawgeti(L, t, i);
-    int ok = tt == LUA_TNUMBER && lua_isinteger(L, -1) == isint;
-    if (ok) {
-      char cell[8];
-      if (isint) {
-        int64_t v = (int64_t)lua_tointeger(L, -1);
-        memcpy(cell, &v, 8);
-      } else {
-        double v = lua_tonumber(L, -1);
-        memcpy(cell, &v, 8);
-      }
-      lbuf_put(L, data, cell, 8);
+/* The staged input (suiro_face.h section 7) lives in a userdata, so a raise while an element is
+ * encoded (a value that cannot cross) leaves nothing behind: the collector frees it. */
+static const char stage_key;
+
+static int stage_gc(lua_State *L) {
+  suiro_stage_free(lua_touserdata(L, 1));
+  return 0;
+}
+
+static suiro_stage *stage_push(lua_State *L) {
+  suiro_stage *st = lua_newuserdatauv(L, sizeof *st, 0);
+  suiro_stage_init(st);
+  lsuiro_setmt(L, &stage_key); /* lmap_open */
+  return st;
+}
+
+typedef struct stage_ud {
+  lcodec_ctx *c;
+  int t; /* the input table */
+} stage_ud;
+
+/* Elements i..i+count-1 (0-based) of the table as numbers: an integer stays an i64, a float an
+ * f64; anything else stops the chunk. */
+static uint64_t stage_num(void *ud, uint64_t i, uint64_t count, unsigned char *kinds, void *cells) {
+  stage_ud *u = ud;
+  lua_State *L = u->c->L;
+  unsigned char *c = cells;
+  for (uint64_t k = 0; k < count; k++) {
+    if (lua_rawgeti(L, u->t, (lua_Integer)(i + k) + 1) != LUA_TNUMBER) {
+      lua_pop(L, 1);
+      return k;
+    }
+    if (lua_isinteger(L, -1)) {
+      int64_t v = (int64_t)lua_tointeger(L, -1);
+      memcpy(c + k * 8, &v, 8);
+      kinds[k] = 'i';
+    } else {
+      double v = (double)lua_tonumber(L, -1);
+      memcpy(c + k * 8, &v, 8);
+      kinds[k] = 'f';
     }
     lua_pop(L, 1);
-    if (!ok) {
-      data->len = 0;
-      return 0;
-    }
   }
-  *type = isint ? WIRE_T_I64 : WIRE_T_F64;
-  return 1;
+  return count;
+}
+
+/* Element i encoded on its own; raises naming it (argument 2[i]) when it cannot cross. */
+static int stage_put(void *ud, uint64_t i, suiro_msg *m) {
+  stage_ud *u = ud;
+  lua_State *L = u->c->L;
+  lua_rawgeti(L, u->t, (lua_Integer)i + 1);
+  u->c->list = (lua_Integer)i + 1;
+  lcodec_encode_values(u->c, lua_gettop(L), 1, suiro_msg_writer(m));
+  lua_pop(L, 1);
+  return 0;
 }
 
 /* The element count of a table input: its n field (a table.pack table) or its length, checked. */
@@ -126,8 +151,9 @@ static uint64_t table_count(lua_State *L, int t) {
 }
 
 /* Stages the function (argument 2) and input (argument 3) of core.map(pool, f, xs, spec) into s:
- * the part every map shares (the MPI tier's too, lua/lmpi.c). Pushes three lbufs (stack 5..7)
- * that hold the bytes s points to: keep them while s is in use. Raises naming the argument. */
+ * the part every map shares (the MPI tier's too, lua/lmpi.c). Pushes the function's lbuf and the
+ * staged input (stack 5, 6) that hold the bytes s points to: keep them while s is in use. Raises
+ * naming the argument. */
 void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   int ft = lua_type(L, 2);
   if (ft == LUA_TTABLE && lsuiro_is(L, 2, &lsuiro_key_call))
@@ -144,9 +170,8 @@ void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   uint64_t r_n = 0;
   int rg = !a && lrange_to(L, 3, &r_start, &r_step, &r_n);
   lcodec_ctx c = { .L = L, .pool = lp, .verb = "pool:map" };
-  lbuf *fn = lbuf_push(L);      /* 5 */
-  lbuf *data = lbuf_push(L);    /* 6 */
-  lbuf *offs = lbuf_push(L);    /* 7 */
+  lbuf *fn = lbuf_push(L);            /* 5 */
+  suiro_stage *stage = stage_push(L); /* 6 */
   if (ft == LUA_TSTRING) lfunc_check_ref(L, 2, "pool:map");
   encode_one(&c, 2, fn);
   suiro_plan_spec s;
@@ -170,28 +195,13 @@ void lmap_stage(lua_State *L, lpool *lp, suiro_plan_spec *sp) {
   } else if (lua_type(L, 3) == LUA_TTABLE) {
     uint64_t n = table_count(L, 3);
     s.n = n;
-    int type;
-    if (stage_numbers(L, 3, (lua_Integer)n, &type, data)) {
-      s.in_kind = SUIRO_IN_ARRAY;
-      s.in_type = type;
-      s.in_data = data->p;
-    } else {
-      s.in_kind = SUIRO_IN_VALUES;
-      uint64_t zero = 0;
-      lbuf_put(L, offs, &zero, 8);
-      c.verb = "pool:map";
-      c.element = 1;
-      for (uint64_t i = 1; i <= n; i++) {
-        lua_rawgeti(L, 3, (lua_Integer)i);
-        c.list = (lua_Integer)i; /* messages name the element: argument 2[i] */
-        encode_one(&c, lua_gettop(L), data);
-        lua_pop(L, 1);
-        uint64_t end = data->len;
-        lbuf_put(L, offs, &end, 8);
-      }
-      s.in_data = data->p;
-      s.in_len = data->len;
-      s.in_offsets = (const uint64_t *)(void *)offs->p;
+    stage_ud u = { &c, 3 };
+    int k = suiro_stage_numbers(stage, &s, n, stage_num, &u);
+    if (k < 0) luaL_error(L, "pool:map: argument 2: %s", suiro_last_error());
+    if (k == 0) {
+      c.element = 1; /* messages name the element: argument 2[i] */
+      if (suiro_stage_values(stage, &s, n, stage_put, &u) != SUIRO_OK)
+        luaL_error(L, "pool:map: argument 2: %s", suiro_last_error());
     }
   } else {
     luaL_error(L, "pool:map: argument 2 must be a table, a suiro.array or a suiro.range, got %s",
@@ -925,6 +935,10 @@ void lmap_open(lua_State *L) {
   static const luaL_Reg map_meta[] = {
     { "__gc", l_map_gc }, { "__close", l_map_gc }, { "__tostring", l_map_tostring }, { NULL, NULL },
   };
+  lsuiro_newmt(L, "suiro.stage", &stage_key);
+  lua_pushcfunction(L, stage_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
   lsuiro_newmt(L, "suiro.map", &lmap_key_map);
   luaL_newlib(L, map_methods);
   lua_pushvalue(L, -1);

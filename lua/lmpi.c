@@ -308,7 +308,7 @@ static int l_map(lua_State *L) {
   lpool *lp = lpool_check(L, -1);
   lua_pop(L, 1);
   suiro_plan_spec s;
-  lmap_stage(L, lp, &s); /* stack: x f xs spec | fn data offs */
+  lmap_stage(L, lp, &s); /* stack: x f xs spec | fn, staged input */
   lxmap *u = lua_newuserdatauv(L, sizeof *u, 2);
   u->x = NULL;
   u->collected = 0;

@@ -14,6 +14,8 @@
  *                              interrupt hooks; suiro_timeout_norm, the rule of timeout arguments
  *   6. pools from options      suiro_pool_create_from: a DICT of normalised options checked and
  *                              started, one message per rule
+ *   7. a map's staged input    suiro_stage_values, suiro_stage_numbers: the VALUES block and its
+ *                              offsets, or a list of numbers as an ARRAY, over a face's callback
  *
  * A face includes suiro.h, suiro_wire.h, suiro_bind.h and this header, and nothing of engine/src.
  * Threads: the state a face hands in (a cache) is used by one thread at a time, the thread that
@@ -327,6 +329,60 @@ suiro_status suiro_pool_create_from(const void *dict, size_t len, int host_lang,
  * strings, each replacing an entry of that name (an MPI serving rank's own rank and node). */
 suiro_status suiro_pool_create_from_env(const void *dict, size_t len, int host_lang, const char *const *extra_env,
                                         suiro_pool **out, suiro_pool_info *info);
+
+/* ---------------------------------------------------------------------------------------------
+ * 7. A map's staged input (engine/src/stage.c)
+ *
+ * A map over values the face walks (a Lua table, a Python list, an R list) is staged as
+ *   VALUES  (suiro_stage_values) each element a stand-alone wire buffer, LIST [value], written by
+ *           put(ud, i, m) into suiro_msg_writer(m) (the writer is reset before each element; the
+ *           face writes the LIST of one and its value); the engine appends the buffers to one
+ *           8-aligned block and keeps the n + 1 offsets;
+ *   ARRAY   (suiro_stage_numbers) a list of only integers, or only floats: num(ud, i, count,
+ *           kinds, cells) converts elements i..i+count-1 in the face's own loop (a chunk of at most
+ *           512; no call per element): kinds[k] = 'i' with an int64 in cells[8k..], or 'f' with a
+ *           double, and returns count, or returns k at element i+k that is no number (a string,
+ *           an integer that does not fit 64 bits). Element 0 decides the kind, and an element of
+ *           the other kind or no number ends it: 0, nothing staged, the face stages VALUES
+ *           instead. cells is the array itself (8-aligned); the engine checks the kinds.
+ * Both fill s (in_kind, n, in_data, in_len, in_offsets, in_type), pointing into st: keep st until
+ * suiro_plan_create returned. put returns 0, or -1 (or raises) with the face's error pending;
+ * num must not fail. Every size is checked (sums, products, suiro_budget_check) before it is
+ * allocated, and every refusal names the element, counted from st->origin (1 unless the face sets
+ * 0): "element 7: wire: nesting deeper than 64", "element 3: staged input: ... exceed the memory
+ * limit ...", "element 2: the face's encoder failed" (put returned -1: the face raises its own).
+ *
+ * The face owns the suiro_stage (in a Lua userdata, R's cleanup, a C local in Python) and ends it
+ * with suiro_stage_free, after a raise too: the engine holds nothing outside it. It must not move
+ * after suiro_stage_init (the message's first buffer is inside it). st->msg is the stage's own
+ * message; a face whose encoder has a message of its own (its zero-copy stage, R) points st->msg
+ * at it before staging, and then the grants of every element gather there, for the face to end.
+ * After suiro_plan_create succeeded, suiro_stage_sent: the grants written into the stage's own
+ * message now belong to the plan. suiro_stage_take hands the VALUES block over (free() it; R
+ * keeps it to revoke the grants no runner took).
+ */
+typedef struct suiro_stage {
+  suiro_msg *msg;          /* where each element is written: &own (init) or the face's */
+  uint64_t origin;         /* element numbers in messages start here (init: 1) */
+  unsigned char *data;     /* the block (malloc) */
+  size_t len, cap;
+  uint64_t *offs;          /* VALUES: n + 1 offsets (malloc) */
+  suiro_msg own;
+  uint64_t stack[64];      /* own's first buffer */
+} suiro_stage;
+
+typedef int (*suiro_stage_put)(void *ud, uint64_t i, suiro_msg *m);
+typedef uint64_t (*suiro_stage_num)(void *ud, uint64_t i, uint64_t count, unsigned char *kinds, void *cells);
+
+void suiro_stage_init(suiro_stage *st);
+/* SUIRO_OK with s set, or SUIRO_ERR (suiro_last_error; after put failed the face's error is the
+ * one to raise). */
+suiro_status suiro_stage_values(suiro_stage *st, suiro_plan_spec *s, uint64_t n, suiro_stage_put put, void *ud);
+/* 1: staged as an ARRAY (s set); 0: not a list of numbers of one kind; -1: too large (suiro_last_error). */
+int suiro_stage_numbers(suiro_stage *st, suiro_plan_spec *s, uint64_t n, suiro_stage_num num, void *ud);
+void suiro_stage_sent(suiro_stage *st);
+void *suiro_stage_take(suiro_stage *st, size_t *len);
+void suiro_stage_free(suiro_stage *st);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -63,30 +63,40 @@ static int array_input(PyObject *xs, Py_buffer *v, int *type) {
   return 1;
 }
 
-/* A list of only ints (only floats) staged as an i64 (f64) array: no encoding per element. */
-static void *number_list(PyObject *seq, Py_ssize_t n, int *type) {
-  if (n == 0) return NULL;
-  PyTypeObject *t0 = Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0));
-  if (t0 != &PyLong_Type && t0 != &PyFloat_Type) return NULL;
-  void *out = PyMem_Malloc((size_t)n * 8);
-  if (!out) return NULL;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
-    if (Py_TYPE(x) != t0) goto no;
-    if (t0 == &PyFloat_Type) {
-      ((double *)out)[i] = PyFloat_AS_DOUBLE(x);
-    } else {
+/* The staged input (suiro_face.h section 7): element i of a list as a number, or encoded. */
+typedef struct stage_ud {
+  PyObject **items;
+  sp_enc_opts *eo;
+} stage_ud;
+
+/* Elements i..i+count-1 as numbers: an int that fits in 64 bits is an i64, a float an f64; a
+ * bool, a subclass or anything else is a value (stops the chunk). */
+static uint64_t stage_num(void *ud, uint64_t i, uint64_t count, unsigned char *kinds, void *cells) {
+  PyObject **x = ((stage_ud *)ud)->items + i;
+  unsigned char *c = cells;
+  for (uint64_t k = 0; k < count; k++) {
+    PyObject *o = x[k];
+    if (Py_TYPE(o) == &PyFloat_Type) {
+      double v = PyFloat_AS_DOUBLE(o);
+      memcpy(c + k * 8, &v, 8);
+      kinds[k] = 'f';
+    } else if (Py_TYPE(o) == &PyLong_Type) {
       int of;
-      long long v = PyLong_AsLongLongAndOverflow(x, &of);
-      if (of) goto no;
-      ((int64_t *)out)[i] = v;
+      long long v = PyLong_AsLongLongAndOverflow(o, &of);
+      if (of) return k;
+      int64_t w = v;
+      memcpy(c + k * 8, &w, 8);
+      kinds[k] = 'i';
+    } else {
+      return k;
     }
   }
-  *type = t0 == &PyFloat_Type ? WIRE_T_F64 : WIRE_T_I64;
-  return out;
-no:
-  PyMem_Free(out);
-  return NULL;
+  return count;
+}
+
+static int stage_put(void *ud, uint64_t i, suiro_msg *m) {
+  stage_ud *u = ud;
+  return sp_encode_list(u->eo, u->items + i, 1, SP_SEG_ELEMENT, (Py_ssize_t)i, &m->w);
 }
 
 PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
@@ -141,9 +151,9 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   /* the input */
   Py_buffer view;
   int have_view = 0, type = 0;
-  void *numbers = NULL;
-  unsigned char *vals = NULL;
-  uint64_t *offs = NULL;
+  suiro_stage stage;
+  suiro_stage_init(&stage);
+  stage.origin = 0;
   PyObject *seq = NULL;
   PyObject *res = NULL;
   if (PyRange_Check(xs)) {
@@ -171,56 +181,17 @@ PyObject *sp_map_new(PoolObject *po, PyObject *args, PyObject *kw) {
   } else {
     seq = PySequence_Fast(xs, "map: argument 2 must be a range, a numpy array or an iterable of values");
     if (!seq) goto out;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    s.n = (uint64_t)n;
-    if ((numbers = number_list(seq, n, &type))) {
-      s.in_kind = SUIRO_IN_ARRAY;
-      s.in_type = type;
-      s.in_data = numbers;
-    } else {
-      s.in_kind = SUIRO_IN_VALUES;
-      offs = PyMem_Malloc(sizeof *offs * (size_t)(n + 1));
-      size_t cap = 4096, len = 0;
-      vals = PyMem_Malloc(cap);
-      if (!offs || !vals) {
-        PyErr_NoMemory();
-        goto out;
-      }
-      sp_enc_opts eo = o;
-      eo.verb = "map: argument 2";
-      eo.zero_copy = 0;
-      eo.grants = NULL;
-      for (Py_ssize_t i = 0; i < n; i++) {
-        _Alignas(8) unsigned char st[256];
-        wire_writer w;
-        wire_writer_init(&w, st, sizeof st);
-        const void *b;
-        size_t bl;
-        if (sp_encode_list(&eo, PySequence_Fast_ITEMS(seq) + i, 1, SP_SEG_ELEMENT, i, &w) < 0 ||
-            wire_writer_finish(&w, &b, &bl) != WIRE_OK) {
-          if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "map: %s", wire_writer_error(&w));
-          wire_writer_free(&w);
-          goto out;
-        }
-        if (len + bl > cap) {
-          while (cap < len + bl) cap *= 2;
-          unsigned char *nv = PyMem_Realloc(vals, cap);
-          if (!nv) {
-            wire_writer_free(&w);
-            PyErr_NoMemory();
-            goto out;
-          }
-          vals = nv;
-        }
-        offs[i] = len;
-        memcpy(vals + len, b, bl);
-        len += bl;
-        wire_writer_free(&w);
-      }
-      offs[n] = len;
-      s.in_data = vals;
-      s.in_len = len;
-      s.in_offsets = offs;
+    sp_enc_opts eo = o;
+    eo.verb = "map: argument 2";
+    eo.zero_copy = 0;
+    eo.grants = NULL;
+    stage_ud u = { PySequence_Fast_ITEMS(seq), &eo };
+    uint64_t n = (uint64_t)PySequence_Fast_GET_SIZE(seq);
+    int k = suiro_stage_numbers(&stage, &s, n, stage_num, &u);
+    if (k == 0 && suiro_stage_values(&stage, &s, n, stage_put, &u) != SUIRO_OK) k = -1;
+    if (k < 0) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "map: argument 2: %s", suiro_last_error());
+      goto out;
     }
   }
   MapObject *mo = PyObject_New(MapObject, &SpMap_Type);
@@ -259,9 +230,7 @@ out:
   if (!res) suiro_msg_free(&g);
   wire_writer_free(&g.w);
   if (have_view) PyBuffer_Release(&view);
-  PyMem_Free(numbers);
-  PyMem_Free(vals);
-  PyMem_Free(offs);
+  suiro_stage_free(&stage);
   Py_XDECREF(seq);
   return res;
 }
@@ -513,22 +482,30 @@ static PyObject *map_start(MapObject *mo, PyObject *args) {
     const suiro_plan *pl = suiro_plan_of(mo->m);
     void *dst = pl ? suiro_plan_in_data(pl) : NULL;
     Py_buffer v;
-    int type = 0;
-    void *numbers = NULL;
+    int type = 0, have_view = 0;
     PyObject *seq = NULL;
     const void *src = NULL;
     uint64_t n = 0;
+    suiro_stage stage;
+    suiro_stage_init(&stage);
     if (array_input(xs, &v, &type)) {
+      have_view = 1;
       src = v.buf;
       n = (uint64_t)(v.len / v.itemsize);
     } else if ((seq = PySequence_Fast(xs, "run: new input")) != NULL) {
+      suiro_plan_spec ns;
+      suiro_plan_spec_init(&ns);
+      stage_ud u = { PySequence_Fast_ITEMS(seq), NULL };
       n = (uint64_t)PySequence_Fast_GET_SIZE(seq);
-      src = numbers = number_list(seq, (Py_ssize_t)n, &type);
+      if (suiro_stage_numbers(&stage, &ns, n, stage_num, &u) == 1) {
+        src = ns.in_data;
+        type = ns.in_type;
+      }
     }
     int ok = dst && src && type == mo->in_type && n == mo->n && mo->in_kind == SUIRO_IN_ARRAY;
     if (ok) memcpy(dst, src, (size_t)n * wire_type_size(type));
-    if (src && !numbers) PyBuffer_Release(&v);
-    PyMem_Free(numbers);
+    if (have_view) PyBuffer_Release(&v);
+    suiro_stage_free(&stage);
     Py_XDECREF(seq);
     PyErr_Clear();
     if (!ok)

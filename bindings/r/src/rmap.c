@@ -151,22 +151,22 @@ typedef struct map_job {
   double timeout;
   const char *verb;
   rmap *mp;            /* owned by the job until the map object exists */
-  unsigned char *vals;
-  size_t vlen, vcap;
+  suiro_stage stage;   /* element values (suiro_face.h section 7), written by ev */
+  SEXP els;            /* the elements, as a list */
   SEXP out;
 } map_job;
 
-static void vals_put(map_job *j, const void *p, size_t n) {
-  if (j->vlen + n > j->vcap) {
-    size_t cap = j->vcap ? j->vcap * 2 : 4096;
-    while (cap < j->vlen + n) cap *= 2;
-    unsigned char *v = realloc(j->vals, cap);
-    if (!v) Rf_error("%s: out of memory", j->verb);
-    j->vals = v;
-    j->vcap = cap;
-  }
-  memcpy(j->vals + j->vlen, p, n);
-  j->vlen += n;
+/* Element i as LIST [value], into the encoder ev's message (the stage's msg): its zero-copy grants
+ * gather there for the whole input. Raises (an R error naming the element) when it cannot cross. */
+static int stage_put(void *ud, uint64_t i, suiro_msg *m) {
+  map_job *j = ud;
+  (void)m; /* &j->ev.m */
+  j->ev.depth = 0;
+  wire_put_list(&j->ev.m.w, 1);
+  rs_enc_path_push(&j->ev, "%s: element %.0f", j->verb, (double)i + 1);
+  rs_enc_value(&j->ev, VECTOR_ELT(j->els, (R_xlen_t)i), NULL);
+  rs_enc_path_pop(&j->ev, 0);
+  return 0;
 }
 
 static SEXP map_run(void *p) {
@@ -220,28 +220,12 @@ static SEXP map_run(void *p) {
       s.in_data = DATAPTR_RO(x);
     }
   } else if (t == VECSXP || t == STRSXP || t == CPLXSXP || t == REALSXP || t == INTSXP || t == LGLSXP) {
-    s.in_kind = SUIRO_IN_VALUES;
-    uint64_t *offs = (uint64_t *)R_alloc((size_t)n + 1, sizeof *offs);
-    SEXP el = t == VECSXP ? x : PROTECT(Rf_coerceVector(x, VECSXP));
-    rs_enc_prescan(&j->ev, el);
-    for (R_xlen_t i = 0; i < n; i++) {
-      wire_writer_reset(&j->ev.m.w);
-      j->ev.depth = 0;
-      wire_put_list(&j->ev.m.w, 1);
-      rs_enc_path_push(&j->ev, "%s: element %.0f", j->verb, (double)i + 1);
-      rs_enc_value(&j->ev, VECTOR_ELT(el, i), NULL);
-      rs_enc_path_pop(&j->ev, 0);
-      const void *b;
-      size_t l;
-      rs_encoder_finish(&j->ev, &b, &l);
-      offs[i] = j->vlen;
-      vals_put(j, b, l);
-    }
-    offs[n] = j->vlen;
+    j->els = t == VECSXP ? x : PROTECT(Rf_coerceVector(x, VECSXP));
+    rs_enc_prescan(&j->ev, j->els);
+    j->stage.msg = &j->ev.m;
+    if (suiro_stage_values(&j->stage, &s, (uint64_t)n, stage_put, j) != SUIRO_OK)
+      Rf_error("%s: %s", j->verb, suiro_last_error());
     if (t != VECSXP) UNPROTECT(1);
-    s.in_data = j->vals;
-    s.in_len = j->vlen;
-    s.in_offsets = offs;
   } else {
     Rf_error("%s: argument 2 must be a vector or a list, got %s", j->verb, Rf_type2char(t));
   }
@@ -274,9 +258,7 @@ static SEXP map_run(void *p) {
   rs_encoder_sent(&j->e); /* the plan holds the function's references now */
   if (s.in_kind == SUIRO_IN_VALUES) {
     rs_encoder_sent(&j->ev);
-    mp->values = j->vals; /* revoked when the map goes */
-    mp->values_len = j->vlen;
-    j->vals = NULL;
+    mp->values = suiro_stage_take(&j->stage, &mp->values_len); /* revoked when the map goes */
   }
   if (!j->prepare) {
     if (suiro_map_start(mp->m, j->timeout) != SUIRO_OK) Rf_error("%s: %s", j->verb, suiro_last_error());
@@ -308,12 +290,13 @@ static void map_clean(void *p) {
     if (j->mp->m) suiro_map_free(j->mp->m);
     free(j->mp);
   }
-  free(j->vals);
+  suiro_stage_free(&j->stage);
 }
 
 SEXP C_map_new(SEXP pool, SEXP x, SEXP f, SEXP extras, SEXP proto, SEXP seed, SEXP stream, SEXP prepare, SEXP timeout) {
   map_job j;
   memset(&j, 0, sizeof j);
+  suiro_stage_init(&j.stage);
   j.verb = Rf_asLogical(prepare) == 1 ? "suiro_map_prepare" : "suiro_map";
   j.rp = rs_pool_of(pool, j.verb, 1);
   rs_enc_opts o = { j.rp->lang == WIRE_LANG_R, suiro_zc_active(),
