@@ -26,10 +26,12 @@ static SEXP relayed;                  /* the conditions recorded so far (preserv
 static R_xlen_t relay_n, relay_dropped;
 #define RS_RELAY_MAX 1000             /* per task or element; beyond, a count of what was dropped */
 
-/* The calling handler for errors, established at the start of each task and map runner: R_ToplevelExec
- * starts with an empty handler stack (so a global handler would not be seen), and evaluating
- * .addCondHands directly (what withCallingHandlers does inside) costs a fraction of calling
- * withCallingHandlers itself. The entry lives until the top-level context ends. */
+/* The calling handler for errors, established at the start of each map runner and nested task
+ * (rs_worker_handle_errors, rs_on_task_error; the tasks at the worker loop's top see the loop's,
+ * rworker.c): R_ToplevelExec starts with an empty handler stack (so a global handler would not be
+ * seen), and evaluating .addCondHands directly (what withCallingHandlers does inside) costs a
+ * fraction of calling withCallingHandlers itself. The entry lives until the top-level context
+ * ends. */
 SEXP C_worker_set_handler(SEXP h) {
   SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
   SET_VECTOR_ELT(hl, 0, h);
@@ -43,7 +45,10 @@ SEXP C_worker_set_handler(SEXP h) {
   return R_NilValue;
 }
 
-/* The relay handler (R/worker.R relay_handler) as an .addCondHands call, made once. */
+static void make_relay_global(SEXP h);
+
+/* The relay handler (R/worker.R relay_handler) as an .addCondHands call, made once (and the loop's
+ * flagged copy of it). */
 SEXP C_worker_set_relay(SEXP h) {
   SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
   SET_VECTOR_ELT(hl, 0, h);
@@ -52,7 +57,43 @@ SEXP C_worker_set_relay(SEXP h) {
   add_relay = Rf_lang2(Rf_install(".Internal"), inner);
   R_PreserveObject(add_relay);
   UNPROTECT(2);
+  make_relay_global(h);
   return R_NilValue;
+}
+
+/* The relay handler for the whole worker loop (rworker.c's fast path: tasks at the loop's top run
+ * without a top-level context of their own, so handlers established once are seen): the same
+ * handler behind a flag, function(cond) if (relaying[1L]) h(cond), so that it records only while
+ * a task from an R process runs (rs_relay_global_set), and conditions elsewhere keep R's default
+ * handling (printed by the worker, as without a relay). */
+static SEXP add_relay_global;
+static SEXP relay_flag; /* LGLSXP 1, "relaying" in the wrapper's environment */
+
+static void make_relay_global(SEXP h) {
+  relay_flag = Rf_allocVector(LGLSXP, 1);
+  R_PreserveObject(relay_flag);
+  LOGICAL(relay_flag)[0] = 0;
+  SEXP env = PROTECT(R_NewEnv(R_BaseEnv, FALSE, 0));
+  Rf_defineVar(Rf_install("relaying"), relay_flag, env);
+  Rf_defineVar(Rf_install("h"), h, env);
+  SEXP wrap = PROTECT(R_ParseEvalString("function(cond) if (relaying[1L]) h(cond)", env));
+  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
+  SET_VECTOR_ELT(hl, 0, wrap);
+  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("condition"), hl, R_GlobalEnv, R_NilValue,
+                                Rf_ScalarLogical(1)));
+  add_relay_global = Rf_lang2(Rf_install(".Internal"), inner);
+  R_PreserveObject(add_relay_global);
+  UNPROTECT(4);
+}
+
+/* Establishes the loop's relay handler until the enclosing handler scope ends (rworker.c). */
+void rs_relay_global_push(void) {
+  if (add_relay_global) Rf_eval(add_relay_global, R_GlobalEnv);
+}
+
+/* The loop's relay handler records (1) or lets conditions by (0). */
+void rs_relay_global_set(int on) {
+  if (relay_flag) LOGICAL(relay_flag)[0] = on != 0;
 }
 
 SEXP C_worker_note_condition(SEXP cond);

@@ -264,6 +264,8 @@ void rs_error_parts(char **cls, char **msg, char **tb); /* the last error's part
 SEXP rs_error_cond(void);          /* the last error's condition, fit to travel (before rs_error_parts) */
 void rs_relay_on(void);            /* record conditions for the host until the top-level context ends */
 void rs_relay_clear(void);
+void rs_relay_global_push(void);   /* the worker loop's relay handler (rworker.c), established once */
+void rs_relay_global_set(int on);  /* it records (1, a task from an R process runs) or not (0) */
 R_xlen_t rs_relay_count(void);     /* conditions recorded so far */
 SEXP rs_relay_save(void);          /* the record, taken aside (nested tasks), and put back */
 void rs_relay_restore(SEXP saved);
