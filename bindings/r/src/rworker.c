@@ -252,7 +252,7 @@ static void r_body_handled(void *p) { R_withCallingErrorHandler(r_body_run, p, r
  * are established once for the whole loop (C_worker_run) rather than per task (about 3,500 of a
  * trivial task's 7,800 instructions). A task run while another waits on a nested result (depth
  * > 1) takes the isolated path, R_ToplevelExec and its own handlers: the waiting task's handlers
- * (its tryCatch, say) must not see another task's conditions. */
+ * (its withCallingHandlers, say) must not see another task's conditions. */
 static int depth;   /* exec() nesting */
 static int fast;    /* the loop's handlers are established */
 static SEXP unwind_cont;
@@ -271,6 +271,7 @@ static int r_protect(void *ud, int (*body)(void *ctx), void *ctx) {
     sigjmp_buf jb;
     if (sigsetjmp(jb, 0)) {
       rs_relay_global_set(0);
+      SETCAR(unwind_cont, R_NilValue); /* the value the jump carried */
       return -1;
     }
     R_UnwindProtect(r_body_run, &b, unwind_caught, &jb, unwind_cont);
