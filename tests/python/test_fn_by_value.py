@@ -1,5 +1,5 @@
 """Functions no worker can import (lambdas, nested and main-script functions): their code is
-published once per pool, what they captured travels with every task (codec.c, "functions sent by
+published once per pool, what they captured travels with every task (func.c, "functions sent by
 value"); PoolExecutor.map runs chunks of elements on the engine's map."""
 
 import math

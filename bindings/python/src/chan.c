@@ -3,9 +3,9 @@
  * object per endpoint. suiro/_chan.py adds iteration, async iteration and recv_async (through the
  * receiving end's event fd) and the exceptions.
  *
- * Every message is one wire value (codec.c; None is a value like any other: the end of a stream
- * is an exception). Waits release the GIL in slices of 100 ms and check signals between them. An
- * endpoint is used by one thread at a time (a second thread is refused by name).
+ * Every message is one wire value (enc.c, dec.c; None is a value like any other: the end of a
+ * stream is an exception). Waits release the GIL in slices of 100 ms and check signals between
+ * them. An endpoint is used by one thread at a time (a second thread is refused by name).
  * Outcomes: recv raises ChannelClosed at the close (after the queued messages), TimeoutError
  * when the timeout passes; send raises ChannelFull (a TimeoutError) when the ring stayed full,
  * ChannelClosed when the receiver closed; a dead peer raises PeerDied after the queued messages.
@@ -356,7 +356,7 @@ PyTypeObject SpChan_Type = {
   .tp_getset = c_getset,
 };
 
-/* ---- the wire form (codec.c) ------------------------------------------------------------------ */
+/* ---- the wire form (enc.c, dec.c) --------------------------------------------------------------- */
 
 static PyObject *chan_cls; /* suiro._chan.Channel, for endpoints that arrive */
 

@@ -21,7 +21,7 @@
 static const suiro_cluster_api *A;
 
 suiro_map *sp_map_engine(PyObject *o); /* map.c */
-PyObject *sp_array_from(int type, const void *data, uint64_t count, int ndim, const uint64_t *dims); /* codec.c */
+PyObject *sp_array_from(int type, const void *data, uint64_t count, int ndim, const uint64_t *dims); /* dec.c */
 
 static PyObject *c_load(PyObject *self, PyObject *arg) {
   if (A) Py_RETURN_NONE;

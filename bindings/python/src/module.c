@@ -1,7 +1,7 @@
 /*
- * module.c — suiro._core: module init, the package's Python helpers (registered by
- * suiro/_values.py through _setup), lazy numpy/pandas, the embedded Lua readers (templates,
- * config scripts), per-element random numbers and the wire codec for suiro.wire.
+ * module.c — suiro._core: module init and its method table, the embedded Lua readers (templates,
+ * config scripts), per-element random numbers and suiro.wire's encode/decode (over enc.c, dec.c).
+ * The package's Python helpers (_setup) and lazy numpy/pandas live in sp.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -9,71 +9,6 @@
 
 #include "suiro_embed.h"
 #include "suiro_py.h"
-
-sp_state SP;
-
-/* ---- helpers registered by the package ------------------------------------------------------ */
-
-static int take(PyObject *d, const char *k, PyObject **slot) {
-  PyObject *v = PyDict_GetItemString(d, k);
-  if (!v) {
-    PyErr_Format(PyExc_KeyError, "_setup: missing %s", k);
-    return -1;
-  }
-  Py_XSETREF(*slot, Py_NewRef(v));
-  return 0;
-}
-
-static PyObject *m_setup(PyObject *self, PyObject *d) {
-  if (!PyDict_Check(d)) return PyErr_Format(PyExc_TypeError, "_setup: a dict");
-  if (take(d, "NA", &SP.NA) || take(d, "Strings", &SP.Strings) || take(d, "Frame", &SP.Frame) ||
-      take(d, "Dates", &SP.Dates) || take(d, "Timestamps", &SP.Timestamps) || take(d, "Call", &SP.Call) ||
-      take(d, "Ref", &SP.Ref) || take(d, "Func", &SP.Func) || take(d, "RemoteError", &SP.RemoteError) ||
-      take(d, "to_wire", &SP.to_wire) || take(d, "make_factor", &SP.make_factor) ||
-      take(d, "make_dates", &SP.make_dates) || take(d, "make_timestamps", &SP.make_timestamps) ||
-      take(d, "make_bool_na", &SP.make_bool_na) || take(d, "make_frame", &SP.make_frame) ||
-      take(d, "make_call", &SP.make_call) || take(d, "make_ref", &SP.make_ref) || take(d, "make_func", &SP.make_func) ||
-      take(d, "make_remote_error", &SP.make_remote_error) || take(d, "make_failure", &SP.make_failure) ||
-      take(d, "describe_exception", &SP.format_exc) || take(d, "dumps", &SP.pickle_dumps) ||
-      take(d, "loads", &SP.pickle_loads))
-    return NULL;
-  Py_RETURN_NONE;
-}
-
-int sp_numpy(void) {
-  if (SP.ndarray) return 0;
-  PyObject *np = PyImport_ImportModule("numpy");
-  if (!np) return -1;
-  static const char *const names[] = { NULL, "float64", "float32", "int64", "int32", "uint8", "bool", "complex128" };
-  PyObject *dtype = PyObject_GetAttrString(np, "dtype");
-  if (!dtype) return Py_DECREF(np), -1;
-  for (int k = 1; k <= 7; k++) {
-    Py_XSETREF(SP.np_dtypes[k], PyObject_CallFunction(dtype, "s", names[k]));
-    if (!SP.np_dtypes[k]) return Py_DECREF(dtype), Py_DECREF(np), -1;
-  }
-  Py_DECREF(dtype);
-  SP.np_generic = PyObject_GetAttrString(np, "generic");
-  SP.np_bool = PyObject_GetAttrString(np, "bool_");
-  SP.np_frombuffer = PyObject_GetAttrString(np, "frombuffer");
-  PyObject *nd = PyObject_GetAttrString(np, "ndarray");
-  SP.numpy = np;
-  if (!SP.np_generic || !SP.np_bool || !SP.np_frombuffer || !nd) return Py_XDECREF(nd), -1;
-  SP.ndarray = nd; /* last: its presence means numpy is ready */
-  return 0;
-}
-
-void sp_pandas_seen(void) {
-  if (SP.pd_categorical) return;
-  PyObject *mods = PyImport_GetModuleDict();
-  PyObject *pd = PyDict_GetItemString(mods, "pandas");
-  if (!pd) return;
-  PyObject *c = PyObject_GetAttrString(pd, "Categorical");
-  if (!c) {
-    PyErr_Clear(); /* pandas is still importing */
-    return;
-  }
-  SP.pd_categorical = c;
-}
 
 /* ---- embedded Lua readers ----------------------------------------------------------------- */
 
@@ -368,7 +303,7 @@ static PyObject *m_current_pool(PyObject *self, PyObject *unused) { return sp_cu
 PyObject *sp_worker_run(PyObject *self, PyObject *args); /* worker.c */
 
 static PyMethodDef methods[] = {
-  { "_setup", m_setup, METH_O, NULL },
+  { "_setup", sp_setup, METH_O, NULL },
   { "template", m_template, METH_O, "Parse a result template (\"f64\", \"{a: f64, n: i64}\")." },
   { "embed_config", m_embed_config, METH_O, "Read a config script with the Lua face's reader." },
   { "embed_pool_options", m_embed_pool_options, METH_VARARGS, "Check and normalise pool options." },

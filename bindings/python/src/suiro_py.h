@@ -1,9 +1,12 @@
 /*
  * suiro_py.h — the CPython face of suiro (module suiro._core): shared declarations.
  *
- * Files: module.c (init, the package's Python helpers, embedded Lua readers), codec.c (Python
- * values <-> wire), view.c (read-only buffers over shared regions), pool.c (pools and tasks),
- * map.c (maps: host side and the worker's runner), worker.c (the worker's executor).
+ * Files: sp.c (the package's Python helpers, lazy numpy/pandas, the pending exception as wire
+ * strings), module.c (init, embedded Lua readers, suiro.wire), enc.c (Python values -> wire),
+ * dec.c (wire -> Python values, a worker's tasks), func.c (function identity and its caches),
+ * view.c (read-only buffers over shared regions), pool.c (pools and tasks), map.c (maps: host
+ * side and the worker's runner), worker.c (the worker's executor), chan.c (channels), cluster.c
+ * (backend = "mpi"). Every file includes this header only (and engine headers).
  *
  * Threads and the GIL
  *   - Every engine call on a host pool handle is made holding the pool's lock (pool_lock): the
@@ -47,7 +50,7 @@ typedef struct PoolObject {
   PyObject *fn_cache;     /* dict: callable -> bytes of its encoded function item */
   PyObject *last_fn;      /* the last callable submitted (borrowed key of fn_cache, kept alive) */
   PyObject *last_item;    /* its encoded item (bytes) */
-  PyObject *code_plans;   /* dict: code object -> plan of a function sent by value (codec.c), or None */
+  PyObject *code_plans;   /* dict: code object -> plan of a function sent by value (func.c), or None */
   PyObject *last_code;    /* the code of the last function sent by its plan, and that plan */
   PyObject *last_plan;
   unsigned long long fn_published; /* function code blobs published (pool.status()) */
@@ -99,7 +102,7 @@ int sp_wait(PoolObject *po, double timeout, sp_wait_step step, void *ctx);
 double sp_timeout_arg(PyObject *v, double dflt, const char *verb);
 int sp_duration(const char *s, double *sec); /* module.c: 0, or -1 with ValueError */
 
-/* ---- codec (codec.c) ------------------------------------------------------------------------- */
+/* ---- encoding (enc.c) ------------------------------------------------------------------------ */
 
 /* A message's zero-copy grants live in its suiro_msg (suiro_face.h section 3): the encoder
  * writes into suiro_msg_writer(grants) and records each REF there; suiro_msg_sent when the message
@@ -115,7 +118,7 @@ typedef struct sp_enc_opts {
   suiro_msg *grants;      /* zero_copy: the message being written (its writer is the w passed) */
 } sp_enc_opts;
 
-/* The task list [function, args...] (kwargs: see codec.c, "functions"). 0, or -1 with an
+/* The task list [function, args...] (kwargs: see enc.c, "Functions"). 0, or -1 with an
  * exception naming the argument. */
 int sp_encode_task(const sp_enc_opts *o, PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs,
                    wire_writer *w);
@@ -130,6 +133,8 @@ int sp_encode_fn_list(const sp_enc_opts *o, PyObject *fn, wire_writer *w);
 enum { SP_SEG_ARG = 1, SP_SEG_KWARG, SP_SEG_INDEX, SP_SEG_KEY, SP_SEG_RESULT, SP_SEG_ELEMENT, SP_SEG_VALUE,
        SP_SEG_COLUMN, SP_SEG_FUNCTION };
 
+/* ---- decoding (dec.c) ------------------------------------------------------------------------ */
+
 #define SP_DEC_DESCRIBE 1 /* REF and FUNC items become descriptors (suiro.wire.decode) */
 /* The bytes come from this host's own Python processes (results of its Python workers, a
  * worker's task from its host) or the caller vouches for them (suiro.wire.decode(trusted=True)):
@@ -143,15 +148,44 @@ PyObject *sp_decode(const void *buf, size_t len, int flags, suiro_buf *region);
 PyObject *sp_decode_list(const void *buf, size_t len, int flags, suiro_buf *region);
 /* SP_DEC_TRUSTED for results of pool po's workers when they are Python processes, else 0. */
 static inline int sp_result_trust(const PoolObject *po) { return po && po->lang == WIRE_LANG_PYTHON ? SP_DEC_TRUSTED : 0; }
+/* A worker's task after suiro_exec read its list and function item f (worker.c). */
+int sp_decode_task_at(const wire_reader *r, const wire_item *f, PyObject *fn_in, uint64_t nargs, PyObject **fn,
+                      PyObject **args);
+/* A whole task list: *fn, *args (a tuple), *kwargs (the map runner's function, map.c). */
+int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, PyObject **kwargs);
+/* A private numpy array holding a copy of count elements (bool with NA: a masked array). */
+PyObject *sp_array_from(int type, const void *data, uint64_t count, int ndim, const uint64_t *dims);
 
-/* ---- functions (codec.c) --------------------------------------------------------------------- */
+/* ---- functions: identity and caches (func.c) ------------------------------------------------ */
+
+/* Host side. The item of callable fn, cached in po->fn_cache: a str (by reference) or an int key
+ * of its pickled code, published in po's blob store (new reference, or NULL with an exception). */
+PyObject *sp_function_identity(PoolObject *po, PyObject *fn);
+/* fn (a plain function) by its plan: 0 with *plan (a new reference; PLAN_* below) whose names
+ * still hold, 1 when fn does not go by plan, -1 with an exception. */
+int sp_function_plan(PoolObject *po, PyObject *fn, PyObject **plan);
+enum { PLAN_KEY, PLAN_GLOBALS, PLAN_GNAMES, PLAN_GKINDS, PLAN_CKINDS, PLAN_NDYN, PLAN_NAME, PLAN_QUALNAME, PLAN_N };
+extern PyObject *sp_plan_dyn; /* _values.PLAN_DYN: the kind of a name whose value goes with every task */
+/* suiro._values (new reference), with the class-key functions installed in it on first use. */
+PyObject *sp_values_module(void);
+extern int sp_class_keys_installed; /* set once sp_values_module has installed them */
 
 /* Worker side: the callable a FUNC / STR item names (new reference). */
 PyObject *sp_resolve_name(const char *name, size_t len);
 PyObject *sp_function_from_key(uint64_t key);
 extern const suiro_exec_ops sp_exec_ops; /* worker.c: the worker's callbacks for suiro_exec */
-int sp_decode_task_at(const wire_reader *r, const wire_item *f, PyObject *fn_in, uint64_t nargs, PyObject **fn,
-                      PyObject **args);
+/* The function of a plan's template t (from the code cache) with what the task captured (cap: a
+ * list, or NULL when nothing was): new reference, or NULL with an exception. */
+PyObject *sp_build_function(PyObject *t, PyObject *cap);
+/* A template of _values.function_plan: (tag, code, name, qualname, base globals, names of the
+ * captured globals, names bound to the function itself, per closure cell 0 captured / 1 itself /
+ * (value,)). Inline: dec.c asks it of every FUNC item (a call to func.c cost 5 instructions). */
+enum { TPL_TAG, TPL_CODE, TPL_NAME, TPL_QUALNAME, TPL_BASE, TPL_DYN, TPL_SELF, TPL_CELLS, TPL_N };
+static inline int sp_is_template(PyObject *o) {
+  if (!PyTuple_CheckExact(o) || PyTuple_GET_SIZE(o) != TPL_N) return 0;
+  PyObject *t = PyTuple_GET_ITEM(o, TPL_TAG);
+  return PyUnicode_Check(t) && PyUnicode_CompareWithASCIIString(t, "suiro-fn-1") == 0;
+}
 
 /* ---- views (view.c) -------------------------------------------------------------------------- */
 
@@ -162,7 +196,7 @@ PyObject *sp_view_array(suiro_buf *b, const void *data, uint64_t bytes, int type
 /* If obj (a numpy array) is a contiguous view of a shared region, its region and data. */
 suiro_buf *sp_view_region_of(PyObject *base);
 
-/* ---- the package's Python helpers (module.c) ------------------------------------------------- */
+/* ---- the package's Python helpers, lazy imports (sp.c) ------------------------------------- */
 
 typedef struct sp_state {
   PyObject *NA, *Strings, *Frame, *Dates, *Timestamps, *Call, *Ref, *Func, *RemoteError;
@@ -182,10 +216,11 @@ typedef struct sp_state {
 } sp_state;
 extern sp_state SP;
 
+PyObject *sp_setup(PyObject *self, PyObject *d); /* _core._setup(dict of helpers) */
 int sp_numpy(void);                /* imports numpy on first need: 0, or -1 with an exception */
 void sp_pandas_seen(void);         /* picks up pandas.Categorical if pandas has been imported */
 
-/* Embedded Lua readers (templates, config scripts). */
+/* Embedded Lua readers (templates, config scripts; module.c). */
 int sp_template(PyObject *spec, suiro_template *t); /* 0, or -1 with ValueError */
 
 /* ---- maps and workers ------------------------------------------------------------------------ */
@@ -193,10 +228,10 @@ int sp_template(PyObject *spec, suiro_template *t); /* 0, or -1 with ValueError 
 int sp_run_map(const void *arg, size_t len, suiro_out *out); /* worker: a map runner task */
 int sp_exec_task(const void *arg, size_t len, suiro_out *out); /* worker: one binding task */
 int sp_error_out(suiro_out *out, PyObject *exc_info_unused, int64_t index); /* current exception -> ERROR */
-void sp_take_exception(wire_str *cls, wire_str *msg, wire_str *trace, PyObject **hold); /* worker.c */
+void sp_take_exception(wire_str *cls, wire_str *msg, wire_str *trace, PyObject **hold); /* sp.c */
 PyObject *sp_current_pool(void);   /* suiro.current_pool(): borrowed worker handle (new ref) */
-extern int sp_in_worker;
-extern int sp_host_foreign; /* worker.c: what a worker's results are encoded for */
+extern int sp_in_worker;            /* sp.c; set by worker.c */
+extern int sp_host_foreign; /* sp.c, set by worker.c: what a worker's results are encoded for */
 extern const char *sp_host_lang, *sp_host_dest;
 
 /* a.reshape(shape, order="C"/"F") (new reference) */

@@ -22,41 +22,7 @@
 
 #include "suiro_py.h"
 
-int sp_in_worker;
-int sp_host_foreign; /* the host is not Python (SUIRO_HOST_LANG): results take the documented mapping */
-const char *sp_host_lang = "python", *sp_host_dest = "a python host";
-
-
 static PyObject *run_call_helper;
-
-/* The pending exception's class, message and traceback (as _errors.format_exc gives them),
- * taken and cleared; *hold keeps the strings alive until the caller drops it (Py_XDECREF). */
-void sp_take_exception(wire_str *cls, wire_str *msg, wire_str *trace, PyObject **hold) {
-  PyObject *t, *v, *tb;
-  PyErr_Fetch(&t, &v, &tb);
-  PyErr_NormalizeException(&t, &v, &tb);
-  if (tb && v) PyException_SetTraceback(v, tb);
-  PyObject *d = v ? PyObject_CallOneArg(SP.format_exc, v) : NULL;
-  *cls = (wire_str){ "remote", 6 };
-  *msg = (wire_str){ "unknown error", 13 };
-  *trace = (wire_str){ "", 0 };
-  if (d && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 3) {
-    Py_ssize_t cl, ml, tl;
-    const char *c = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 0), &cl);
-    const char *m = c ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 1), &ml) : NULL;
-    const char *r = m ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(d, 2), &tl) : NULL;
-    if (r) {
-      *cls = (wire_str){ c, (size_t)cl };
-      *msg = (wire_str){ m, (size_t)ml };
-      *trace = (wire_str){ r, (size_t)tl };
-    }
-  }
-  PyErr_Clear();
-  Py_XDECREF(t);
-  Py_XDECREF(v);
-  Py_XDECREF(tb);
-  *hold = d;
-}
 
 /* The pending exception as an ERROR payload. */
 int sp_error_out(suiro_out *out, PyObject *unused, int64_t index) {

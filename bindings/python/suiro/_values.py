@@ -489,7 +489,7 @@ def to_wire(obj, foreign):
     """A replacement the codec knows for obj, or None (pickle it, or refuse it for foreign
     receivers), or ("array", wire type, contiguous ndarray), ("factor",) or ("refuse", why).
 
-    foreign (codec.c, wire_mode): 0 for a Python receiver, which gets every object as it was
+    foreign (enc.c, wire_mode): 0 for a Python receiver, which gets every object as it was
     (None: pickled, large buffers out of band); 1 for Lua and R receivers, which get the
     documented mapping or a refusal; 2 for a frame column going to a Python receiver (a FRAME's
     columns are wire vectors: the mapping)."""
@@ -642,7 +642,7 @@ def _dates(np, v):
 def dumps(obj, pubs=None):
     """Pickles obj for another Python process: pickle, else cloudpickle (lambdas, local classes,
     and anything that names the main script, which no worker can import: see _by_value).
-    pubs: the list of (key, blob) class blobs codec.c publishes in the receiving pool (None:
+    pubs: the list of (key, blob) class blobs enc.c publishes in the receiving pool (None:
     no pool, only the keys classes arrived under go by key)."""
     if type(obj) in _class_entries or type(obj) in _received:
         data = _keyed_dumps(obj, pubs, pickle.HIGHEST_PROTOCOL)
@@ -758,7 +758,7 @@ def _mp_main_by_value(cloudpickle):
 # A class no worker can import (a main-script class, dataclass, enum or exception) would go by
 # value, pickled by cloudpickle, with every object of it (~0.1-1 ms). Instead the class is pickled
 # once (by cloudpickle: its blob), published by content in the receiving pool's blob store
-# (codec.c publishes the (key, blob) pairs a pickle used, before the task is sent), and a pickle
+# (enc.c publishes the (key, blob) pairs a pickle used, before the task is sent), and a pickle
 # names it as _main_class(key): an object costs its own state at plain pickle speed. A worker
 # rebuilds the class once per key (the engine's code cache, as for task functions), so objects
 # of one class received apart have one type; cloudpickle's class tracker makes a class that came
@@ -768,7 +768,7 @@ def _mp_main_by_value(cloudpickle):
 # The key is the blob's content key. Per class object this process keeps the blob with a check
 # list of what the blob was made from (the class's dict, its main-script bases, its methods'
 # code, defaults, closure cells and the globals they read, recursively, and the items of small
-# containers among them, by identity); a send re-reads the list (codec.c, _checks_hold_c: ~0.4 µs
+# containers among them, by identity); a send re-reads the list (func.c, _checks_hold_c: ~0.4 µs
 # for a dataclass; _checks_hold is the same in Python) and a change (an
 # attribute or method rebound, a global a method reads rebound, a redefined class: a new class
 # object) makes a new blob and key. Changes inside large (> 64 items) or non-container mutable
@@ -783,7 +783,7 @@ _MAX_REBLOBS = 64  # blobs of one class object: past that it changes too often t
 CLASS_TAG = "suiro-class-1"
 _ABSENT = object()
 _keyed_pickler = _fast_pickler = None
-_fn_key = None  # codec.c installs the engine's content key (suiro_fn_key) and
+_fn_key = None  # func.c installs the engine's content key (suiro_fn_key) and
 _fetch_class = None  # the worker's code cache by key (suiro_exec_code), and
 _fetch_blob = None  # the bytes under a key (suiro_fn_fetch), and _checks_hold in C
 _checks_hold_c = None
@@ -1010,8 +1010,8 @@ def _cell_full(c):
 # that are not of that kind, its closure cells, its defaults), sent with every task, so a global
 # changed (or mutated) between submits is seen by the next task. The host keeps the plan below per
 # code object and checks, at each submit, that every name still holds what the code was pickled
-# with (codec.c, enc_planned); a change makes a new plan. The worker rebuilds the function from
-# the template (codec.c, build_function): a fresh globals dict and cells per task, as unpickling
+# with (func.c, sp_function_plan); a change makes a new plan. The worker rebuilds the function from
+# the template (func.c, sp_build_function): a fresh globals dict and cells per task, as unpickling
 # afresh gave.
 
 PLAN_DYN = object()  # a captured value: sent per task
