@@ -4,7 +4,7 @@ In a checkout, scripts/build sets SUIRO_LIBSUIRO to build/lib/libsuiro.a (the en
 -fPIC) and the extension links it; otherwise (pip install bindings/python) the engine's sources
 are compiled into the extension from ../../engine. The config readers (engine/conf/conf.c, public
 headers only) are compiled in either way; the Lua modules they run (suiro/parse.lua and config.lua)
-are copied into the package from ../../lua.
+are copied into the package from ../../engine/conf.
 """
 import glob
 import os

@@ -344,7 +344,6 @@ static int raise_map_failure(MapObject *mo) {
   return 1;
 }
 
-PyObject *sp_array_from(int type, const void *data, uint64_t count, int ndim, const uint64_t *dims); /* codec.c */
 
 static PyObject *cell_value(int type, const void *p) {
   switch (type) {

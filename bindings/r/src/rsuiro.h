@@ -15,11 +15,12 @@
  *   rmap.c    parallel maps (plans, templates, results)
  *   rcall.c   call specs (suiro_call objects), built in one .Call
  *   rembed.c  the Lua face's readers (config scripts, templates, durations) through suiro_embed.h
- *   rasync.c  promises: an eventfd watcher thread that schedules later callbacks
- *   rchan.c   channels: endpoints, send and receive, their wire form, suiro_recv_async's watcher
+ *   rasync.c  promises: tasks, maps and batches settled from the pool's event fd
+ *   rwatch.c  the fd watcher thread (promises and suiro_recv_async) that schedules later callbacks
+ *   rchan.c   channels: endpoints, send and receive, their wire form, suiro_recv_async
  *   rrandom.c suiro_random(): the per-element streams of seeded maps
  *
- * Everything here runs on R's main thread except the watcher in rasync.c (see its header).
+ * Everything here runs on R's main thread except the watcher thread of rwatch.c (see its header).
  * Only public engine headers are used: suiro.h, suiro_wire.h, suiro_bind.h, suiro_embed.h.
  */
 #ifndef RSUIRO_H

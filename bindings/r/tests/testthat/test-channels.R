@@ -265,13 +265,17 @@ test_that("suiro_recv_async settles from the event fd, not by polling", {
   skip_if_not_installed("later")
   p <- local_pool(workers = 1)
   ch <- suiro_channel()
-  t <- suiro_submit(p, function(tx) {
+  ack <- suiro_channel()
+  t <- suiro_submit(p, function(tx, ack_rx) {
     suiro_send(tx, Sys.getpid())
     Sys.sleep(0.5)
     suiro_send(tx, 42)
+    # closing pokes the event fd too: only after the host counted its wake-ups, or a loaded host
+    # may run a second callback (for the close) before its promise handler
+    suiro_recv(ack_rx, timeout = 30)
     suiro_close(tx)
     TRUE
-  }, ch$tx)
+  }, ch$tx, ack$rx)
   pid <- suiro_recv(ch$rx, timeout = 30) # the worker owns the sending end now
   got <- NULL
   promises::then(suiro_recv_async(ch$rx), function(v) got <<- v)
@@ -292,6 +296,7 @@ test_that("suiro_recv_async settles from the event fd, not by polling", {
   expect_true(empty)
   expect_identical(got, 42)
   expect_identical(suiro:::chan_async_counts() - w0, 1) # one wake-up, the event's
+  expect_true(suiro_send(ack$tx, TRUE))
   expect_true(suiro_collect(t, timeout = 30))
   # after the sender closed: rejected with suiro_error_closed
   err <- NULL
