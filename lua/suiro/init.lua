@@ -166,7 +166,7 @@ local function host_info(kind, pool_env)
     lang = "lua",
     worker_exe = kind == "lua" and core.worker_exe() or nil,
     py_worker = kind == "python" and exists(py) and py or nil,
-    r_libs = kind == "r" and exists(rlib .. "/suiro/DESCRIPTION") and rlib or nil,
+    r_libs = kind == "r" and rlib and exists(rlib .. "/suiro/DESCRIPTION") and rlib or nil,
     lua_path = package.path,
     lua_cpath = package.cpath,
     pool_env = pool_env,

@@ -45,7 +45,8 @@ def test_python_workers_interpreter_and_script(clean):
 
 
 def test_lua_workers_exe(clean):
-    assert launch("lua")["exe"] == LUA_WORKER and "argv" not in launch("lua")  # the checkout's
+    if _api._host_info("lua", None).get("worker_exe"):  # the package runs from the checkout
+        assert launch("lua")["exe"] == LUA_WORKER and "argv" not in launch("lua")  # the checkout's
     clean.setenv("SUIRO_WORKER_EXE", "/v/suiro")
     assert launch("lua")["exe"] == "/v/suiro"
     assert launch("lua", exe="/o/suiro")["exe"] == "/o/suiro"
@@ -53,6 +54,11 @@ def test_lua_workers_exe(clean):
 
 def test_r_workers_library_and_rscript(clean):
     sh = shutil.which("sh")
+    # a package loaded from outside the checkout (the sanitizer run's build/asan/python) knows no
+    # R library of its own: the variable then names the checkout's
+    own = bool(_api._host_info("r", None).get("r_libs"))
+    if not own:
+        clean.setenv("SUIRO_R_LIBS", R_LIB)
     c = launch("r", rscript=sh)
     assert c["argv"] == [sh, "--vanilla", "--default-packages=NULL", "-e", "suiro:::worker_main()"]
     assert c["env"]["R_LIBS"] == R_LIB and c["env"]["SUIRO_HOST_LANG"] == "python"
@@ -62,7 +68,10 @@ def test_r_workers_library_and_rscript(clean):
     with pytest.raises(RuntimeError, match=r"suiro's R package in /nonexistent \(SUIRO_R_LIBS\)"):
         launch("r", rscript=sh)
     # the launcher's and then the pool's env beat what launch derives; SUIRO_HOST_LANG stays the host's
-    clean.delenv("SUIRO_R_LIBS")
+    if own:
+        clean.delenv("SUIRO_R_LIBS")
+    else:
+        clean.setenv("SUIRO_R_LIBS", R_LIB)
     c = launch("r", {"R_LIBS": "/pool", "SUIRO_HOST_LANG": "x"}, rscript=sh,
                env={"R_LIBS": "/launcher", "OMP_NUM_THREADS": "4"})
     assert (c["env"]["R_LIBS"], c["env"]["OMP_NUM_THREADS"], c["env"]["SUIRO_HOST_LANG"]) == ("/pool", "4", "python")
