@@ -48,6 +48,18 @@ SEXP C_config_load(SEXP path) {
   return v;
 }
 
+/* The R value of a wire buffer the config readers malloc'd (freed here). Decoding may signal, and
+ * buf would leak then: a copy made by R is decoded. */
+static SEXP decode_owned(void *buf, size_t len, const char *what) {
+  rs_dec_opts o = { 0, NULL, what, NULL, "the Lua option checks" };
+  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
+  memcpy(RAW(raw), buf, len);
+  free(buf);
+  SEXP v = rs_decode(RAW(raw), len, &o);
+  UNPROTECT(1);
+  return v;
+}
+
 /* Checks and normalises one pool's options (a named list, already wire-encodable). */
 SEXP C_pool_options(SEXP wire, SEXP where) {
   void *buf;
@@ -61,15 +73,7 @@ SEXP C_pool_options(SEXP wire, SEXP where) {
   int rc = suiro_embed_pool_options(embed(), in, n, CHAR(STRING_ELT(where, 0)), &buf, &len, err, sizeof err);
   free(in);
   if (rc != 0) Rf_error("%s", err);
-  rs_dec_opts o = { 0, NULL, "options", NULL, "the Lua option checks" };
-  SEXP v;
-  /* decode may signal: buf would leak then, so decode a copy made by R */
-  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
-  memcpy(RAW(raw), buf, len);
-  free(buf);
-  v = rs_decode(RAW(raw), len, &o);
-  UNPROTECT(1);
-  return v;
+  return decode_owned(buf, len, "options");
 }
 
 /* The environment every face gives workers of a launcher kind by default (suiro.config):
@@ -80,13 +84,7 @@ SEXP C_worker_env(SEXP kind) {
   char err[512];
   if (suiro_conf_worker_env(embed(), CHAR(STRING_ELT(kind, 0)), &buf, &len, err, sizeof err) != 0)
     Rf_error("%s", err);
-  rs_dec_opts o = { 0, NULL, "env", NULL, "the Lua option checks" };
-  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
-  memcpy(RAW(raw), buf, len);
-  free(buf);
-  SEXP v = rs_decode(RAW(raw), len, &o);
-  UNPROTECT(1);
-  return v;
+  return decode_owned(buf, len, "env");
 }
 
 /* The command and environment of a launcher's workers (suiro.config.launch): kind, the launcher's
@@ -108,13 +106,7 @@ SEXP C_launch(SEXP kind, SEXP opts, SEXP host) {
   free(in[0]);
   free(in[1]);
   if (rc != 0) Rf_error("%s", err);
-  rs_dec_opts o = { 0, NULL, "launch", NULL, "the Lua option checks" };
-  SEXP raw = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)len));
-  memcpy(RAW(raw), buf, len);
-  free(buf);
-  SEXP v = rs_decode(RAW(raw), len, &o);
-  UNPROTECT(1);
-  return v;
+  return decode_owned(buf, len, "launch");
 }
 
 SEXP C_duration(SEXP s) {

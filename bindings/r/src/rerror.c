@@ -46,17 +46,25 @@ SEXP C_worker_set_handler(SEXP h) {
 }
 
 static void make_relay_global(SEXP h);
+static SEXP add_cond_hands_call(SEXP h);
 
 /* The relay handler (R/worker.R relay_handler) as an .addCondHands call, made once (and the loop's
  * flagged copy of it). */
-SEXP C_worker_set_relay(SEXP h) {
+/* .Internal(.addCondHands("condition", list(h), globalenv(), NULL, TRUE)), preserved: evaluated, it
+ * establishes h as a calling handler of every condition until the enclosing handler scope ends. */
+static SEXP add_cond_hands_call(SEXP h) {
   SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
   SET_VECTOR_ELT(hl, 0, h);
   SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("condition"), hl, R_GlobalEnv, R_NilValue,
                                 Rf_ScalarLogical(1)));
-  add_relay = Rf_lang2(Rf_install(".Internal"), inner);
-  R_PreserveObject(add_relay);
+  SEXP call = Rf_lang2(Rf_install(".Internal"), inner);
+  R_PreserveObject(call);
   UNPROTECT(2);
+  return call;
+}
+
+SEXP C_worker_set_relay(SEXP h) {
+  add_relay = add_cond_hands_call(h);
   make_relay_global(h);
   return R_NilValue;
 }
@@ -77,13 +85,8 @@ static void make_relay_global(SEXP h) {
   Rf_defineVar(Rf_install("relaying"), relay_flag, env);
   Rf_defineVar(Rf_install("h"), h, env);
   SEXP wrap = PROTECT(R_ParseEvalString("function(cond) if (relaying[1L]) h(cond)", env));
-  SEXP hl = PROTECT(Rf_allocVector(VECSXP, 1));
-  SET_VECTOR_ELT(hl, 0, wrap);
-  SEXP inner = PROTECT(Rf_lang6(Rf_install(".addCondHands"), Rf_mkString("condition"), hl, R_GlobalEnv, R_NilValue,
-                                Rf_ScalarLogical(1)));
-  add_relay_global = Rf_lang2(Rf_install(".Internal"), inner);
-  R_PreserveObject(add_relay_global);
-  UNPROTECT(4);
+  add_relay_global = add_cond_hands_call(wrap);
+  UNPROTECT(2);
 }
 
 /* Establishes the loop's relay handler until the enclosing handler scope ends (rworker.c). */
