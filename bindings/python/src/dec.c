@@ -66,14 +66,7 @@ static PyObject *array_copy(int type, const void *data, uint64_t count, int orde
   PyObject *a = PyObject_CallFunctionObjArgs(SP.np_frombuffer, ba, dtype_of(type), NULL);
   Py_DECREF(ba);
   if (!a || ndim == 1 || ndim < 0) return a;
-  PyObject *shape = PyTuple_New(ndim);
-  if (!shape) {
-    Py_DECREF(a);
-    return NULL;
-  }
-  for (int k = 0; k < ndim; k++) PyTuple_SET_ITEM(shape, k, PyLong_FromUnsignedLongLong(dims[k]));
-  PyObject *r = sp_reshape(a, shape, order);
-  Py_DECREF(shape);
+  PyObject *r = sp_reshape(a, ndim, dims, order);
   Py_DECREF(a);
   return r;
 }
@@ -568,6 +561,21 @@ static char memo_name[256];
 static size_t memo_len;
 static PyObject *memo_fn;
 
+/* A task's arguments after its function *fn (NULL: that failed, with the error set): *args a
+ * tuple of nargs values and the buffer's end checked; 0, or -1 with *fn, *args and the decoder's
+ * references released. */
+static int task_args(dec *d, uint64_t nargs, PyObject **fn, PyObject **args) {
+  if (*fn && (*args = PyTuple_New((Py_ssize_t)nargs))) {
+    uint64_t i = 0;
+    for (PyObject *x; i < nargs && (x = dec_child(d)); i++) PyTuple_SET_ITEM(*args, (Py_ssize_t)i, x);
+    if (i == nargs && dec_finish(d) == 0) return 0;
+  }
+  Py_CLEAR(d->refs);
+  Py_CLEAR(*fn);
+  Py_CLEAR(*args);
+  return -1;
+}
+
 /* The rest of a task after suiro_exec read its list and function item f (fn: what the engine's
  * cache gave for a STR; FUNC items are decoded here, their code from the same cache): *fn the
  * callable (or a suiro.Call for a call spec), *args a tuple of the nargs arguments. */
@@ -584,21 +592,7 @@ int sp_decode_task_at(const wire_reader *r, const wire_item *fi, PyObject *fn_in
   if (f.tag == WIRE_STR) *fn = Py_NewRef(fn_in);
   else if (f.tag == WIRE_FUNC) *fn = dec_func(&d, &f);
   else *fn = dec_value(&d, &f); /* CALL */
-  if (!*fn) goto fail;
-  *args = PyTuple_New((Py_ssize_t)nargs);
-  if (!*args) goto fail;
-  for (uint64_t i = 0; i < nargs; i++) {
-    PyObject *x = dec_child(&d);
-    if (!x) goto fail;
-    PyTuple_SET_ITEM(*args, (Py_ssize_t)i, x);
-  }
-  if (dec_finish(&d) < 0) goto fail;
-  return 0;
-fail:
-  Py_CLEAR(d.refs);
-  Py_CLEAR(*fn);
-  Py_CLEAR(*args);
-  return -1;
+  return task_args(&d, nargs, fn, args);
 }
 
 /* Decodes a task list: *fn the callable (or a suiro.Call for call specs), *args a tuple. The map
@@ -613,8 +607,8 @@ int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, 
     PyErr_SetString(PyExc_ValueError, "malformed task: expected a list [function, arguments...]");
     return -1;
   }
-  if (remember(&d, Py_None) < 0 || dec_next(&d, &f) < 0) goto fail;
   uint64_t nargs = it.n - 1;
+  if (remember(&d, Py_None) < 0 || dec_next(&d, &f) < 0) return task_args(&d, nargs, fn, args);
   if (f.tag == WIRE_STR) {
     if (memo_fn && f.n == memo_len && memcmp(f.data, memo_name, memo_len) == 0) {
       *fn = Py_NewRef(memo_fn);
@@ -634,27 +628,13 @@ int sp_decode_task(const void *buf, size_t len, PyObject **fn, PyObject **args, 
   } else if (f.tag == WIRE_CALL) {
     if (nargs) {
       PyErr_SetString(PyExc_ValueError, "malformed task: a call spec takes no further arguments");
-      goto fail;
+      return task_args(&d, nargs, fn, args);
     }
     *fn = dec_value(&d, &f);
   } else {
     PyErr_Format(PyExc_ValueError, "malformed task: expected a function, got %s", wire_tag_name(f.tag));
   }
-  if (!*fn) goto fail;
-  *args = PyTuple_New((Py_ssize_t)nargs);
-  if (!*args) goto fail;
-  for (uint64_t i = 0; i < nargs; i++) {
-    PyObject *x = dec_child(&d);
-    if (!x) goto fail;
-    PyTuple_SET_ITEM(*args, (Py_ssize_t)i, x);
-  }
-  if (dec_finish(&d) < 0) goto fail;
-  return 0;
-fail:
-  Py_CLEAR(d.refs);
-  Py_CLEAR(*fn);
-  Py_CLEAR(*args);
-  return -1;
+  return task_args(&d, nargs, fn, args);
 }
 
 /* A private numpy array holding a copy of n elements (bool with NA: a masked array). */

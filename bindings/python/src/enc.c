@@ -291,25 +291,11 @@ static int enc_fail_pickling(enc *e, PyObject *o) {
 /* Anything else: pickled for Python receivers, refused by the others. */
 static PyObject *dumps_captured_helper;
 
-static PyObject *dumps_captured(void) {
-  if (!dumps_captured_helper) {
-    PyObject *m = sp_values_module();
-    dumps_captured_helper = m ? PyObject_GetAttrString(m, "dumps_captured") : NULL;
-    Py_XDECREF(m);
-  }
-  return dumps_captured_helper;
-}
+static PyObject *dumps_captured(void) { return sp_values_attr(&dumps_captured_helper, "dumps_captured"); }
 
 /* _values.dumps_oob (pickle protocol 5, its buffers out of band), looked up once */
 static PyObject *dumps_oob_helper;
-static PyObject *dumps_oob(void) {
-  if (!dumps_oob_helper) {
-    PyObject *m = sp_values_module();
-    dumps_oob_helper = m ? PyObject_GetAttrString(m, "dumps_oob") : NULL;
-    Py_XDECREF(m);
-  }
-  return dumps_oob_helper;
-}
+static PyObject *dumps_oob(void) { return sp_values_attr(&dumps_oob_helper, "dumps_oob"); }
 
 /* dumps(o, pubs): pubs collects the (key, blob) pairs of the classes the pickle names by key,
  * published here in the receiving pool before the value is sent (None without a pool: then only

@@ -191,7 +191,15 @@ PyObject *sp_values_module(void) {
   return m;
 }
 
-/* _values.dumps_captured (cloudpickle for what a function sent by value captured), looked up once */
+PyObject *sp_values_attr(PyObject **slot, const char *name) {
+  if (!*slot) {
+    PyObject *m = sp_values_module();
+    *slot = m ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+  }
+  return *slot;
+}
+
 /* ---- function identity (hosts): by name, or the code by key ---------------------------------- */
 
 static PyObject *fn_ref_helper, *fn_pickle_helper, *resolve_helper;
@@ -203,14 +211,8 @@ PyObject *sp_function_identity(PoolObject *po, PyObject *fn) {
     if (got) return Py_NewRef(got);
     if (PyErr_Occurred()) PyErr_Clear(); /* unhashable: no cache */
   }
-  if (!fn_ref_helper) {
-    PyObject *m = PyImport_ImportModule("suiro._values");
-    if (!m) return NULL;
-    fn_ref_helper = PyObject_GetAttrString(m, "function_ref");
-    fn_pickle_helper = PyObject_GetAttrString(m, "pickle_function");
-    Py_DECREF(m);
-    if (!fn_ref_helper || !fn_pickle_helper) return NULL;
-  }
+  if (!sp_values_attr(&fn_ref_helper, "function_ref") || !sp_values_attr(&fn_pickle_helper, "pickle_function"))
+    return NULL;
   PyObject *name = PyObject_CallOneArg(fn_ref_helper, fn);
   if (!name) return NULL;
   if (name != Py_None) {
@@ -327,14 +329,8 @@ int sp_function_plan(PoolObject *po, PyObject *fn, PyObject **plan_out) {
       return 0;
     }
   } else {
-    if (!fn_ref_helper) {
-      PyObject *m = PyImport_ImportModule("suiro._values");
-      if (!m) return -1;
-      fn_ref_helper = PyObject_GetAttrString(m, "function_ref");
-      fn_pickle_helper = PyObject_GetAttrString(m, "pickle_function");
-      Py_DECREF(m);
-      if (!fn_ref_helper || !fn_pickle_helper) return -1;
-    }
+    if (!sp_values_attr(&fn_ref_helper, "function_ref") || !sp_values_attr(&fn_pickle_helper, "pickle_function"))
+      return -1;
     PyObject *name = PyObject_CallOneArg(fn_ref_helper, fn);
     if (!name) return -1;
     int importable = name != Py_None;
@@ -512,12 +508,7 @@ PyObject *sp_resolve_name(const char *name, size_t len) {
     Py_DECREF(s);
     return Py_NewRef(got);
   }
-  if (!resolve_helper) {
-    PyObject *m = PyImport_ImportModule("suiro._values");
-    resolve_helper = m ? PyObject_GetAttrString(m, "resolve") : NULL;
-    Py_XDECREF(m);
-    if (!resolve_helper) return Py_DECREF(s), NULL;
-  }
+  if (!sp_values_attr(&resolve_helper, "resolve")) return Py_DECREF(s), NULL;
   PyObject *f = PyObject_CallOneArg(resolve_helper, s);
   if (f && PyDict_SetItem(name_cache, s, f) < 0) Py_CLEAR(f);
   Py_DECREF(s);

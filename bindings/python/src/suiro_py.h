@@ -168,6 +168,9 @@ enum { PLAN_KEY, PLAN_GLOBALS, PLAN_GNAMES, PLAN_GKINDS, PLAN_CKINDS, PLAN_NDYN,
 extern PyObject *sp_plan_dyn; /* _values.PLAN_DYN: the kind of a name whose value goes with every task */
 /* suiro._values (new reference), with the class-key functions installed in it on first use. */
 PyObject *sp_values_module(void);
+/* suiro._values.<name>, looked up once into *slot (borrowed, kept for the process); NULL with the
+ * error set. */
+PyObject *sp_values_attr(PyObject **slot, const char *name);
 extern int sp_class_keys_installed; /* set once sp_values_module has installed them */
 
 /* Worker side: the callable a FUNC / STR item names (new reference). */
@@ -235,7 +238,7 @@ extern int sp_host_foreign; /* sp.c, set by worker.c: what a worker's results ar
 extern const char *sp_host_lang, *sp_host_dest;
 
 /* a.reshape(shape, order="C"/"F") (new reference) */
-PyObject *sp_reshape(PyObject *a, PyObject *shape, int order);
+PyObject *sp_reshape(PyObject *a, int ndim, const uint64_t *dims, int order); /* a.reshape(dims, order=) */
 
 /* small helpers */
 static inline const char *sp_lang_name(int lang) {

@@ -93,14 +93,7 @@ PyObject *sp_view_array(suiro_buf *b, const void *data, uint64_t bytes, int type
   PyObject *a = PyObject_CallFunctionObjArgs(SP.np_frombuffer, (PyObject *)v, SP.np_dtypes[type], NULL);
   Py_DECREF(v);
   if (!a || ndim == 0) return a;
-  PyObject *shape = PyTuple_New(ndim);
-  if (!shape) {
-    Py_DECREF(a);
-    return NULL;
-  }
-  for (int k = 0; k < ndim; k++) PyTuple_SET_ITEM(shape, k, PyLong_FromUnsignedLongLong(dims[k]));
-  PyObject *r = sp_reshape(a, shape, order);
-  Py_DECREF(shape);
+  PyObject *r = sp_reshape(a, ndim, dims, order);
   Py_DECREF(a);
   return r;
 }
@@ -122,10 +115,18 @@ suiro_buf *sp_view_region_of(PyObject *arr) {
   return NULL;
 }
 
-PyObject *sp_reshape(PyObject *a, PyObject *shape, int order) {
+PyObject *sp_reshape(PyObject *a, int ndim, const uint64_t *dims, int order) {
+  PyObject *shape = PyTuple_New(ndim);
+  if (!shape) return NULL;
+  for (int k = 0; k < ndim; k++) {
+    PyObject *d = PyLong_FromUnsignedLongLong(dims[k]);
+    if (!d) return Py_DECREF(shape), NULL;
+    PyTuple_SET_ITEM(shape, k, d);
+  }
   PyObject *meth = PyObject_GetAttrString(a, "reshape");
-  if (!meth) return NULL;
+  if (!meth) return Py_DECREF(shape), NULL;
   PyObject *args = PyTuple_Pack(1, shape);
+  Py_DECREF(shape);
   PyObject *kw = args ? Py_BuildValue("{s:s}", "order", order == WIRE_ORDER_F ? "F" : "C") : NULL;
   PyObject *r = kw ? PyObject_Call(meth, args, kw) : NULL;
   Py_XDECREF(kw);

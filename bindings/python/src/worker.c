@@ -128,12 +128,8 @@ static int py_by_code(void *ud, uint64_t key, const void *code, size_t len, void
 static int call_and_write(PyObject *fn, PyObject *args, suiro_out *out) {
   PyObject *res;
   if (SP.Call && Py_TYPE(fn) == (PyTypeObject *)SP.Call) {
-    if (!run_call_helper) {
-      PyObject *m = PyImport_ImportModule("suiro._values");
-      run_call_helper = m ? PyObject_GetAttrString(m, "run_call") : NULL;
-      Py_XDECREF(m);
-    }
-    res = run_call_helper ? PyObject_CallOneArg(run_call_helper, fn) : NULL;
+    PyObject *h = sp_values_attr(&run_call_helper, "run_call");
+    res = h ? PyObject_CallOneArg(h, fn) : NULL;
   } else {
     res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), (size_t)PyTuple_GET_SIZE(args), NULL);
   }
